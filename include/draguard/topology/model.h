@@ -1,0 +1,187 @@
+// The topology model: what draguard knows about the hardware of each Kubernetes node.
+//
+// The model is built once per hwloc export (see loader.h) and is immutable afterwards. It is
+// split in two so that thousands of identical nodes cost little memory:
+//   * Shape        - everything hardware-relevant (NUMA nodes, PCIe roots, GPUs, NICs, NVLink /
+//                    XGMI links and the derived placement answers). Identical nodes share one
+//                    Shape object; its Fingerprint() is the value of the node label
+//                    `draguard.io/topology-shape`.
+//   * NodeTopology - one node: its name, where the export came from, the exporter's hwloc
+//                    version, host name, GPU UUIDs, and a pointer to its Shape.
+// A Snapshot is the immutable whole-cluster view handed to rules (see snapshot.h).
+//
+// All types here are plain values without hwloc types; they are safe to read from any number of
+// threads once published through a std::shared_ptr<const ...>.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace draguard::topology {
+
+/// Label under which a node's shape fingerprint is published.
+inline constexpr std::string_view kShapeLabel = "draguard.io/topology-shape";
+
+/// One NUMA node as hwloc reports it.
+struct NumaNode {
+  uint32_t os_index = 0;      ///< Linux node number (hwloc P#)
+  uint64_t memory_bytes = 0;  ///< local memory in bytes
+  uint32_t cpus = 0;          ///< number of PUs (hardware threads) local to the node
+  std::string subtype;        ///< "DRAM", "HBM", "GPUMemory", ...; empty when the export does not say
+  bool operator==(const NumaNode&) const = default;
+};
+
+/// One PCIe root complex (an hwloc host bridge).
+struct PcieRoot {
+  /// Exact form of the DRA attribute `resource.kubernetes.io/pcieRoot`: "pci<domain>:<bus>".
+  std::string id;
+  uint32_t domain = 0;    ///< PCI domain
+  uint32_t bus_first = 0; ///< first bus behind the host bridge (the root bus)
+  uint32_t bus_last = 0;  ///< last bus behind the host bridge
+  /// OS indexes of the NUMA nodes local to the host bridge (0, 1 or several), ascending.
+  std::vector<uint32_t> numa_nodes;
+  bool operator==(const PcieRoot&) const = default;
+};
+
+/// GPU vendor recognised by the loader.
+enum class GpuVendor : uint8_t { kNvidia, kAmd };
+/// "nvidia" or "amd".
+const char* GpuVendorName(GpuVendor vendor);
+
+/// Which export attribute a GPU's memory figure came from.
+enum class MemorySource : uint8_t {
+  kUnknown,           ///< the export carries no memory size for this GPU
+  kCudaGlobalMemory,  ///< `CUDAGlobalMemorySize` (KiB) of a cuda OS device
+  kRsmiVram,          ///< `RSMIVRAMSize` (KiB) of an rsmi OS device
+  kOpenClGlobalMemory ///< `OpenCLGlobalMemorySize` (KiB) of an opencl OS device
+};
+/// "CUDAGlobalMemorySize", "RSMIVRAMSize", "OpenCLGlobalMemorySize" or "" for kUnknown.
+const char* MemorySourceName(MemorySource source);
+
+/// Sentinel for "no PCIe root known" in index fields.
+inline constexpr uint32_t kNoIndex = 0xffffffffu;
+
+/// One GPU, counted by PCI device (all its OS devices - cuda, nvml, rsmi, opencl, card,
+/// renderD - are aliases of it).
+struct Gpu {
+  std::string pci_bus_id;  ///< "dddd:bb:dd.f", lower-case hex
+  GpuVendor vendor = GpuVendor::kNvidia;
+  uint16_t vendor_id = 0;  ///< PCI vendor id (0x10de, 0x1002)
+  uint16_t device_id = 0;  ///< PCI device id
+  uint16_t pci_class = 0;  ///< PCI class (0x0302, 0x0380, ...)
+  std::string model;       ///< GPUModel of the best OS device, else the PCI device name; may be empty
+  std::optional<uint64_t> memory_bytes;            ///< as the export says; see memory_source
+  MemorySource memory_source = MemorySource::kUnknown;
+  std::optional<uint32_t> sm_count;                ///< CUDA multiprocessors when known
+  uint32_t pcie_root = kNoIndex;  ///< index into Shape::pcie_roots, or kNoIndex
+  std::vector<uint32_t> numa_nodes;       ///< local NUMA node OS indexes, ascending
+  std::vector<std::string> os_devices;    ///< OS device names in export order
+  uint32_t partitions = 1;                ///< number of rsmi partitions (MI300A TPX/CPX), else 1
+  bool operator==(const Gpu&) const = default;
+};
+
+/// One network or OpenFabrics OS device with a PCI parent.
+struct Nic {
+  std::string name;        ///< OS device name (eth0, ib0, mlx5_0, ...)
+  std::string pci_bus_id;  ///< PCI function the device belongs to
+  uint32_t pcie_root = kNoIndex;     ///< index into Shape::pcie_roots, or kNoIndex
+  std::vector<uint32_t> numa_nodes;  ///< local NUMA node OS indexes, ascending
+  /// True for OpenFabrics devices, for network devices on a PCI function that also carries an
+  /// OpenFabrics device, and for InfiniBand-class (0c06) functions.
+  bool rdma = false;
+  bool operator==(const Nic&) const = default;
+};
+
+/// A GPU pair with a direct or switch-mediated link; a < b are indexes into Shape::gpus.
+struct GpuLink {
+  uint32_t a = 0;
+  uint32_t b = 0;
+  uint64_t mbps = 0;  ///< MB/s per direction as the matrix (after NVSwitch closure) says
+  bool operator==(const GpuLink&) const = default;
+};
+
+/// A GPU linked directly to a CPU package (IBM POWER NVLink).
+struct CpuLink {
+  uint32_t gpu = 0;               ///< index into Shape::gpus
+  uint32_t package_os_index = 0;  ///< OS index of the hwloc Package peer
+  uint64_t mbps = 0;
+  bool operator==(const CpuLink&) const = default;
+};
+
+/// One GPU interconnect read from an hwloc bandwidth matrix.
+struct Interconnect {
+  std::string source;               ///< matrix name ("NVLinkBandwidth"); empty when absent
+  std::vector<GpuLink> peers;       ///< each linked GPU pair once, sorted by (a, b)
+  std::vector<CpuLink> cpu_peers;   ///< GPU-CPU links (hetero matrices with Package peers)
+  bool via_switch = false;          ///< GPU pairs were derived through NVSwitch peers
+  bool operator==(const Interconnect&) const = default;
+};
+
+/// Answers computed once per shape for the rules and the claim generator.
+struct DerivedAnswers {
+  /// Per PCIe root (parallel to Shape::pcie_roots): GPU indexes under it.
+  std::vector<std::vector<uint32_t>> gpus_by_root;
+  /// Per NUMA node (parallel to Shape::numa_nodes): GPU indexes local to it.
+  std::vector<std::vector<uint32_t>> gpus_by_numa;
+  /// Per GPU: NIC indexes under the same PCIe root.
+  std::vector<std::vector<uint32_t>> nics_same_root;
+  /// Per GPU: NIC indexes sharing a NUMA node with it (includes the same-root ones).
+  std::vector<std::vector<uint32_t>> nics_same_numa;
+  /// Per GPU: local NICs, same root first, then same NUMA node.
+  std::vector<std::vector<uint32_t>> local_nics;
+  /// Per GPU: NVLink (or XGMI when there is no NVLink) peer GPU indexes, ascending.
+  std::vector<std::vector<uint32_t>> link_peers;
+  /// Maximal cliques of the GPU link graph (each ascending; largest first). Empty without links.
+  std::vector<std::vector<uint32_t>> link_cliques;
+  bool link_fully_connected = false;  ///< every GPU pair is linked (and there are >= 2 GPUs)
+  uint32_t max_gpus_per_root = 0;     ///< largest number of GPUs under one PCIe root
+  uint32_t max_gpus_per_numa = 0;     ///< largest number of GPUs local to one NUMA node
+  uint32_t max_gpus_per_clique = 0;   ///< size of the largest clique (1 with GPUs but no links)
+  bool operator==(const DerivedAnswers&) const = default;
+};
+
+/// The hardware of a node, shared by all nodes with identical hardware. Immutable once built.
+struct Shape {
+  std::vector<NumaNode> numa_nodes;  ///< ascending OS index
+  std::vector<PcieRoot> pcie_roots;  ///< ascending (domain, bus)
+  std::vector<Gpu> gpus;             ///< ascending PCI bus id
+  std::vector<Nic> nics;             ///< ascending (PCI bus id, name)
+  Interconnect nvlink;               ///< NVLinkBandwidth
+  Interconnect xgmi;                 ///< XGMIBandwidth
+  DerivedAnswers derived;            ///< computed by FinalizeShape()
+  std::string fingerprint;           ///< 16 lower-case hex digits; computed by FinalizeShape()
+
+  /// The pcieRoot string of `gpu` ("" when unknown).
+  const std::string& PcieRootId(const Gpu& gpu) const;
+  /// The pcieRoot string of `nic` ("" when unknown).
+  const std::string& PcieRootId(const Nic& nic) const;
+  /// Index of the NUMA node with `os_index` in numa_nodes, or kNoIndex.
+  uint32_t NumaIndex(uint32_t os_index) const;
+  /// True when hardware content (everything but `derived`/`fingerprint`) is identical.
+  bool SameHardware(const Shape& other) const;
+};
+
+/// Computes `derived` and `fingerprint` from the hardware fields. Called by the loader.
+void FinalizeShape(Shape& shape);
+
+/// One Kubernetes node's topology: per-node identity plus a shared Shape.
+struct NodeTopology {
+  std::string name;           ///< Kubernetes node name
+  std::string source;         ///< where the export came from (file path, ConfigMap, "bundled:...")
+  std::string version;        ///< source version (file mtime ns, resourceVersion, ...)
+  std::string hwloc_version;  ///< exporter's `hwlocVersion` info; empty when not recorded
+  std::string host_name;      ///< export's `HostName` info; empty when not recorded
+  std::string xml_format;     ///< "1.x" or "2.0"
+  /// Per GPU (parallel to shape->gpus): UUID from NVIDIAUUID / AMDUUID, empty when unknown.
+  std::vector<std::string> gpu_uuids;
+  std::shared_ptr<const Shape> shape;  ///< never null
+
+  /// UUID of GPU `gpu_index`, or std::nullopt when the export has none.
+  std::optional<std::string_view> GpuUuid(uint32_t gpu_index) const;
+};
+
+}  // namespace draguard::topology

@@ -1,0 +1,116 @@
+// Snapshot: the immutable whole-cluster topology view that rules read, plus the query API used by
+// the rules, the claim generator and the satisfiability check.
+//
+// A Snapshot is created once (by the Store or LoadSnapshot) and never modified; share it as
+// std::shared_ptr<const Snapshot>. All methods are const and thread-safe. Node lookup is a
+// binary search over names sorted once at creation (well under a microsecond for 5,000 nodes).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "draguard/status.h"
+#include "draguard/topology/loader.h"
+#include "draguard/topology/model.h"
+
+namespace draguard::topology {
+
+/// One distinct hardware shape and the nodes that have it.
+struct ShapeGroup {
+  std::shared_ptr<const Shape> shape;  ///< never null
+  std::vector<std::string> nodes;      ///< node names, ascending
+};
+
+/// What the query API returns for one GPU of one node.
+struct GpuInfo {
+  uint32_t index = 0;                    ///< position in shape->gpus (the JSON `gpuIndex`)
+  const Gpu* gpu = nullptr;              ///< the hardware record (owned by the Shape)
+  std::string_view pcie_root;            ///< "pci0000:4e"; empty when unknown
+  const std::vector<uint32_t>* numa_nodes = nullptr;  ///< local NUMA OS indexes
+  std::optional<uint64_t> memory_bytes;  ///< as the export says
+  std::string_view model;                ///< may be empty
+  std::optional<std::string_view> uuid;  ///< per node; nullopt when the export has none
+};
+
+/// The immutable cluster view.
+class Snapshot {
+ public:
+  /// Builds a snapshot from per-node topologies (any order; names must be unique).
+  /// `generation` is a caller-chosen counter that increases with every published snapshot.
+  static std::shared_ptr<const Snapshot> Create(std::vector<std::shared_ptr<const NodeTopology>> nodes,
+                                                uint64_t generation = 0);
+
+  /// The node called `name`, or nullptr.
+  const NodeTopology* Find(std::string_view name) const;
+  /// All nodes, ascending by name.
+  const std::vector<std::shared_ptr<const NodeTopology>>& nodes() const { return nodes_; }
+  /// Distinct shapes with their nodes, ascending by fingerprint.
+  const std::vector<ShapeGroup>& shapes() const { return shapes_; }
+  /// Number of nodes.
+  size_t node_count() const { return nodes_.size(); }
+  /// Number of distinct shapes.
+  size_t shape_count() const { return shapes_.size(); }
+  /// Generation counter given at creation.
+  uint64_t generation() const { return generation_; }
+
+  // ---- Query API (all return empty results for unknown nodes / indexes) ----
+
+  /// The GPUs of `node` with pcieRoot, NUMA nodes, memory, model and UUID.
+  std::vector<GpuInfo> Gpus(std::string_view node) const;
+  /// NICs under the same PCIe root as GPU `gpu` of `node`.
+  std::vector<const Nic*> NicsSharingRoot(std::string_view node, uint32_t gpu) const;
+  /// NICs sharing a NUMA node with GPU `gpu` of `node` (includes the same-root ones).
+  std::vector<const Nic*> NicsSharingNuma(std::string_view node, uint32_t gpu) const;
+  /// NVLink (or, without NVLink, XGMI) peer GPU indexes of GPU `gpu` of `node`.
+  std::vector<uint32_t> LinkPeers(std::string_view node, uint32_t gpu) const;
+  /// The shape group whose fingerprint is `fingerprint`, or nullptr.
+  const ShapeGroup* FindShape(std::string_view fingerprint) const;
+
+ private:
+  Snapshot() = default;
+  std::vector<std::shared_ptr<const NodeTopology>> nodes_;
+  std::vector<ShapeGroup> shapes_;
+  uint64_t generation_ = 0;
+};
+
+/// Deduplicates shapes: identical hardware yields the same shared object. Thread-safe.
+/// Holds weak references only, so shapes no node uses any more are freed.
+class ShapeInterner {
+ public:
+  /// Returns the shared shape equal to `shape` (finalized), inserting it if new.
+  std::shared_ptr<const Shape> Intern(Shape shape);
+  /// Number of live distinct shapes known to the interner.
+  size_t size() const;
+  /// Drops entries whose shapes have been freed.
+  void Prune();
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, std::vector<std::weak_ptr<const Shape>>> by_fingerprint_;  // GUARDED_BY(mu_)
+};
+
+/// Builds a NodeTopology from a parsed export (interning its shape).
+std::shared_ptr<const NodeTopology> MakeNodeTopology(ParsedExport parsed, std::string name, std::string source,
+                                                     std::string version, ShapeInterner& interner);
+
+/// One export that could not be loaded by LoadSnapshot.
+struct LoadProblem {
+  std::string source;          ///< file path
+  LoadErrorReason reason = LoadErrorReason::kNone;
+  Status status;               ///< the reason in words
+};
+
+/// Loads a file, or every `*.xml` file of a directory (not recursive, hidden files skipped), into
+/// a snapshot. Node names come from the file names (`<node>.xml`, `<node>.hwloc.xml`); two files
+/// for one node: the newer file wins and a kConflict problem is reported. Exports that fail are
+/// listed in `problems` (optional) and skipped. Fails only when `path` cannot be read.
+Result<std::shared_ptr<const Snapshot>> LoadSnapshot(const std::string& path, const LoaderLimits& limits = {},
+                                                     std::vector<LoadProblem>* problems = nullptr);
+
+}  // namespace draguard::topology

@@ -1,0 +1,461 @@
+// libhwloc import of one export. The only file of draguard that includes <hwloc.h>.
+#include <hwloc.h>
+#include <hwloc/distances.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <sys/stat.h>
+#include <unordered_map>
+
+#include "draguard/topology/loader.h"
+
+namespace draguard::topology {
+namespace {
+
+// Owns an hwloc topology for the duration of one import.
+class TopologyHandle {
+ public:
+  TopologyHandle() = default;
+  ~TopologyHandle() {
+    if (topo_ != nullptr) hwloc_topology_destroy(topo_);
+  }
+  TopologyHandle(const TopologyHandle&) = delete;
+  TopologyHandle& operator=(const TopologyHandle&) = delete;
+  bool Init() { return hwloc_topology_init(&topo_) == 0; }
+  hwloc_topology_t get() const { return topo_; }
+
+ private:
+  hwloc_topology_t topo_ = nullptr;
+};
+
+std::string Info(hwloc_obj_t obj, const char* name) {
+  const char* v = hwloc_obj_get_info_by_name(obj, name);
+  return v != nullptr ? std::string(v) : std::string();
+}
+
+std::vector<uint32_t> NodesetIndexes(hwloc_const_nodeset_t set) {
+  std::vector<uint32_t> out;
+  if (set == nullptr || hwloc_bitmap_weight(set) < 0) return out;  // empty or infinite
+  for (int i = hwloc_bitmap_first(set); i >= 0; i = hwloc_bitmap_next(set, i)) {
+    out.push_back(static_cast<uint32_t>(i));
+  }
+  return out;
+}
+
+std::vector<uint32_t> LocalNuma(hwloc_topology_t topo, hwloc_obj_t io_obj) {
+  hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(topo, io_obj);
+  if (anc == nullptr) return {};
+  return NodesetIndexes(anc->nodeset);
+}
+
+std::string BusId(const hwloc_obj_t pci) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%04x:%02x:%02x.%01x", static_cast<unsigned>(pci->attr->pcidev.domain),
+                pci->attr->pcidev.bus, pci->attr->pcidev.dev, pci->attr->pcidev.func);
+  return buf;
+}
+
+bool StartsWith(const char* s, const char* prefix) {
+  return s != nullptr && std::strncmp(s, prefix, std::strlen(prefix)) == 0;
+}
+
+// Parses a decimal KiB figure into bytes; nullopt when absent or malformed.
+std::optional<uint64_t> KibToBytes(const std::string& v) {
+  if (v.empty()) return std::nullopt;
+  uint64_t n = 0;
+  for (char c : v) {
+    if (c < '0' || c > '9') return std::nullopt;
+    if (n > (UINT64_MAX - 9) / 10) return std::nullopt;
+    n = n * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (n == 0 || n > UINT64_MAX / 1024) return std::nullopt;
+  return n * 1024;
+}
+
+std::optional<uint32_t> ParseU32(const std::string& v) {
+  if (v.empty() || v.size() > 9) return std::nullopt;
+  uint32_t n = 0;
+  for (char c : v) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + static_cast<uint32_t>(c - '0');
+  }
+  return n;
+}
+
+bool IsGpuPciDev(hwloc_obj_t pci) {
+  const auto& p = pci->attr->pcidev;
+  const unsigned base = p.class_id >> 8;
+  if (base != 0x03 && base != 0x12) return false;
+  if (p.vendor_id != 0x10de && p.vendor_id != 0x1002) return false;
+  if (p.vendor_id == 0x1002 && p.device_id == 0x515e) return false;  // ATI ES1000 BMC VGA
+  return true;
+}
+
+// The host bridge above an I/O object, or nullptr.
+hwloc_obj_t HostBridgeOf(hwloc_obj_t obj) {
+  for (hwloc_obj_t p = obj->parent; p != nullptr; p = p->parent) {
+    if (p->type != HWLOC_OBJ_BRIDGE) {
+      if (p->type == HWLOC_OBJ_PCI_DEVICE) continue;
+      return nullptr;
+    }
+    if (p->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST) return p;
+  }
+  return nullptr;
+}
+
+// GPU OS device families recognised by name prefix (falling back to the Backend info).
+enum class OsDevKind { kOther, kCuda, kNvml, kRsmi, kOpenCl };
+
+OsDevKind KindOf(hwloc_obj_t osdev) {
+  const char* name = osdev->name;
+  if (StartsWith(name, "cuda")) return OsDevKind::kCuda;
+  if (StartsWith(name, "nvml")) return OsDevKind::kNvml;
+  if (StartsWith(name, "rsmi")) return OsDevKind::kRsmi;
+  if (StartsWith(name, "opencl")) return OsDevKind::kOpenCl;
+  const std::string backend = Info(osdev, "Backend");
+  if (backend == "CUDA") return OsDevKind::kCuda;
+  if (backend == "NVML") return OsDevKind::kNvml;
+  if (backend == "RSMI") return OsDevKind::kRsmi;
+  if (backend == "OpenCL") return OsDevKind::kOpenCl;
+  return OsDevKind::kOther;
+}
+
+// Reads one bandwidth matrix family (all matrices named `name`) into `out`.
+void ReadInterconnect(hwloc_topology_t topo, const char* name,
+                      const std::unordered_map<uint64_t, uint32_t>& gpu_by_pci_gp, Interconnect& out) {
+  unsigned nr = 0;
+  if (hwloc_distances_get_by_name(topo, name, &nr, nullptr, 0) < 0 || nr == 0) return;
+  std::vector<hwloc_distances_s*> dists(nr, nullptr);
+  if (hwloc_distances_get_by_name(topo, name, &nr, dists.data(), 0) < 0) return;
+  dists.resize(nr);
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> pairs;
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> cpu;
+  for (hwloc_distances_s* d : dists) {
+    if (d == nullptr) continue;
+    if ((d->kind & HWLOC_DISTANCES_KIND_MEANS_BANDWIDTH) == 0) {
+      hwloc_distances_release(topo, d);
+      continue;
+    }
+    bool has_switch = false;
+    for (unsigned i = 0; i < d->nbobjs; ++i) {
+      hwloc_obj_t o = d->objs[i];
+      if (o != nullptr && o->subtype != nullptr && std::strcmp(o->subtype, "NVSwitch") == 0) has_switch = true;
+    }
+    if (has_switch) {
+      // GPU<->GPU entries through NVSwitches are 0 in the export; hwloc's transitive closure
+      // (what `lstopo --distances-transform transitive-closure` shows) connects them.
+      if (hwloc_distances_transform(topo, d, HWLOC_DISTANCES_TRANSFORM_TRANSITIVE_CLOSURE, nullptr, 0) == 0) {
+        out.via_switch = true;
+      }
+    }
+    const unsigned n = d->nbobjs;
+    std::vector<uint32_t> gpu(n, kNoIndex);
+    std::vector<int64_t> package(n, -1);
+    for (unsigned i = 0; i < n; ++i) {
+      hwloc_obj_t o = d->objs[i];
+      if (o == nullptr) continue;
+      hwloc_obj_t pci = nullptr;
+      if (o->type == HWLOC_OBJ_OS_DEVICE && o->parent != nullptr && o->parent->type == HWLOC_OBJ_PCI_DEVICE) {
+        pci = o->parent;
+      } else if (o->type == HWLOC_OBJ_PCI_DEVICE) {
+        pci = o;
+      } else if (o->type == HWLOC_OBJ_PACKAGE) {
+        package[i] = o->os_index;
+      }
+      if (pci != nullptr) {
+        auto it = gpu_by_pci_gp.find(pci->gp_index);
+        if (it != gpu_by_pci_gp.end()) gpu[i] = it->second;
+      }
+    }
+    for (unsigned i = 0; i < n; ++i) {
+      for (unsigned j = 0; j < n; ++j) {
+        if (i == j) continue;
+        const uint64_t v = d->values[static_cast<size_t>(i) * n + j];
+        if (v == 0) continue;
+        if (gpu[i] != kNoIndex && gpu[j] != kNoIndex && gpu[i] != gpu[j]) {
+          auto key = std::minmax(gpu[i], gpu[j]);
+          uint64_t& slot = pairs[{key.first, key.second}];
+          slot = std::max(slot, v);
+        } else if (gpu[i] != kNoIndex && package[j] >= 0) {
+          uint64_t& slot = cpu[{gpu[i], static_cast<uint32_t>(package[j])}];
+          slot = std::max(slot, v);
+        } else if (gpu[j] != kNoIndex && package[i] >= 0) {
+          uint64_t& slot = cpu[{gpu[j], static_cast<uint32_t>(package[i])}];
+          slot = std::max(slot, v);
+        }
+      }
+    }
+    hwloc_distances_release(topo, d);
+  }
+  out.source = name;
+  for (const auto& [k, v] : pairs) out.peers.push_back(GpuLink{k.first, k.second, v});
+  for (const auto& [k, v] : cpu) out.cpu_peers.push_back(CpuLink{k.first, k.second, v});
+}
+
+struct BusKey {
+  uint32_t domain, bus, dev, func;
+  auto operator<=>(const BusKey&) const = default;
+};
+
+BusKey KeyOf(hwloc_obj_t pci) {
+  const auto& p = pci->attr->pcidev;
+  return {static_cast<uint32_t>(p.domain), p.bus, p.dev, p.func};
+}
+
+Result<ParsedExport> Convert(hwloc_topology_t topo, const LoaderLimits& limits, LoadErrorReason* reason) {
+  ParsedExport out;
+  Shape& shape = out.shape;
+  hwloc_obj_t root = hwloc_get_root_obj(topo);
+  out.host_name = Info(root, "HostName");
+  out.hwloc_version = Info(root, "hwlocVersion");
+
+  // NUMA nodes.
+  for (hwloc_obj_t o = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, nullptr); o != nullptr;
+       o = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, o)) {
+    NumaNode n;
+    n.os_index = o->os_index;
+    n.memory_bytes = o->attr != nullptr ? o->attr->numanode.local_memory : 0;
+    const int w = o->cpuset != nullptr ? hwloc_bitmap_weight(o->cpuset) : 0;
+    n.cpus = w > 0 ? static_cast<uint32_t>(w) : 0;
+    if (o->subtype != nullptr) n.subtype = o->subtype;
+    shape.numa_nodes.push_back(std::move(n));
+  }
+  std::sort(shape.numa_nodes.begin(), shape.numa_nodes.end(),
+            [](const NumaNode& a, const NumaNode& b) { return a.os_index < b.os_index; });
+
+  // Host bridges -> PCIe roots.
+  std::vector<std::pair<PcieRoot, uint64_t>> roots;  // root, gp_index
+  for (hwloc_obj_t b = hwloc_get_next_bridge(topo, nullptr); b != nullptr; b = hwloc_get_next_bridge(topo, b)) {
+    if (b->attr->bridge.upstream_type != HWLOC_OBJ_BRIDGE_HOST) continue;
+    if (b->attr->bridge.downstream_type != HWLOC_OBJ_BRIDGE_PCI) continue;
+    PcieRoot r;
+    const auto& ds = b->attr->bridge.downstream.pci;
+    r.domain = static_cast<uint32_t>(ds.domain);
+    r.bus_first = ds.secondary_bus;
+    r.bus_last = ds.subordinate_bus;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "pci%04x:%02x", r.domain, r.bus_first);
+    r.id = buf;
+    r.numa_nodes = LocalNuma(topo, b);
+    roots.emplace_back(std::move(r), b->gp_index);
+  }
+  std::sort(roots.begin(), roots.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.first.domain, a.first.bus_first, a.second) < std::tie(b.first.domain, b.first.bus_first, b.second);
+  });
+  std::unordered_map<uint64_t, uint32_t> root_by_gp;
+  for (const auto& [r, gp] : roots) {
+    root_by_gp[gp] = static_cast<uint32_t>(shape.pcie_roots.size());
+    shape.pcie_roots.push_back(r);
+  }
+  auto root_index = [&](hwloc_obj_t io) {
+    hwloc_obj_t hb = HostBridgeOf(io);
+    if (hb == nullptr) return kNoIndex;
+    auto it = root_by_gp.find(hb->gp_index);
+    return it == root_by_gp.end() ? kNoIndex : it->second;
+  };
+
+  // PCI devices: GPUs.
+  size_t pci_count = 0;
+  struct GpuTmp {
+    BusKey key;
+    Gpu gpu;
+    std::string uuid;
+    uint64_t gp;
+  };
+  std::vector<GpuTmp> gpus;
+  for (hwloc_obj_t p = hwloc_get_next_pcidev(topo, nullptr); p != nullptr; p = hwloc_get_next_pcidev(topo, p)) {
+    ++pci_count;
+    if (!IsGpuPciDev(p)) continue;
+    GpuTmp t;
+    t.key = KeyOf(p);
+    t.gp = p->gp_index;
+    Gpu& g = t.gpu;
+    g.pci_bus_id = BusId(p);
+    g.vendor_id = p->attr->pcidev.vendor_id;
+    g.device_id = p->attr->pcidev.device_id;
+    g.pci_class = p->attr->pcidev.class_id;
+    g.vendor = g.vendor_id == 0x10de ? GpuVendor::kNvidia : GpuVendor::kAmd;
+    g.pcie_root = root_index(p);
+    g.numa_nodes = LocalNuma(topo, p);
+    std::string model_nvml, model_cuda, model_rsmi, model_opencl;
+    std::optional<uint64_t> mem_cuda, mem_rsmi, mem_opencl;
+    std::string uuid_nvml, uuid_rsmi;
+    uint32_t rsmi_count = 0;
+    for (hwloc_obj_t c = p->io_first_child; c != nullptr; c = c->next_sibling) {
+      if (c->type != HWLOC_OBJ_OS_DEVICE || c->name == nullptr) continue;
+      g.os_devices.emplace_back(c->name);
+      switch (KindOf(c)) {
+        case OsDevKind::kCuda:
+          if (model_cuda.empty()) model_cuda = Info(c, "GPUModel");
+          if (!mem_cuda) mem_cuda = KibToBytes(Info(c, "CUDAGlobalMemorySize"));
+          if (!g.sm_count) g.sm_count = ParseU32(Info(c, "CUDAMultiProcessors"));
+          break;
+        case OsDevKind::kNvml:
+          if (model_nvml.empty()) model_nvml = Info(c, "GPUModel");
+          if (uuid_nvml.empty()) uuid_nvml = Info(c, "NVIDIAUUID");
+          break;
+        case OsDevKind::kRsmi:
+          ++rsmi_count;
+          if (model_rsmi.empty()) model_rsmi = Info(c, "GPUModel");
+          if (!mem_rsmi) mem_rsmi = KibToBytes(Info(c, "RSMIVRAMSize"));
+          if (uuid_rsmi.empty()) uuid_rsmi = Info(c, "AMDUUID");
+          break;
+        case OsDevKind::kOpenCl:
+          if (model_opencl.empty()) model_opencl = Info(c, "GPUModel");
+          if (!mem_opencl) mem_opencl = KibToBytes(Info(c, "OpenCLGlobalMemorySize"));
+          break;
+        case OsDevKind::kOther:
+          break;
+      }
+    }
+    g.partitions = rsmi_count > 1 ? rsmi_count : 1;
+    // rsmi comes last: ROCm-SMI model strings are truncated in some exporters ("deon Instinct MI50").
+    for (const std::string* m : {&model_nvml, &model_cuda, &model_opencl, &model_rsmi}) {
+      if (!m->empty()) {
+        g.model = *m;
+        break;
+      }
+    }
+    if (g.model.empty()) g.model = Info(p, "PCIDevice");
+    if (mem_cuda) {
+      g.memory_bytes = mem_cuda;
+      g.memory_source = MemorySource::kCudaGlobalMemory;
+    } else if (mem_rsmi) {
+      g.memory_bytes = mem_rsmi;
+      g.memory_source = MemorySource::kRsmiVram;
+    } else if (mem_opencl) {
+      g.memory_bytes = mem_opencl;
+      g.memory_source = MemorySource::kOpenClGlobalMemory;
+    }
+    t.uuid = !uuid_nvml.empty() ? uuid_nvml : uuid_rsmi;
+    gpus.push_back(std::move(t));
+  }
+  // Bridges count as PCI information too (an export may list only host bridges and bridges).
+  if (limits.require_pci && pci_count == 0 && roots.empty()) {
+    if (reason != nullptr) *reason = LoadErrorReason::kNoPci;
+    return Status::FailedPrecondition(
+        "export has no PCI information (exported with --no-io?); re-export with `lstopo --of xml "
+        "--whole-io` from an hwloc built with NVML/RSMI");
+  }
+  std::sort(gpus.begin(), gpus.end(), [](const GpuTmp& a, const GpuTmp& b) { return a.key < b.key; });
+  std::unordered_map<uint64_t, uint32_t> gpu_by_pci_gp;
+  for (auto& t : gpus) {
+    gpu_by_pci_gp[t.gp] = static_cast<uint32_t>(shape.gpus.size());
+    shape.gpus.push_back(std::move(t.gpu));
+    out.gpu_uuids.push_back(std::move(t.uuid));
+  }
+
+  // NICs: network / OpenFabrics OS devices under a PCI device.
+  struct NicTmp {
+    BusKey key;
+    Nic nic;
+  };
+  std::vector<NicTmp> nics;
+  for (hwloc_obj_t o = hwloc_get_next_osdev(topo, nullptr); o != nullptr; o = hwloc_get_next_osdev(topo, o)) {
+    const auto type = o->attr->osdev.type;
+    if (type != HWLOC_OBJ_OSDEV_NETWORK && type != HWLOC_OBJ_OSDEV_OPENFABRICS) continue;
+    hwloc_obj_t p = o->parent;
+    if (p == nullptr || p->type != HWLOC_OBJ_PCI_DEVICE || o->name == nullptr) continue;
+    NicTmp t;
+    t.key = KeyOf(p);
+    t.nic.name = o->name;
+    t.nic.pci_bus_id = BusId(p);
+    t.nic.pcie_root = root_index(p);
+    t.nic.numa_nodes = LocalNuma(topo, p);
+    const unsigned cls = p->attr->pcidev.class_id;
+    bool rdma = type == HWLOC_OBJ_OSDEV_OPENFABRICS || cls == 0x0207 || cls == 0x0c06;
+    for (hwloc_obj_t c = p->io_first_child; c != nullptr && !rdma; c = c->next_sibling) {
+      if (c->type == HWLOC_OBJ_OS_DEVICE && c->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS) rdma = true;
+    }
+    t.nic.rdma = rdma;
+    nics.push_back(std::move(t));
+  }
+  std::sort(nics.begin(), nics.end(),
+            [](const NicTmp& a, const NicTmp& b) { return std::tie(a.key, a.nic.name) < std::tie(b.key, b.nic.name); });
+  for (auto& t : nics) shape.nics.push_back(std::move(t.nic));
+
+  ReadInterconnect(topo, "NVLinkBandwidth", gpu_by_pci_gp, shape.nvlink);
+  ReadInterconnect(topo, "XGMIBandwidth", gpu_by_pci_gp, shape.xgmi);
+  FinalizeShape(shape);
+  return out;
+}
+
+}  // namespace
+
+Result<ParsedExport> ParseHwlocXml(std::string_view xml, const LoaderLimits& limits, LoadErrorReason* reason) {
+  LoadErrorReason local = LoadErrorReason::kNone;
+  LoadErrorReason* r = reason != nullptr ? reason : &local;
+  *r = LoadErrorReason::kNone;
+  std::string format;
+  if (Status s = ScreenHwlocXml(xml, limits, r, &format); !s.ok()) return s;
+
+  TopologyHandle topo;
+  if (!topo.Init()) {
+    *r = LoadErrorReason::kMalformed;
+    return Status::Internal("hwloc_topology_init failed");
+  }
+  // REQUIRED: the default I/O filter (KEEP_NONE) silently drops every Bridge/PCIDev/OSDev and
+  // the NVLink/XGMI matrices whose objects disappear with them.
+  if (hwloc_topology_set_io_types_filter(topo.get(), HWLOC_TYPE_FILTER_KEEP_ALL) < 0 ||
+      // See the whole node even if the exporter ran inside a cgroup/cpuset.
+      hwloc_topology_set_flags(topo.get(), HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED) < 0) {
+    *r = LoadErrorReason::kMalformed;
+    return Status::Internal("hwloc: cannot set I/O filter or flags");
+  }
+  // hwloc wants the buffer size including the terminating NUL.
+  const std::string buf(xml);
+  if (hwloc_topology_set_xmlbuffer(topo.get(), buf.c_str(), static_cast<int>(buf.size() + 1)) < 0) {
+    const int e = errno;
+    *r = LoadErrorReason::kMalformed;
+    return Status::InvalidArgument(std::string("hwloc refused the XML export (set_xmlbuffer: ") +
+                                   std::strerror(e) + "); the file is not a valid hwloc " + format + " export");
+  }
+  if (hwloc_topology_load(topo.get()) < 0) {
+    const int e = errno;
+    *r = LoadErrorReason::kMalformed;
+    return Status::InvalidArgument(std::string("hwloc could not load the XML export (load: ") + std::strerror(e) +
+                                   "); the file is truncated or not a valid hwloc " + format + " export");
+  }
+  Result<ParsedExport> res = Convert(topo.get(), limits, r);
+  if (res.ok()) res.value().xml_format = format;
+  return res;
+}
+
+Result<ParsedExport> ParseHwlocFile(const std::string& path, const LoaderLimits& limits, LoadErrorReason* reason) {
+  LoadErrorReason local = LoadErrorReason::kNone;
+  LoadErrorReason* r = reason != nullptr ? reason : &local;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    *r = LoadErrorReason::kIo;
+    return Status::NotFound(path + ": " + std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    *r = LoadErrorReason::kIo;
+    return Status::InvalidArgument(path + ": not a regular file");
+  }
+  if (static_cast<uint64_t>(st.st_size) > limits.max_bytes) {
+    *r = LoadErrorReason::kTooLarge;
+    return Status::ResourceExhausted(path + ": export is " + std::to_string(st.st_size) + " bytes, over the " +
+                                     std::to_string(limits.max_bytes) + "-byte limit");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *r = LoadErrorReason::kIo;
+    return Status::Unavailable(path + ": cannot open: " + std::strerror(errno));
+  }
+  std::string bytes;
+  bytes.resize(static_cast<size_t>(st.st_size));
+  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  bytes.resize(static_cast<size_t>(in.gcount()));
+  // The file may have grown between stat and read; the screen re-checks the size.
+  Result<ParsedExport> res = ParseHwlocXml(bytes, limits, r);
+  if (!res.ok()) return Status(res.status().code(), path + ": " + res.status().message());
+  return res;
+}
+
+}  // namespace draguard::topology

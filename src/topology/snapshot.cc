@@ -1,0 +1,142 @@
+// Snapshot construction, query API and shape interning.
+#include "draguard/topology/snapshot.h"
+
+#include <algorithm>
+#include <map>
+
+namespace draguard::topology {
+
+std::shared_ptr<const Snapshot> Snapshot::Create(std::vector<std::shared_ptr<const NodeTopology>> nodes,
+                                                  uint64_t generation) {
+  std::shared_ptr<Snapshot> s(new Snapshot());
+  s->generation_ = generation;
+  std::sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) { return a->name < b->name; });
+  s->nodes_ = std::move(nodes);
+  std::map<std::string, ShapeGroup> groups;
+  for (const auto& n : s->nodes_) {
+    ShapeGroup& g = groups[n->shape->fingerprint];
+    // Equal fingerprints with different hardware (a 64-bit collision) get separate groups.
+    if (g.shape != nullptr && g.shape != n->shape && !g.shape->SameHardware(*n->shape)) {
+      ShapeGroup& alt = groups[n->shape->fingerprint + "#" + n->name];
+      alt.shape = n->shape;
+      alt.nodes.push_back(n->name);
+      continue;
+    }
+    if (g.shape == nullptr) g.shape = n->shape;
+    g.nodes.push_back(n->name);
+  }
+  for (auto& [fp, g] : groups) s->shapes_.push_back(std::move(g));
+  return s;
+}
+
+const NodeTopology* Snapshot::Find(std::string_view name) const {
+  auto it = std::lower_bound(nodes_.begin(), nodes_.end(), name,
+                             [](const std::shared_ptr<const NodeTopology>& n, std::string_view v) { return n->name < v; });
+  if (it == nodes_.end() || (*it)->name != name) return nullptr;
+  return it->get();
+}
+
+std::vector<GpuInfo> Snapshot::Gpus(std::string_view node) const {
+  std::vector<GpuInfo> out;
+  const NodeTopology* n = Find(node);
+  if (n == nullptr) return out;
+  const Shape& s = *n->shape;
+  out.reserve(s.gpus.size());
+  for (uint32_t i = 0; i < s.gpus.size(); ++i) {
+    const Gpu& g = s.gpus[i];
+    GpuInfo info;
+    info.index = i;
+    info.gpu = &g;
+    info.pcie_root = s.PcieRootId(g);
+    info.numa_nodes = &g.numa_nodes;
+    info.memory_bytes = g.memory_bytes;
+    info.model = g.model;
+    info.uuid = n->GpuUuid(i);
+    out.push_back(info);
+  }
+  return out;
+}
+
+namespace {
+std::vector<const Nic*> NicsByIndex(const Shape& s, const std::vector<uint32_t>& idx) {
+  std::vector<const Nic*> out;
+  out.reserve(idx.size());
+  for (uint32_t i : idx) out.push_back(&s.nics[i]);
+  return out;
+}
+}  // namespace
+
+std::vector<const Nic*> Snapshot::NicsSharingRoot(std::string_view node, uint32_t gpu) const {
+  const NodeTopology* n = Find(node);
+  if (n == nullptr || gpu >= n->shape->gpus.size()) return {};
+  return NicsByIndex(*n->shape, n->shape->derived.nics_same_root[gpu]);
+}
+
+std::vector<const Nic*> Snapshot::NicsSharingNuma(std::string_view node, uint32_t gpu) const {
+  const NodeTopology* n = Find(node);
+  if (n == nullptr || gpu >= n->shape->gpus.size()) return {};
+  return NicsByIndex(*n->shape, n->shape->derived.nics_same_numa[gpu]);
+}
+
+std::vector<uint32_t> Snapshot::LinkPeers(std::string_view node, uint32_t gpu) const {
+  const NodeTopology* n = Find(node);
+  if (n == nullptr || gpu >= n->shape->gpus.size()) return {};
+  return n->shape->derived.link_peers[gpu];
+}
+
+const ShapeGroup* Snapshot::FindShape(std::string_view fingerprint) const {
+  for (const ShapeGroup& g : shapes_) {
+    if (g.shape->fingerprint == fingerprint) return &g;
+  }
+  return nullptr;
+}
+
+std::shared_ptr<const Shape> ShapeInterner::Intern(Shape shape) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& bucket = by_fingerprint_[shape.fingerprint];
+  for (const auto& w : bucket) {
+    if (auto s = w.lock(); s != nullptr && s->SameHardware(shape)) return s;
+  }
+  auto s = std::make_shared<const Shape>(std::move(shape));
+  bucket.push_back(s);
+  return s;
+}
+
+size_t ShapeInterner::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& [fp, bucket] : by_fingerprint_) {
+    for (const auto& w : bucket) n += w.expired() ? 0 : 1;
+  }
+  return n;
+}
+
+void ShapeInterner::Prune() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = by_fingerprint_.begin(); it != by_fingerprint_.end();) {
+    auto& bucket = it->second;
+    bucket.erase(std::remove_if(bucket.begin(), bucket.end(), [](const auto& w) { return w.expired(); }), bucket.end());
+    it = bucket.empty() ? by_fingerprint_.erase(it) : std::next(it);
+  }
+}
+
+std::shared_ptr<const NodeTopology> MakeNodeTopology(ParsedExport parsed, std::string name, std::string source,
+                                                     std::string version, ShapeInterner& interner) {
+  auto n = std::make_shared<NodeTopology>();
+  n->name = std::move(name);
+  n->source = std::move(source);
+  n->version = std::move(version);
+  n->hwloc_version = std::move(parsed.hwloc_version);
+  n->host_name = std::move(parsed.host_name);
+  n->xml_format = std::move(parsed.xml_format);
+  n->gpu_uuids = std::move(parsed.gpu_uuids);
+  // Keep the per-node UUID vector small when the export has none.
+  if (std::all_of(n->gpu_uuids.begin(), n->gpu_uuids.end(), [](const std::string& u) { return u.empty(); })) {
+    n->gpu_uuids.clear();
+  }
+  n->gpu_uuids.shrink_to_fit();
+  n->shape = interner.Intern(std::move(parsed.shape));
+  return n;
+}
+
+}  // namespace draguard::topology
