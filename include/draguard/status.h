@@ -88,3 +88,10 @@ class [[nodiscard]] Result {
 };
 
 }  // namespace draguard
+
+/// Returns the Status of `expr` from the enclosing function when it is not OK.
+#define DRAGUARD_RETURN_IF_ERROR(expr)        \
+  do {                                        \
+    ::draguard::Status draguard_st_ = (expr); \
+    if (!draguard_st_.ok()) return draguard_st_; \
+  } while (0)

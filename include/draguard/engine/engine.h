@@ -1,0 +1,46 @@
+// The engine: runs every rule over a request and turns findings into an admission decision.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "draguard/admission/response.h"
+#include "draguard/admission/review.h"
+#include "draguard/engine/registry.h"
+#include "draguard/engine/rule.h"
+#include "draguard/policy/policy.h"
+
+namespace draguard::engine {
+
+/// One rule's outcome and the action it carries under the current policy.
+struct RuleOutcome {
+  const Rule* rule = nullptr;
+  policy::Action action = policy::Action::kDeny;  ///< effective action (after global mode)
+  RuleResult result;
+};
+
+/// Result of running the registry over a request.
+struct EngineResult {
+  std::vector<RuleOutcome> outcomes;  ///< one per rule that is not off
+  std::string exemption;              ///< non-empty when the request is exempt: why
+};
+
+/// Runs every enabled rule. A rule that throws is reported as kError (never propagates).
+EngineResult Evaluate(const RuleInput& input, const Registry& registry);
+
+/// The admission decision in words, for logs and metrics.
+struct Decision {
+  admission::AdmissionResponse response;  ///< not yet Complete()d
+  std::string verdict;                    ///< "allow", "deny", "warn", "audit" or "exempt"
+  std::vector<std::string> denied_rules;  ///< IDs that denied
+  std::vector<std::string> warned_rules;  ///< IDs that produced warnings
+  std::vector<std::string> audited_rules; ///< IDs recorded only in audit annotations
+  std::vector<std::string> error_rules;   ///< IDs that could not evaluate
+};
+
+/// Turns rule outcomes into a response: deny findings → 403 with every denying finding (most
+/// important rule first), warn → warnings, audit → auditAnnotations; rule errors follow
+/// policy.rule_errors. Pure function.
+Decision Decide(const EngineResult& result, const policy::Policy& policy);
+
+}  // namespace draguard::engine

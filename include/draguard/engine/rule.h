@@ -1,0 +1,75 @@
+// Rules: the unit of policy. Each rule is a pure function of (request, policy, topology).
+//
+// A rule reads the AdmissionRequest, the Policy snapshot and the topology snapshot and returns
+// findings. It does no I/O, reads no clock (the time arrives in RuleInput) and touches no globals.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "draguard/admission/review.h"
+#include "draguard/policy/policy.h"
+
+namespace draguard::topology {
+class Snapshot;
+}  // namespace draguard::topology
+
+namespace draguard::engine {
+
+/// Closed vocabulary of rule outcomes.
+enum class RuleStatus {
+  kPass,   ///< evaluated, nothing wrong
+  kFail,   ///< evaluated, at least one finding
+  kSkip,   ///< not applicable to this request
+  kError,  ///< could not evaluate; the policy's ruleErrors setting decides
+};
+
+/// "pass", "fail", "skip" or "error".
+const char* RuleStatusName(RuleStatus status);
+
+/// One violation: where it is and how to fix it.
+struct Finding {
+  std::string pointer;  ///< RFC 6901 JSON Pointer into the reviewed object
+  std::string message;  ///< what is wrong, naming the container / field
+  std::string fix;      ///< how to fix it
+};
+
+/// What a rule returns.
+struct RuleResult {
+  RuleStatus status = RuleStatus::kPass;
+  std::vector<Finding> findings;  ///< non-empty iff status == kFail
+  std::string error;              ///< set iff status == kError
+};
+
+/// Everything a rule may look at.
+struct RuleInput {
+  const admission::AdmissionRequest& request;
+  const policy::Policy& policy;
+  const topology::Snapshot* topology = nullptr;  ///< may be null (no topology loaded)
+  std::chrono::system_clock::time_point now{};   ///< evaluation time, for expiring exceptions
+};
+
+/// A policy rule with a stable ID.
+class Rule {
+ public:
+  virtual ~Rule() = default;
+  /// Stable ID, e.g. "DG001".
+  virtual std::string_view id() const = 0;
+  /// Stable kebab-case name, e.g. "legacy-gpu-resource".
+  virtual std::string_view name() const = 0;
+  /// Action used when the policy does not override it.
+  virtual policy::Action default_action() const = 0;
+  /// Evaluates the rule. Must not throw.
+  virtual RuleResult Evaluate(const RuleInput& input) const = 0;
+};
+
+/// Helpers for building results.
+RuleResult Pass();
+RuleResult Skip();
+RuleResult Error(std::string message);
+RuleResult Fail(std::vector<Finding> findings);
+
+}  // namespace draguard::engine

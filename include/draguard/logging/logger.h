@@ -1,0 +1,53 @@
+// Structured logging: one JSON object per line on stdout (spdlog underneath).
+//
+// A Logger is created in main() and passed to whoever logs; there is no global logger.
+// Never log certificate material, keys or tokens.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "draguard/status.h"
+
+namespace draguard::logging {
+
+/// Severity, lowest first.
+enum class Level { kDebug, kInfo, kWarn, kError, kOff };
+
+/// Parses "debug" | "info" | "warn" | "error" | "off".
+Result<Level> ParseLevel(std::string_view text);
+
+/// A field value.
+using Value = std::variant<std::string, int64_t, double, bool, std::vector<std::string>>;
+/// Ordered key/value fields of one log line.
+using Fields = std::vector<std::pair<std::string, Value>>;
+
+/// A thread-safe JSON-lines logger.
+class Logger {
+ public:
+  /// Logs to stdout at `level`.
+  static std::shared_ptr<Logger> Stdout(Level level);
+  /// Logs to `out` (which must outlive the logger); for tests and CLI tools.
+  static std::shared_ptr<Logger> ToStream(std::ostream& out, Level level);
+  /// Discards everything.
+  static std::shared_ptr<Logger> Null();
+
+  virtual ~Logger() = default;
+  /// Writes one line {"ts","level","msg",fields...} if `level` is enabled.
+  virtual void Log(Level level, std::string_view msg, const Fields& fields = {}) = 0;
+  /// True when lines of `level` are written.
+  virtual bool Enabled(Level level) const = 0;
+
+  void Debug(std::string_view m, const Fields& f = {}) { Log(Level::kDebug, m, f); }
+  void Info(std::string_view m, const Fields& f = {}) { Log(Level::kInfo, m, f); }
+  void Warn(std::string_view m, const Fields& f = {}) { Log(Level::kWarn, m, f); }
+  void Error(std::string_view m, const Fields& f = {}) { Log(Level::kError, m, f); }
+};
+
+}  // namespace draguard::logging

@@ -1,0 +1,128 @@
+// A small Prometheus metrics registry (text exposition format 0.0.4).
+//
+// Families are created once at start-up and then updated lock-free on the hot path where
+// possible (label lookups take a short per-family lock). Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace draguard::metrics {
+
+/// Label values in the order of the family's label names.
+using LabelValues = std::vector<std::string>;
+
+/// A monotonically increasing counter family.
+class CounterFamily {
+ public:
+  CounterFamily(std::string name, std::string help, std::vector<std::string> labels);
+  /// Adds `v` to the series with `labels`.
+  void Inc(const LabelValues& labels, double v = 1.0);
+  /// Current value of a series (0 when absent).
+  double Value(const LabelValues& labels) const;
+  /// Appends the exposition text.
+  void Render(std::string* out) const;
+
+ private:
+  std::string name_, help_;
+  std::vector<std::string> labels_;
+  mutable std::mutex mu_;
+  std::map<LabelValues, std::unique_ptr<std::atomic<double>>> series_;
+};
+
+/// A gauge family (value may go up and down).
+class GaugeFamily {
+ public:
+  GaugeFamily(std::string name, std::string help, std::vector<std::string> labels);
+  /// Sets the series with `labels` to `v`.
+  void Set(const LabelValues& labels, double v);
+  /// Adds `v` (may be negative).
+  void Add(const LabelValues& labels, double v);
+  /// Current value (0 when absent).
+  double Value(const LabelValues& labels) const;
+  /// Appends the exposition text.
+  void Render(std::string* out) const;
+
+ private:
+  std::atomic<double>& Series(const LabelValues& labels);
+  std::string name_, help_;
+  std::vector<std::string> labels_;
+  mutable std::mutex mu_;
+  std::map<LabelValues, std::unique_ptr<std::atomic<double>>> series_;
+};
+
+/// A histogram family with fixed buckets (upper bounds, seconds or any unit).
+class HistogramFamily {
+ public:
+  HistogramFamily(std::string name, std::string help, std::vector<std::string> labels,
+                  std::vector<double> buckets);
+  /// Records one observation.
+  void Observe(const LabelValues& labels, double v);
+  /// Number of observations of a series.
+  uint64_t Count(const LabelValues& labels) const;
+  /// Appends the exposition text.
+  void Render(std::string* out) const;
+
+ private:
+  struct Series {
+    explicit Series(std::size_t n) : buckets(n) {}
+    std::vector<std::atomic<uint64_t>> buckets;
+    std::atomic<uint64_t> count{0};
+    std::atomic<double> sum{0};
+  };
+  std::string name_, help_;
+  std::vector<std::string> labels_;
+  std::vector<double> bounds_;
+  mutable std::mutex mu_;
+  std::map<LabelValues, std::unique_ptr<Series>> series_;
+};
+
+/// Owns every family and renders them in registration order.
+class Registry {
+ public:
+  /// Creates a counter family; the registry keeps ownership.
+  CounterFamily& Counter(const std::string& name, const std::string& help,
+                         std::vector<std::string> labels = {});
+  /// Creates a gauge family.
+  GaugeFamily& Gauge(const std::string& name, const std::string& help,
+                     std::vector<std::string> labels = {});
+  /// Creates a histogram family.
+  HistogramFamily& Histogram(const std::string& name, const std::string& help,
+                             std::vector<std::string> labels, std::vector<double> buckets);
+  /// The whole exposition (text/plain; version=0.0.4).
+  std::string Render() const;
+
+ private:
+  struct Entry {
+    std::unique_ptr<CounterFamily> counter;
+    std::unique_ptr<GaugeFamily> gauge;
+    std::unique_ptr<HistogramFamily> histogram;
+  };
+  mutable std::mutex mu_;
+  std::vector<Entry> entries_;
+};
+
+/// Escapes a label value for the exposition format (\\, \", \n).
+std::string EscapeLabelValue(const std::string& v);
+
+/// The metrics draguard exports, created in one place.
+struct ServerMetrics {
+  explicit ServerMetrics(Registry& r);
+  CounterFamily& requests;        ///< draguard_admission_requests_total{webhook,operation,kind,decision}
+  HistogramFamily& duration;      ///< draguard_admission_duration_seconds{webhook}
+  GaugeFamily& inflight;          ///< draguard_admission_inflight
+  CounterFamily& rule_results;    ///< draguard_rule_results_total{rule,action,result}
+  CounterFamily& policy_reloads;  ///< draguard_policy_reload_total{result}
+  CounterFamily& tls_reloads;     ///< draguard_tls_reload_total{result}
+  GaugeFamily& cert_expiry;       ///< draguard_tls_cert_expiry_timestamp_seconds
+  CounterFamily& http_errors;     ///< draguard_http_errors_total{code}
+  CounterFamily& shed;            ///< draguard_connections_shed_total
+  GaugeFamily& ready;             ///< draguard_ready
+};
+
+}  // namespace draguard::metrics

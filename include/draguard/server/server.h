@@ -1,0 +1,98 @@
+// The HTTPS admission server: /validate, /mutate, /healthz, /readyz, /metrics.
+//
+// Transport hardening lives here: TLS policy and hot reload, body cap, content-type check,
+// per-request deadline (including the API server's ?timeout=), bounded worker pool, keep-alive
+// sized for the API server, an exception guard, and graceful shutdown.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "draguard/logging/logger.h"
+#include "draguard/metrics/metrics.h"
+#include "draguard/policy/store.h"
+#include "draguard/status.h"
+#include "draguard/webhook/reviewer.h"
+
+namespace draguard::topology {
+class Snapshot;
+}  // namespace draguard::topology
+
+namespace draguard::server {
+
+/// Server settings; defaults are the production defaults.
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8443;                        ///< 0 picks an ephemeral port
+  std::string tls_cert, tls_key;          ///< PEM files (required)
+  std::string client_ca;                  ///< PEM file; set = client certificates required
+  std::vector<std::string> client_cns;    ///< allowed client CNs (empty = any CN from client_ca)
+  std::size_t max_body = 7 * 1024 * 1024; ///< bytes; larger bodies get 413
+  std::chrono::milliseconds read_timeout{10000};     ///< per socket read
+  std::chrono::milliseconds write_timeout{10000};    ///< per socket write
+  std::chrono::milliseconds request_deadline{10000}; ///< whole body read + review
+  std::size_t keep_alive_max_requests = 10000;       ///< requests per connection
+  std::chrono::seconds keep_alive_timeout{30};       ///< idle time before closing
+  std::size_t workers = 0;                ///< 0 = max(64, 8 × cores)
+  std::size_t max_queued = 1024;          ///< accepted connections waiting for a worker
+  std::chrono::milliseconds shutdown_delay{5000};    ///< keep serving after SIGTERM
+  std::chrono::milliseconds reload_interval{1000};   ///< cert/policy file polling
+  std::string metrics_host;               ///< plain-HTTP metrics listener ("" = none)
+  int metrics_port = 0;
+};
+
+/// What the server needs from the rest of the program. All must outlive the server.
+struct ServerDeps {
+  policy::PolicyStore* policies = nullptr;
+  const webhook::Reviewer* reviewer = nullptr;
+  std::shared_ptr<logging::Logger> logger;
+  metrics::Registry* registry = nullptr;
+  metrics::ServerMetrics* metrics = nullptr;
+  /// Returns the current topology snapshot (may be null); optional.
+  std::function<std::shared_ptr<const topology::Snapshot>()> topology;
+  /// Extra readiness condition (e.g. topology loaded); optional.
+  std::function<bool()> extra_ready;
+};
+
+/// The admission server. Start() binds and serves on background threads.
+class Server {
+ public:
+  Server(ServerOptions options, ServerDeps deps);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  /// Loads the certificate, binds the listeners and starts serving.
+  Status Start();
+  /// The bound HTTPS port (after Start()).
+  int port() const;
+  /// The bound metrics port, or 0.
+  int metrics_port() const;
+  /// Flips readiness to false now, and stops accepting after shutdown_delay; in-flight requests
+  /// finish. Returns immediately; Wait() returns when everything has stopped.
+  void BeginShutdown();
+  /// Blocks until the server has stopped.
+  void Wait();
+  /// True when /readyz would answer 200.
+  bool Ready() const;
+  /// Re-reads the certificate files now (the watcher also does this on change).
+  Status ReloadCertificates();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Parses the API server's ?timeout= value ("10s", "1m30s", "500ms", Go duration syntax).
+/// Returns a non-positive duration when absent or malformed.
+std::chrono::milliseconds ParseGoDuration(std::string_view text);
+
+/// Parses "HOST:PORT" ("[::1]:8443" for IPv6). Port 0 is allowed (ephemeral).
+Status ParseHostPort(std::string_view text, std::string* host, int* port);
+
+}  // namespace draguard::server

@@ -1,0 +1,104 @@
+// TLS material: a small PKI for the embedded defaults and tests, and the hot-reloading source
+// of the serving certificate. OpenSSL types never leave the server module.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "draguard/status.h"
+
+namespace draguard::server {
+
+/// A PEM-encoded certificate (possibly followed by its chain) and private key.
+struct PemPair {
+  std::string cert_pem;
+  std::string key_pem;
+};
+
+/// What to put in an issued certificate.
+struct IssueOptions {
+  std::string common_name;         ///< subject CN
+  std::vector<std::string> dns;    ///< DNS SANs
+  std::vector<std::string> ips;    ///< IP SANs (IPv4/IPv6 text)
+  bool server_auth = true;         ///< extendedKeyUsage serverAuth
+  bool client_auth = false;        ///< extendedKeyUsage clientAuth
+  int days = 365;                  ///< validity from now (may be negative for tests)
+};
+
+/// Creates a self-signed EC P-256 / SHA-256 CA certificate and key.
+Result<PemPair> CreateCertificateAuthority(const std::string& common_name, int days);
+
+/// Issues an EC P-256 leaf certificate signed by `ca` (SHA-256).
+Result<PemPair> IssueCertificate(const PemPair& ca, const IssueOptions& options);
+
+/// Files of the generated default PKI in the state folder.
+struct StatePaths {
+  std::string ca_cert;   ///< <dir>/ca.crt — give this to clients (curl --cacert)
+  std::string ca_key;    ///< <dir>/ca.key
+  std::string tls_cert;  ///< <dir>/tls.crt
+  std::string tls_key;   ///< <dir>/tls.key
+  bool generated = false;  ///< false when existing files were reused
+};
+
+/// Ensures `dir` holds a CA and a serving certificate valid for `dns` and `ips` for at least 30
+/// more days; reuses valid files, else (re)generates them. Files are written 0600, the folder 0700.
+Result<StatePaths> EnsureStateCertificates(const std::string& dir,
+                                           const std::vector<std::string>& dns,
+                                           const std::vector<std::string>& ips);
+
+/// Writes `data` to `path` atomically (temp file + rename) with mode `mode`.
+Status WriteFileAtomic(const std::string& path, const std::string& data, unsigned mode = 0600);
+
+/// Reads a whole file (at most `max_bytes`).
+Result<std::string> ReadFile(const std::string& path, std::size_t max_bytes = 1 << 20);
+
+/// Facts about a loaded certificate.
+struct CertificateInfo {
+  std::string common_name;
+  std::vector<std::string> sans;  ///< "DNS:x" / "IP:y"
+  int64_t not_after_unix = 0;
+};
+
+struct KeyPair;  // opaque: X509 + EVP_PKEY + chain, defined in tls.cc
+
+/// The serving certificate, loaded from files and replaceable at run time. A new pair is
+/// installed only if it parses, the key matches the certificate and it has not expired;
+/// otherwise the old pair keeps serving. Thread-safe.
+class CertificateSource {
+ public:
+  /// Called after every (re)load attempt.
+  using ReloadCallback = std::function<void(const Status&, const CertificateInfo&)>;
+
+  CertificateSource(std::string cert_path, std::string key_path, ReloadCallback on_reload = nullptr);
+  ~CertificateSource();
+
+  /// (Re)loads the files. On failure the previous pair is kept and the error returned.
+  Status Reload();
+  /// The pair handshakes use now (null before the first successful load).
+  std::shared_ptr<const KeyPair> Current() const;
+  /// Facts about the current certificate.
+  CertificateInfo Info() const;
+  /// Number of successful loads so far.
+  uint64_t generation() const;
+  /// Paths being served.
+  const std::string& cert_path() const { return cert_path_; }
+  const std::string& key_path() const { return key_path_; }
+
+ private:
+  std::string cert_path_, key_path_;
+  ReloadCallback on_reload_;
+  mutable std::mutex mu_;
+  std::shared_ptr<const KeyPair> current_;
+  CertificateInfo info_;
+  uint64_t generation_ = 0;
+};
+
+/// Parses a PEM certificate and returns its facts.
+Result<CertificateInfo> InspectCertificate(const std::string& cert_pem);
+
+}  // namespace draguard::server

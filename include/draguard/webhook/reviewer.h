@@ -1,0 +1,57 @@
+// Reviewer: the transport-independent core of /validate and /mutate.
+//
+// Takes a request body and the current snapshots, returns the HTTP status and JSON body to send,
+// plus what the decision log and metrics need. Used by the server and by `draguard review`, so
+// both answer byte-for-byte the same.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "draguard/admission/codec.h"
+#include "draguard/admission/response.h"
+#include "draguard/engine/engine.h"
+#include "draguard/policy/policy.h"
+
+namespace draguard::webhook {
+
+/// One rule's contribution, for draguard_rule_results_total.
+struct RuleMetric {
+  std::string rule;    ///< "DG001"
+  std::string action;  ///< effective action
+  std::string result;  ///< pass | fail | skip | error
+};
+
+/// Everything the server needs to answer and to record one review.
+struct ReviewOutcome {
+  int http_status = 200;            ///< 200, or 400/413 for requests that could not be reviewed
+  std::string body;                 ///< JSON body to send
+  std::string error;                ///< why the request could not be reviewed ("" when reviewed)
+  // Request facts, for the decision log (empty when decoding failed).
+  std::string uid, kind, namespace_, name, operation, user;
+  bool dry_run = false;
+  std::string verdict;              ///< allow | deny | warn | audit | exempt | error
+  std::vector<std::string> rules;   ///< IDs that denied, warned or were audited
+  std::vector<RuleMetric> rule_metrics;
+};
+
+/// Reviews AdmissionReview bodies against a rule registry. Immutable; thread-safe.
+class Reviewer {
+ public:
+  /// `registry` must outlive the reviewer.
+  explicit Reviewer(const engine::Registry& registry, admission::DecodeLimits limits = {});
+
+  /// Decodes, evaluates, decides and encodes one review.
+  ReviewOutcome Review(std::string_view body, admission::WebhookKind webhook,
+                       const policy::Policy& policy, const topology::Snapshot* topology,
+                       std::chrono::system_clock::time_point now) const;
+
+ private:
+  const engine::Registry& registry_;
+  admission::DecodeLimits limits_;
+};
+
+}  // namespace draguard::webhook

@@ -1,0 +1,206 @@
+#include "draguard/admission/response.h"
+
+#include <array>
+#include <set>
+#include <utility>
+
+namespace draguard::admission {
+namespace {
+
+bool IsAlnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+bool IsKeyChar(char c) { return IsAlnum(c) || c == '-' || c == '_' || c == '.'; }
+
+// Length of the UTF-8 prefix of `text` that fits in `max_bytes` without splitting a code point.
+std::size_t Utf8Prefix(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) return text.size();
+  std::size_t n = max_bytes;
+  // Step back over continuation bytes (10xxxxxx) so that we cut before a lead byte.
+  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  return n;
+}
+
+bool IsEmptyPatch(std::string_view patch) {
+  std::size_t i = 0;
+  auto skip_ws = [&] {
+    while (i < patch.size() && (patch[i] == ' ' || patch[i] == '\n' || patch[i] == '\t' ||
+                                patch[i] == '\r')) {
+      ++i;
+    }
+  };
+  skip_ws();
+  if (i == patch.size()) return true;
+  if (patch[i] != '[') return false;
+  ++i;
+  skip_ws();
+  if (i >= patch.size() || patch[i] != ']') return false;
+  ++i;
+  skip_ws();
+  return i == patch.size();
+}
+
+}  // namespace
+
+AdmissionResponse Allowed() { return AdmissionResponse{}; }
+
+AdmissionResponse Denied(std::string message, int code, std::string reason) {
+  AdmissionResponse r;
+  r.allowed = false;
+  r.status = ResponseStatus{code, std::move(reason), std::move(message)};
+  return r;
+}
+
+void AddWarning(AdmissionResponse& response, std::string warning) {
+  response.warnings.push_back(std::move(warning));
+}
+
+void AddAuditAnnotation(AdmissionResponse& response, std::string key, std::string value) {
+  response.audit_annotations[std::move(key)] = std::move(value);
+}
+
+void SetPatch(AdmissionResponse& response, std::string json_patch) {
+  response.patch = std::move(json_patch);
+}
+
+bool IsValidAuditAnnotationKey(std::string_view key) {
+  if (key.empty() || key.size() > 63) return false;
+  if (!IsAlnum(key.front()) || !IsAlnum(key.back())) return false;
+  for (char c : key) {
+    if (!IsKeyChar(c)) return false;
+  }
+  return true;
+}
+
+std::string NormalizeAuditAnnotationKey(std::string_view key) {
+  std::string out;
+  out.reserve(key.size());
+  for (char c : key) {
+    if (c >= 'A' && c <= 'Z') {
+      out.push_back(static_cast<char>(c - 'A' + 'a'));
+    } else if (IsKeyChar(c)) {
+      out.push_back(c);
+    } else {
+      out.push_back('-');
+    }
+  }
+  if (out.size() > 63) out.resize(63);
+  while (!out.empty() && !IsAlnum(out.back())) out.pop_back();
+  std::size_t start = 0;
+  while (start < out.size() && !IsAlnum(out[start])) ++start;
+  out.erase(0, start);
+  if (out.empty()) out = "annotation";
+  return out;
+}
+
+std::string TruncateUtf8(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  if (max_bytes < 3) return std::string(text.substr(0, Utf8Prefix(text, max_bytes)));
+  std::size_t n = Utf8Prefix(text, max_bytes - 3);
+  return std::string(text.substr(0, n)) + "...";
+}
+
+std::vector<std::string> LimitWarnings(const std::vector<std::string>& warnings) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  std::size_t total = 0;
+  for (const auto& w : warnings) {
+    if (w.empty()) continue;
+    std::string cut = TruncateUtf8(w, kMaxWarningChars);
+    if (!seen.insert(cut).second) continue;
+    if (total + cut.size() > kMaxWarningBytesTotal) break;
+    total += cut.size();
+    out.push_back(std::move(cut));
+  }
+  return out;
+}
+
+AdmissionResponse Complete(AdmissionResponse response, std::string_view uid, WebhookKind webhook) {
+  response.uid = std::string(uid);
+  if (!response.allowed) {
+    if (!response.status) response.status = ResponseStatus{403, "Forbidden", "denied by draguard"};
+    if (response.status->code < 400) response.status->code = 403;
+    if (response.status->reason.empty()) response.status->reason = "Forbidden";
+    response.status->message = TruncateUtf8(response.status->message, kMaxDenyMessageBytes);
+    // A denied request is never patched.
+    response.patch.clear();
+  } else {
+    response.status.reset();
+  }
+  response.warnings = LimitWarnings(response.warnings);
+  std::map<std::string, std::string> annotations;
+  for (auto& [k, v] : response.audit_annotations) {
+    std::string key = IsValidAuditAnnotationKey(k) ? k : NormalizeAuditAnnotationKey(k);
+    annotations[key] = TruncateUtf8(v, 4096);
+  }
+  response.audit_annotations = std::move(annotations);
+  if (webhook == WebhookKind::kValidating || IsEmptyPatch(response.patch)) response.patch.clear();
+  return response;
+}
+
+std::string Base64Encode(std::string_view data) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((data.size() + 2) / 3 * 4);
+  std::size_t i = 0;
+  for (; i + 2 < data.size(); i += 3) {
+    uint32_t n = (static_cast<uint8_t>(data[i]) << 16) | (static_cast<uint8_t>(data[i + 1]) << 8) |
+                 static_cast<uint8_t>(data[i + 2]);
+    out.push_back(kAlphabet[(n >> 18) & 63]);
+    out.push_back(kAlphabet[(n >> 12) & 63]);
+    out.push_back(kAlphabet[(n >> 6) & 63]);
+    out.push_back(kAlphabet[n & 63]);
+  }
+  if (i + 1 == data.size()) {
+    uint32_t n = static_cast<uint8_t>(data[i]) << 16;
+    out.push_back(kAlphabet[(n >> 18) & 63]);
+    out.push_back(kAlphabet[(n >> 12) & 63]);
+    out.append("==");
+  } else if (i + 2 == data.size()) {
+    uint32_t n = (static_cast<uint8_t>(data[i]) << 16) | (static_cast<uint8_t>(data[i + 1]) << 8);
+    out.push_back(kAlphabet[(n >> 18) & 63]);
+    out.push_back(kAlphabet[(n >> 12) & 63]);
+    out.push_back(kAlphabet[(n >> 6) & 63]);
+    out.push_back('=');
+  }
+  return out;
+}
+
+bool Base64Decode(std::string_view data, std::string* out) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  if (data.size() % 4 != 0) return false;
+  out->clear();
+  out->reserve(data.size() / 4 * 3);
+  for (std::size_t i = 0; i < data.size(); i += 4) {
+    std::array<int, 4> v{};
+    int pad = 0;
+    for (int j = 0; j < 4; ++j) {
+      char c = data[i + j];
+      if (c == '=') {
+        if (i + 4 != data.size() || j < 2) return false;
+        v[j] = 0;
+        ++pad;
+      } else {
+        if (pad > 0) return false;
+        v[j] = value(c);
+        if (v[j] < 0) return false;
+      }
+    }
+    uint32_t n = (v[0] << 18) | (v[1] << 12) | (v[2] << 6) | v[3];
+    out->push_back(static_cast<char>((n >> 16) & 0xFF));
+    if (pad < 2) out->push_back(static_cast<char>((n >> 8) & 0xFF));
+    if (pad < 1) out->push_back(static_cast<char>(n & 0xFF));
+  }
+  return true;
+}
+
+}  // namespace draguard::admission

@@ -1,0 +1,219 @@
+// `draguard serve`: wires policy, rules, metrics, logs, TLS and the HTTPS server together.
+#include <signal.h>
+
+#include <cstdlib>
+#include <memory>
+
+#include "commands.h"
+#include "draguard/engine/registry.h"
+#include "draguard/logging/logger.h"
+#include "draguard/metrics/metrics.h"
+#include "draguard/policy/store.h"
+#include "draguard/server/server.h"
+#include "draguard/server/tls.h"
+#include "draguard/webhook/reviewer.h"
+#include "flags.h"
+
+namespace draguard::cli {
+namespace {
+
+bool ParseSeconds(const std::string& s, double* out) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size() || v < 0 || v > 86400) return false;
+  *out = v;
+  return true;
+}
+
+bool ParseCount(const std::string& s, std::size_t* out) {
+  if (s.empty() || s.size() > 12) return false;
+  std::size_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<std::size_t>(c - '0');
+  }
+  *out = v;
+  return true;
+}
+
+// A one-line request a newcomer can paste: a Pod asking for one legacy GPU.
+std::string CurlExample(const std::string& ca, const std::string& host, int port) {
+  std::string h = host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host;
+  if (h.find(':') != std::string::npos) h = "[" + h + "]";
+  return "curl --cacert " + ca + " -H 'Content-Type: application/json' https://" + h + ":" +
+         std::to_string(port) +
+         "/validate -d '{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\","
+         "\"request\":{\"uid\":\"1\",\"kind\":{\"group\":\"\",\"version\":\"v1\",\"kind\":\"Pod\"},"
+         "\"operation\":\"CREATE\",\"namespace\":\"default\",\"object\":{\"apiVersion\":\"v1\","
+         "\"kind\":\"Pod\",\"metadata\":{\"name\":\"cuda\"},\"spec\":{\"containers\":[{\"name\":"
+         "\"cuda\",\"image\":\"nvidia/cuda\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":1}}}]}}}}'";
+}
+
+}  // namespace
+
+int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  Flags f = ParseFlags(args,
+                       {"--listen", "--state-dir", "--service-name", "--namespace", "--tls-cert",
+                        "--tls-key", "--client-ca", "--client-cn", "--config", "--topology-dir",
+                        "--metrics-listen", "--shutdown-delay", "--log-level", "--max-body",
+                        "--read-timeout", "--request-timeout", "--keep-alive-timeout",
+                        "--workers", "--max-queued", "--reload-interval"},
+                       {});
+  if (!f.error.empty() || !f.positional.empty()) {
+    err << "draguard serve: " << (f.error.empty() ? "unexpected argument " + f.positional.front() : f.error)
+        << " (see draguard help)\n";
+    return kExitUsage;
+  }
+  auto level = logging::ParseLevel(f.Get("--log-level", "info"));
+  if (!level.ok()) {
+    err << "draguard serve: " << level.status().message() << "\n";
+    return kExitUsage;
+  }
+  auto logger = logging::Logger::Stdout(*level);
+
+  server::ServerOptions opt;
+  if (auto st = server::ParseHostPort(f.Get("--listen", "127.0.0.1:8443"), &opt.host, &opt.port);
+      !st.ok()) {
+    err << "draguard serve: --listen: " << st.message() << "\n";
+    return kExitUsage;
+  }
+  if (f.Has("--metrics-listen")) {
+    if (auto st = server::ParseHostPort(f.Get("--metrics-listen"), &opt.metrics_host, &opt.metrics_port);
+        !st.ok()) {
+      err << "draguard serve: --metrics-listen: " << st.message() << "\n";
+      return kExitUsage;
+    }
+  }
+  struct SecondsFlag {
+    const char* name;
+    std::chrono::milliseconds* target;
+  };
+  std::chrono::milliseconds keep_alive{opt.keep_alive_timeout};
+  for (SecondsFlag sf : {SecondsFlag{"--shutdown-delay", &opt.shutdown_delay},
+                         SecondsFlag{"--read-timeout", &opt.read_timeout},
+                         SecondsFlag{"--request-timeout", &opt.request_deadline},
+                         SecondsFlag{"--keep-alive-timeout", &keep_alive},
+                         SecondsFlag{"--reload-interval", &opt.reload_interval}}) {
+    if (!f.Has(sf.name)) continue;
+    double secs = 0;
+    if (!ParseSeconds(f.Get(sf.name), &secs)) {
+      err << "draguard serve: " << sf.name << " must be a number of seconds\n";
+      return kExitUsage;
+    }
+    *sf.target = std::chrono::milliseconds(static_cast<int64_t>(secs * 1000));
+  }
+  opt.keep_alive_timeout = std::chrono::duration_cast<std::chrono::seconds>(keep_alive);
+  if (opt.keep_alive_timeout.count() < 1) opt.keep_alive_timeout = std::chrono::seconds(1);
+  opt.write_timeout = opt.read_timeout;
+  for (auto [name, target] : {std::pair<const char*, std::size_t*>{"--max-body", &opt.max_body},
+                              {"--workers", &opt.workers},
+                              {"--max-queued", &opt.max_queued}}) {
+    if (f.Has(name) && !ParseCount(f.Get(name), target)) {
+      err << "draguard serve: " << name << " must be a non-negative integer\n";
+      return kExitUsage;
+    }
+  }
+  if (opt.max_body < 1024) {
+    err << "draguard serve: --max-body must be at least 1024\n";
+    return kExitUsage;
+  }
+  opt.client_ca = f.Get("--client-ca");
+  if (auto it = f.values.find("--client-cn"); it != f.values.end()) {
+    for (const auto& v : it->second) {
+      std::size_t start = 0;
+      while (start <= v.size()) {
+        std::size_t comma = v.find(',', start);
+        std::string cn = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        if (!cn.empty()) opt.client_cns.push_back(cn);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+    }
+  }
+  if (!opt.client_cns.empty() && opt.client_ca.empty()) {
+    err << "draguard serve: --client-cn needs --client-ca\n";
+    return kExitUsage;
+  }
+
+  metrics::Registry registry;
+  metrics::ServerMetrics server_metrics(registry);
+
+  const std::string ns = f.Get("--namespace", "draguard");
+  const std::string service = f.Get("--service-name", "draguard");
+  policy::PolicyStore policies({ns}, [&server_metrics, logger](const Status& st) {
+    server_metrics.policy_reloads.Inc({st.ok() ? "success" : "failure"});
+    if (st.ok()) {
+      logger->Info("policy loaded");
+    } else {
+      logger->Error("policy refused; the previous policy keeps serving", {{"error", st.message()}});
+    }
+  });
+  Status pst = f.Has("--config") ? policies.LoadFile(f.Get("--config")) : policies.LoadDefault();
+  if (!pst.ok()) {
+    err << "draguard serve: " << pst.message() << "\n";
+    return kExitUsage;
+  }
+
+  if (f.Has("--tls-cert") != f.Has("--tls-key")) {
+    err << "draguard serve: --tls-cert and --tls-key go together\n";
+    return kExitUsage;
+  }
+  if (f.Has("--tls-cert")) {
+    opt.tls_cert = f.Get("--tls-cert");
+    opt.tls_key = f.Get("--tls-key");
+  } else {
+    std::string dir = f.Get("--state-dir", ".draguard");
+    std::vector<std::string> dns = {"localhost", service + "." + ns + ".svc",
+                                    service + "." + ns + ".svc.cluster.local"};
+    auto paths = server::EnsureStateCertificates(dir, dns, {"127.0.0.1", "::1"});
+    if (!paths.ok()) {
+      err << "draguard serve: " << paths.status().message() << "\n";
+      return kExitRuntime;
+    }
+    opt.tls_cert = paths->tls_cert;
+    opt.tls_key = paths->tls_key;
+    logger->Info(paths->generated ? "generated CA and serving certificate"
+                                  : "reusing CA and serving certificate",
+                 {{"stateDir", dir}, {"caCert", paths->ca_cert}, {"sans", dns}});
+    opt.client_ca = f.Get("--client-ca");
+  }
+
+  engine::Registry rules = engine::DefaultRegistry();
+  webhook::Reviewer reviewer(rules, admission::DecodeLimits{opt.max_body, 128});
+
+  // Signals are handled by sigwait() below; block them before any thread starts. A peer closing
+  // its socket must never kill the process.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  server::ServerDeps deps;
+  deps.policies = &policies;
+  deps.reviewer = &reviewer;
+  deps.logger = logger;
+  deps.registry = &registry;
+  deps.metrics = &server_metrics;
+  server::Server srv(opt, deps);
+  if (auto st = srv.Start(); !st.ok()) {
+    err << "draguard serve: " << st.message() << "\n";
+    return st.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitRuntime;
+  }
+  std::string ca_hint = f.Has("--tls-cert") ? "<your CA>" : f.Get("--state-dir", ".draguard") + "/ca.crt";
+  logger->Info("listening", {{"address", opt.host + ":" + std::to_string(srv.port())},
+                             {"metrics", opt.metrics_host.empty()
+                                             ? std::string("on the HTTPS port")
+                                             : opt.metrics_host + ":" + std::to_string(srv.metrics_port())},
+                             {"try", CurlExample(ca_hint, opt.host, srv.port())}});
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  logger->Info("signal received", {{"signal", std::string(sig == SIGTERM ? "SIGTERM" : "SIGINT")}});
+  srv.BeginShutdown();
+  srv.Wait();
+  (void)out;
+  return kExitOk;
+}
+
+}  // namespace draguard::cli

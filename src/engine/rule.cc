@@ -1,0 +1,40 @@
+#include "draguard/engine/rule.h"
+
+#include <utility>
+
+namespace draguard::engine {
+
+const char* RuleStatusName(RuleStatus status) {
+  switch (status) {
+    case RuleStatus::kPass: return "pass";
+    case RuleStatus::kFail: return "fail";
+    case RuleStatus::kSkip: return "skip";
+    case RuleStatus::kError: return "error";
+  }
+  return "unknown";
+}
+
+RuleResult Pass() { return RuleResult{}; }
+
+RuleResult Skip() {
+  RuleResult r;
+  r.status = RuleStatus::kSkip;
+  return r;
+}
+
+RuleResult Error(std::string message) {
+  RuleResult r;
+  r.status = RuleStatus::kError;
+  r.error = std::move(message);
+  return r;
+}
+
+RuleResult Fail(std::vector<Finding> findings) {
+  RuleResult r;
+  if (findings.empty()) return r;
+  r.status = RuleStatus::kFail;
+  r.findings = std::move(findings);
+  return r;
+}
+
+}  // namespace draguard::engine

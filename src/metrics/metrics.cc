@@ -1,0 +1,236 @@
+#include "draguard/metrics/metrics.h"
+
+#include <cmath>
+#include <cstdio>
+#include <utility>
+
+namespace draguard::metrics {
+namespace {
+
+void AtomicAdd(std::atomic<double>& a, double v) {
+  double cur = a.load(std::memory_order_relaxed);
+  while (!a.compare_exchange_weak(cur, cur + v, std::memory_order_relaxed)) {
+  }
+}
+
+std::string FormatDouble(double v) {
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (std::isnan(v)) return "NaN";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+std::string LabelText(const std::vector<std::string>& names, const LabelValues& values,
+                      const std::string& extra = {}) {
+  std::string s;
+  for (std::size_t i = 0; i < names.size() && i < values.size(); ++i) {
+    if (!s.empty()) s += ',';
+    s += names[i] + "=\"" + EscapeLabelValue(values[i]) + "\"";
+  }
+  if (!extra.empty()) {
+    if (!s.empty()) s += ',';
+    s += extra;
+  }
+  return s.empty() ? "" : "{" + s + "}";
+}
+
+void Header(std::string* out, const std::string& name, const std::string& help,
+            const char* type) {
+  *out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+LabelValues Normalize(const LabelValues& v, std::size_t n) {
+  LabelValues out = v;
+  out.resize(n);
+  return out;
+}
+
+}  // namespace
+
+std::string EscapeLabelValue(const std::string& v) {
+  std::string out;
+  out.reserve(v.size());
+  for (char c : v) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+CounterFamily::CounterFamily(std::string name, std::string help, std::vector<std::string> labels)
+    : name_(std::move(name)), help_(std::move(help)), labels_(std::move(labels)) {}
+
+void CounterFamily::Inc(const LabelValues& labels, double v) {
+  if (v < 0) return;
+  std::atomic<double>* a;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& slot = series_[Normalize(labels, labels_.size())];
+    if (!slot) slot = std::make_unique<std::atomic<double>>(0.0);
+    a = slot.get();
+  }
+  AtomicAdd(*a, v);
+}
+
+double CounterFamily::Value(const LabelValues& labels) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = series_.find(Normalize(labels, labels_.size()));
+  return it == series_.end() ? 0.0 : it->second->load();
+}
+
+void CounterFamily::Render(std::string* out) const {
+  Header(out, name_, help_, "counter");
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [lv, v] : series_) {
+    *out += name_ + LabelText(labels_, lv) + " " + FormatDouble(v->load()) + "\n";
+  }
+}
+
+GaugeFamily::GaugeFamily(std::string name, std::string help, std::vector<std::string> labels)
+    : name_(std::move(name)), help_(std::move(help)), labels_(std::move(labels)) {}
+
+std::atomic<double>& GaugeFamily::Series(const LabelValues& labels) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = series_[Normalize(labels, labels_.size())];
+  if (!slot) slot = std::make_unique<std::atomic<double>>(0.0);
+  return *slot;
+}
+
+void GaugeFamily::Set(const LabelValues& labels, double v) { Series(labels).store(v); }
+
+void GaugeFamily::Add(const LabelValues& labels, double v) { AtomicAdd(Series(labels), v); }
+
+double GaugeFamily::Value(const LabelValues& labels) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = series_.find(Normalize(labels, labels_.size()));
+  return it == series_.end() ? 0.0 : it->second->load();
+}
+
+void GaugeFamily::Render(std::string* out) const {
+  Header(out, name_, help_, "gauge");
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [lv, v] : series_) {
+    *out += name_ + LabelText(labels_, lv) + " " + FormatDouble(v->load()) + "\n";
+  }
+}
+
+HistogramFamily::HistogramFamily(std::string name, std::string help,
+                                 std::vector<std::string> labels, std::vector<double> buckets)
+    : name_(std::move(name)),
+      help_(std::move(help)),
+      labels_(std::move(labels)),
+      bounds_(std::move(buckets)) {}
+
+void HistogramFamily::Observe(const LabelValues& labels, double v) {
+  Series* s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& slot = series_[Normalize(labels, labels_.size())];
+    if (!slot) slot = std::make_unique<Series>(bounds_.size());
+    s = slot.get();
+  }
+  for (std::size_t i = 0; i < bounds_.size(); ++i) {
+    if (v <= bounds_[i]) {
+      s->buckets[i].fetch_add(1, std::memory_order_relaxed);
+      break;
+    }
+  }
+  s->count.fetch_add(1, std::memory_order_relaxed);
+  AtomicAdd(s->sum, v);
+}
+
+uint64_t HistogramFamily::Count(const LabelValues& labels) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = series_.find(Normalize(labels, labels_.size()));
+  return it == series_.end() ? 0 : it->second->count.load();
+}
+
+void HistogramFamily::Render(std::string* out) const {
+  Header(out, name_, help_, "histogram");
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [lv, s] : series_) {
+    uint64_t cumulative = 0;
+    for (std::size_t i = 0; i < bounds_.size(); ++i) {
+      cumulative += s->buckets[i].load();
+      *out += name_ + "_bucket" + LabelText(labels_, lv, "le=\"" + FormatDouble(bounds_[i]) + "\"") +
+              " " + std::to_string(cumulative) + "\n";
+    }
+    *out += name_ + "_bucket" + LabelText(labels_, lv, "le=\"+Inf\"") + " " +
+            std::to_string(s->count.load()) + "\n";
+    *out += name_ + "_sum" + LabelText(labels_, lv) + " " + FormatDouble(s->sum.load()) + "\n";
+    *out += name_ + "_count" + LabelText(labels_, lv) + " " + std::to_string(s->count.load()) + "\n";
+  }
+}
+
+CounterFamily& Registry::Counter(const std::string& name, const std::string& help,
+                                 std::vector<std::string> labels) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry e;
+  e.counter = std::make_unique<CounterFamily>(name, help, std::move(labels));
+  entries_.push_back(std::move(e));
+  return *entries_.back().counter;
+}
+
+GaugeFamily& Registry::Gauge(const std::string& name, const std::string& help,
+                             std::vector<std::string> labels) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry e;
+  e.gauge = std::make_unique<GaugeFamily>(name, help, std::move(labels));
+  entries_.push_back(std::move(e));
+  return *entries_.back().gauge;
+}
+
+HistogramFamily& Registry::Histogram(const std::string& name, const std::string& help,
+                                     std::vector<std::string> labels,
+                                     std::vector<double> buckets) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry e;
+  e.histogram = std::make_unique<HistogramFamily>(name, help, std::move(labels), std::move(buckets));
+  entries_.push_back(std::move(e));
+  return *entries_.back().histogram;
+}
+
+std::string Registry::Render() const {
+  std::string out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& e : entries_) {
+    if (e.counter) e.counter->Render(&out);
+    if (e.gauge) e.gauge->Render(&out);
+    if (e.histogram) e.histogram->Render(&out);
+  }
+  return out;
+}
+
+ServerMetrics::ServerMetrics(Registry& r)
+    : requests(r.Counter("draguard_admission_requests_total",
+                         "Admission reviews answered, by webhook, operation, kind and decision.",
+                         {"webhook", "operation", "kind", "decision"})),
+      duration(r.Histogram("draguard_admission_duration_seconds",
+                           "Time from request body received to response encoded.", {"webhook"},
+                           {50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3,
+                            50e-3, 100e-3, 250e-3, 500e-3, 1.0, 2.5, 5.0})),
+      inflight(r.Gauge("draguard_admission_inflight", "Admission reviews being processed.")),
+      rule_results(r.Counter("draguard_rule_results_total",
+                             "Rule evaluations by rule, effective action and result.",
+                             {"rule", "action", "result"})),
+      policy_reloads(r.Counter("draguard_policy_reload_total", "Policy (re)loads by result.",
+                               {"result"})),
+      tls_reloads(r.Counter("draguard_tls_reload_total",
+                            "Serving certificate (re)loads by result.", {"result"})),
+      cert_expiry(r.Gauge("draguard_tls_cert_expiry_timestamp_seconds",
+                          "Unix time at which the serving certificate expires.")),
+      http_errors(r.Counter("draguard_http_errors_total",
+                            "Requests answered with an HTTP error, by status code.", {"code"})),
+      shed(r.Counter("draguard_connections_shed_total",
+                     "Connections answered 503 because the worker queue was full.")),
+      ready(r.Gauge("draguard_ready", "1 when /readyz reports ready.")) {}
+
+}  // namespace draguard::metrics

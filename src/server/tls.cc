@@ -1,0 +1,391 @@
+#include "draguard/server/tls.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <memory>
+
+#include <openssl/bio.h>
+#include <openssl/bn.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include "tls_internal.h"
+
+namespace draguard::server {
+namespace {
+
+template <typename T, void (*F)(T*)>
+struct Deleter {
+  void operator()(T* p) const { F(p); }
+};
+using BioPtr = std::unique_ptr<BIO, Deleter<BIO, BIO_free_all>>;
+using X509Ptr = std::unique_ptr<X509, Deleter<X509, X509_free>>;
+using PkeyPtr = std::unique_ptr<EVP_PKEY, Deleter<EVP_PKEY, EVP_PKEY_free>>;
+
+std::string OpenSslError() {
+  unsigned long e = ERR_get_error();
+  if (e == 0) return "unknown OpenSSL error";
+  char buf[256];
+  ERR_error_string_n(e, buf, sizeof buf);
+  ERR_clear_error();
+  return buf;
+}
+
+std::string BioToString(BIO* bio) {
+  char* data = nullptr;
+  long n = BIO_get_mem_data(bio, &data);
+  return std::string(data, static_cast<std::size_t>(n));
+}
+
+Result<std::string> CertToPem(X509* x) {
+  BioPtr bio(BIO_new(BIO_s_mem()));
+  if (!bio || PEM_write_bio_X509(bio.get(), x) != 1) return Status::Internal(OpenSslError());
+  return BioToString(bio.get());
+}
+
+Result<std::string> KeyToPem(EVP_PKEY* k) {
+  BioPtr bio(BIO_new(BIO_s_mem()));
+  if (!bio || PEM_write_bio_PrivateKey(bio.get(), k, nullptr, nullptr, 0, nullptr, nullptr) != 1) {
+    return Status::Internal(OpenSslError());
+  }
+  return BioToString(bio.get());
+}
+
+PkeyPtr NewEcKey() { return PkeyPtr(EVP_EC_gen("P-256")); }
+
+Status AddExt(X509* cert, X509* issuer, int nid, const std::string& value) {
+  X509V3_CTX ctx;
+  X509V3_set_ctx_nodb(&ctx);
+  X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
+  X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value.c_str());
+  if (ext == nullptr) return Status::Internal("extension " + value + ": " + OpenSslError());
+  int ok = X509_add_ext(cert, ext, -1);
+  X509_EXTENSION_free(ext);
+  if (ok != 1) return Status::Internal(OpenSslError());
+  return Status::Ok();
+}
+
+Result<X509Ptr> NewCert(EVP_PKEY* pub, const std::string& cn, int days) {
+  X509Ptr x(X509_new());
+  if (!x) return Status::Internal(OpenSslError());
+  X509_set_version(x.get(), 2);
+  unsigned char serial[16];
+  if (RAND_bytes(serial, sizeof serial) != 1) return Status::Internal(OpenSslError());
+  serial[0] &= 0x7F;  // positive
+  BIGNUM* bn = BN_bin2bn(serial, sizeof serial, nullptr);
+  ASN1_INTEGER* ai = BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x.get()));
+  BN_free(bn);
+  if (ai == nullptr) return Status::Internal(OpenSslError());
+  X509_gmtime_adj(X509_getm_notBefore(x.get()), -300);
+  X509_gmtime_adj(X509_getm_notAfter(x.get()), static_cast<long>(days) * 86400L);
+  X509_NAME* name = X509_get_subject_name(x.get());
+  X509_NAME_add_entry_by_txt(name, "O", MBSTRING_UTF8,
+                             reinterpret_cast<const unsigned char*>("draguard"), -1, -1, 0);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8,
+                             reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0);
+  if (X509_set_pubkey(x.get(), pub) != 1) return Status::Internal(OpenSslError());
+  return x;
+}
+
+Result<X509Ptr> ParseCert(const std::string& pem) {
+  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  X509Ptr x(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+  if (!x) return Status::InvalidArgument("not a PEM certificate: " + OpenSslError());
+  return x;
+}
+
+Result<PkeyPtr> ParseKey(const std::string& pem) {
+  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  PkeyPtr k(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
+  if (!k) return Status::InvalidArgument("not a PEM private key: " + OpenSslError());
+  return k;
+}
+
+int64_t NotAfterUnix(X509* x) {
+  std::tm tm{};
+  if (ASN1_TIME_to_tm(X509_get0_notAfter(x), &tm) != 1) return 0;
+  return static_cast<int64_t>(timegm(&tm));
+}
+
+CertificateInfo InfoOf(X509* x) {
+  CertificateInfo info;
+  char cn[256] = {0};
+  if (X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, cn, sizeof cn) > 0) {
+    info.common_name = cn;
+  }
+  info.not_after_unix = NotAfterUnix(x);
+  auto* names = static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(x, NID_subject_alt_name, nullptr, nullptr));
+  if (names != nullptr) {
+    for (int i = 0; i < sk_GENERAL_NAME_num(names); ++i) {
+      const GENERAL_NAME* gn = sk_GENERAL_NAME_value(names, i);
+      if (gn->type == GEN_DNS) {
+        const auto* s = ASN1_STRING_get0_data(gn->d.dNSName);
+        info.sans.push_back("DNS:" + std::string(reinterpret_cast<const char*>(s),
+                                                 ASN1_STRING_length(gn->d.dNSName)));
+      } else if (gn->type == GEN_IPADD) {
+        const unsigned char* b = ASN1_STRING_get0_data(gn->d.iPAddress);
+        int len = ASN1_STRING_length(gn->d.iPAddress);
+        char text[INET6_ADDRSTRLEN] = {0};
+        if ((len == 4 && inet_ntop(AF_INET, b, text, sizeof text) != nullptr) ||
+            (len == 16 && inet_ntop(AF_INET6, b, text, sizeof text) != nullptr)) {
+          info.sans.push_back(std::string("IP:") + text);
+        }
+      }
+    }
+    GENERAL_NAMES_free(names);
+  }
+  return info;
+}
+
+}  // namespace
+
+Result<PemPair> CreateCertificateAuthority(const std::string& common_name, int days) {
+  PkeyPtr key = NewEcKey();
+  if (!key) return Status::Internal("EC key generation failed: " + OpenSslError());
+  auto x = NewCert(key.get(), common_name, days);
+  if (!x.ok()) return x.status();
+  X509* cert = x->get();
+  X509_set_issuer_name(cert, X509_get_subject_name(cert));
+  DRAGUARD_RETURN_IF_ERROR(AddExt(cert, cert, NID_basic_constraints, "critical,CA:TRUE,pathlen:0"));
+  DRAGUARD_RETURN_IF_ERROR(AddExt(cert, cert, NID_key_usage, "critical,keyCertSign,cRLSign"));
+  DRAGUARD_RETURN_IF_ERROR(AddExt(cert, cert, NID_subject_key_identifier, "hash"));
+  if (X509_sign(cert, key.get(), EVP_sha256()) == 0) return Status::Internal(OpenSslError());
+  auto cp = CertToPem(cert);
+  auto kp = KeyToPem(key.get());
+  if (!cp.ok()) return cp.status();
+  if (!kp.ok()) return kp.status();
+  return PemPair{*cp, *kp};
+}
+
+Result<PemPair> IssueCertificate(const PemPair& ca, const IssueOptions& options) {
+  auto ca_cert = ParseCert(ca.cert_pem);
+  if (!ca_cert.ok()) return ca_cert.status();
+  auto ca_key = ParseKey(ca.key_pem);
+  if (!ca_key.ok()) return ca_key.status();
+  PkeyPtr key = NewEcKey();
+  if (!key) return Status::Internal("EC key generation failed: " + OpenSslError());
+  auto x = NewCert(key.get(), options.common_name, options.days);
+  if (!x.ok()) return x.status();
+  X509* cert = x->get();
+  X509_set_issuer_name(cert, X509_get_subject_name(ca_cert->get()));
+  DRAGUARD_RETURN_IF_ERROR(AddExt(cert, ca_cert->get(), NID_basic_constraints, "critical,CA:FALSE"));
+  DRAGUARD_RETURN_IF_ERROR(AddExt(cert, ca_cert->get(), NID_key_usage, "critical,digitalSignature"));
+  std::string eku;
+  if (options.server_auth) eku = "serverAuth";
+  if (options.client_auth) eku += std::string(eku.empty() ? "" : ",") + "clientAuth";
+  if (!eku.empty()) DRAGUARD_RETURN_IF_ERROR(AddExt(cert, ca_cert->get(), NID_ext_key_usage, eku));
+  std::string san;
+  for (const auto& d : options.dns) san += (san.empty() ? "" : ",") + std::string("DNS:") + d;
+  for (const auto& ip : options.ips) san += (san.empty() ? "" : ",") + std::string("IP:") + ip;
+  if (!san.empty()) DRAGUARD_RETURN_IF_ERROR(AddExt(cert, ca_cert->get(), NID_subject_alt_name, san));
+  DRAGUARD_RETURN_IF_ERROR(AddExt(cert, ca_cert->get(), NID_subject_key_identifier, "hash"));
+  DRAGUARD_RETURN_IF_ERROR(AddExt(cert, ca_cert->get(), NID_authority_key_identifier, "keyid:always"));
+  if (X509_sign(cert, ca_key->get(), EVP_sha256()) == 0) return Status::Internal(OpenSslError());
+  auto cp = CertToPem(cert);
+  auto kp = KeyToPem(key.get());
+  if (!cp.ok()) return cp.status();
+  if (!kp.ok()) return kp.status();
+  return PemPair{*cp, *kp};
+}
+
+Status WriteFileAtomic(const std::string& path, const std::string& data, unsigned mode) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) return Status::Unavailable("cannot write " + tmp + ": " + std::strerror(errno));
+  ::fchmod(fd, mode);
+  std::size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return Status::Unavailable("cannot write " + tmp + ": " + std::strerror(errno));
+    }
+    off += static_cast<std::size_t>(n);
+  }
+  ::fsync(fd);
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return Status::Unavailable("cannot rename to " + path + ": " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+Result<std::string> ReadFile(const std::string& path, std::size_t max_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound("cannot open " + path);
+  std::string data;
+  char buf[16384];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    data.append(buf, static_cast<std::size_t>(in.gcount()));
+    if (data.size() > max_bytes) return Status::InvalidArgument(path + " is larger than allowed");
+  }
+  return data;
+}
+
+Result<CertificateInfo> InspectCertificate(const std::string& cert_pem) {
+  auto x = ParseCert(cert_pem);
+  if (!x.ok()) return x.status();
+  return InfoOf(x->get());
+}
+
+namespace {
+
+// True when the state folder's files can be reused as they are.
+bool Reusable(const StatePaths& p, const std::vector<std::string>& dns,
+              const std::vector<std::string>& ips) {
+  auto ca_pem = ReadFile(p.ca_cert);
+  auto crt_pem = ReadFile(p.tls_cert);
+  auto key_pem = ReadFile(p.tls_key);
+  if (!ca_pem.ok() || !crt_pem.ok() || !key_pem.ok() || !ReadFile(p.ca_key).ok()) return false;
+  auto ca = ParseCert(*ca_pem);
+  auto crt = ParseCert(*crt_pem);
+  auto key = ParseKey(*key_pem);
+  if (!ca.ok() || !crt.ok() || !key.ok()) return false;
+  if (X509_check_private_key(crt->get(), key->get()) != 1) {
+    ERR_clear_error();
+    return false;
+  }
+  int64_t min_left = static_cast<int64_t>(std::time(nullptr)) + 30 * 86400;
+  if (NotAfterUnix(crt->get()) < min_left || NotAfterUnix(ca->get()) < min_left) return false;
+  PkeyPtr ca_pub(X509_get_pubkey(ca->get()));
+  if (!ca_pub || X509_verify(crt->get(), ca_pub.get()) != 1) {
+    ERR_clear_error();
+    return false;
+  }
+  CertificateInfo info = InfoOf(crt->get());
+  auto has = [&](const std::string& s) {
+    for (const auto& x : info.sans) {
+      if (x == s) return true;
+    }
+    return false;
+  };
+  for (const auto& d : dns) {
+    if (!has("DNS:" + d)) return false;
+  }
+  for (const auto& ip : ips) {
+    if (!has("IP:" + ip)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<StatePaths> EnsureStateCertificates(const std::string& dir,
+                                           const std::vector<std::string>& dns,
+                                           const std::vector<std::string>& ips) {
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Status::Unavailable("cannot create state folder " + dir + ": " + std::strerror(errno));
+  }
+  ::chmod(dir.c_str(), 0700);
+  StatePaths p;
+  p.ca_cert = dir + "/ca.crt";
+  p.ca_key = dir + "/ca.key";
+  p.tls_cert = dir + "/tls.crt";
+  p.tls_key = dir + "/tls.key";
+  if (Reusable(p, dns, ips)) return p;
+  auto ca = CreateCertificateAuthority("draguard-ca", 3650);
+  if (!ca.ok()) return ca.status();
+  IssueOptions opt;
+  opt.common_name = dns.empty() ? "draguard" : dns.front();
+  opt.dns = dns;
+  opt.ips = ips;
+  opt.days = 365;
+  auto leaf = IssueCertificate(*ca, opt);
+  if (!leaf.ok()) return leaf.status();
+  DRAGUARD_RETURN_IF_ERROR(WriteFileAtomic(p.ca_key, ca->key_pem));
+  DRAGUARD_RETURN_IF_ERROR(WriteFileAtomic(p.ca_cert, ca->cert_pem));
+  DRAGUARD_RETURN_IF_ERROR(WriteFileAtomic(p.tls_key, leaf->key_pem));
+  DRAGUARD_RETURN_IF_ERROR(WriteFileAtomic(p.tls_cert, leaf->cert_pem));
+  p.generated = true;
+  return p;
+}
+
+KeyPair::~KeyPair() {
+  if (cert != nullptr) X509_free(cert);
+  if (key != nullptr) EVP_PKEY_free(key);
+  if (chain != nullptr) sk_X509_pop_free(chain, X509_free);
+}
+
+CertificateSource::CertificateSource(std::string cert_path, std::string key_path,
+                                     ReloadCallback on_reload)
+    : cert_path_(std::move(cert_path)),
+      key_path_(std::move(key_path)),
+      on_reload_(std::move(on_reload)) {}
+
+CertificateSource::~CertificateSource() = default;
+
+Status CertificateSource::Reload() {
+  auto fail = [&](Status s) {
+    if (on_reload_) on_reload_(s, Info());
+    return s;
+  };
+  auto cert_pem = ReadFile(cert_path_);
+  if (!cert_pem.ok()) return fail(cert_pem.status());
+  auto key_pem = ReadFile(key_path_);
+  if (!key_pem.ok()) return fail(key_pem.status());
+
+  auto pair = std::make_shared<KeyPair>();
+  {
+    BioPtr bio(BIO_new_mem_buf(cert_pem->data(), static_cast<int>(cert_pem->size())));
+    pair->cert = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr);
+    if (pair->cert == nullptr) {
+      return fail(Status::InvalidArgument(cert_path_ + ": no PEM certificate: " + OpenSslError()));
+    }
+    pair->chain = sk_X509_new_null();
+    while (X509* extra = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
+      sk_X509_push(pair->chain, extra);
+    }
+    ERR_clear_error();  // end of PEM stream
+  }
+  auto key = ParseKey(*key_pem);
+  if (!key.ok()) return fail(Status::InvalidArgument(key_path_ + ": " + key.status().message()));
+  pair->key = key->release();
+  if (X509_check_private_key(pair->cert, pair->key) != 1) {
+    ERR_clear_error();
+    return fail(Status::InvalidArgument("private key " + key_path_ +
+                                        " does not match certificate " + cert_path_));
+  }
+  if (X509_cmp_current_time(X509_get0_notAfter(pair->cert)) <= 0) {
+    return fail(Status::FailedPrecondition("certificate " + cert_path_ + " has expired"));
+  }
+  CertificateInfo info = InfoOf(pair->cert);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    current_ = std::move(pair);
+    info_ = info;
+    ++generation_;
+  }
+  if (on_reload_) on_reload_(Status::Ok(), info);
+  return Status::Ok();
+}
+
+std::shared_ptr<const KeyPair> CertificateSource::Current() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return current_;
+}
+
+CertificateInfo CertificateSource::Info() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return info_;
+}
+
+uint64_t CertificateSource::generation() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return generation_;
+}
+
+}  // namespace draguard::server

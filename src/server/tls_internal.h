@@ -1,0 +1,34 @@
+// OpenSSL-facing internals of the server module.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include "draguard/server/tls.h"
+
+namespace draguard::server {
+
+/// A certificate, its key and its chain; owns the OpenSSL objects.
+struct KeyPair {
+  X509* cert = nullptr;
+  EVP_PKEY* key = nullptr;
+  STACK_OF(X509)* chain = nullptr;
+  ~KeyPair();
+};
+
+/// Settings of the server-side TLS context.
+struct TlsContextOptions {
+  const CertificateSource* certificates = nullptr;  ///< consulted on every handshake
+  std::string client_ca;                            ///< PEM file; empty = no client certs
+  std::vector<std::string> client_cns;              ///< allowed client CNs; empty = any
+};
+
+/// Configures `ctx`: TLS ≥ 1.2, ECDHE + AEAD only, no compression or renegotiation, the
+/// certificate chosen per handshake from `options.certificates`, optional client verification.
+/// `options` must outlive the context. Returns false on failure.
+bool ConfigureServerContext(SSL_CTX* ctx, const TlsContextOptions* options, std::string* error);
+
+}  // namespace draguard::server
