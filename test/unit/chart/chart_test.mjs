@@ -1,0 +1,644 @@
+// Chart test driver: renders charts/draguard with helm in many configurations and checks the
+// result. Run through chart_test.sh (which finds helm and the node modules).
+//   node chart_test.mjs --helm PATH --root REPO
+// Prints one line per check and a closing "N passed, N failed" line; exits 1 on any failure.
+import { execFileSync, spawnSync } from "node:child_process";
+import { X509Certificate, createPrivateKey, createPublicKey } from "node:crypto";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { createRequire } from "node:module";
+import { pathToFileURL } from "node:url";
+
+const args = process.argv.slice(2);
+const opt = (name) => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : undefined;
+};
+const HELM = opt("--helm");
+const ROOT = opt("--root");
+if (!HELM || !ROOT) {
+  console.error("usage: chart_test.mjs --helm PATH --root REPO");
+  process.exit(2);
+}
+const CHART = path.join(ROOT, "charts", "draguard");
+const TOOLS = path.join(ROOT, "test", "tools", "node_modules");
+const require = createRequire(path.join(TOOLS, "noop.js"));
+const yaml = require("js-yaml");
+const { evaluate: celEvaluate } = await import(
+  pathToFileURL(path.join(TOOLS, "@marcbachmann", "cel-js", "lib", "index.js")).href);
+
+let passed = 0;
+let failed = 0;
+function check(name, fn) {
+  try {
+    const r = fn();
+    if (r === false) throw new Error("returned false");
+    passed++;
+    console.log(`ok   ${name}`);
+  } catch (e) {
+    failed++;
+    console.log(`FAIL ${name}: ${e && e.message ? e.message : e}`);
+  }
+}
+function assert(cond, msg) {
+  if (!cond) throw new Error(msg);
+}
+function eq(actual, expected, msg) {
+  const a = JSON.stringify(actual);
+  const b = JSON.stringify(expected);
+  if (a !== b) throw new Error(`${msg}: got ${a}, want ${b}`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rendering helpers
+
+function helm(argv, { allowFail = false } = {}) {
+  const r = spawnSync(HELM, argv, { encoding: "utf8", maxBuffer: 64 << 20 });
+  if (!allowFail && r.status !== 0) {
+    throw new Error(`helm ${argv.join(" ")} failed (${r.status}): ${r.stderr}`);
+  }
+  return r;
+}
+
+function render(setArgs, { release = "draguard", namespace = "draguard-system" } = {}) {
+  const r = helm(["template", release, CHART, "--namespace", namespace, ...setArgs]);
+  const docs = yaml.loadAll(r.stdout).filter((d) => d !== null && d !== undefined);
+  return { text: r.stdout, docs, release, namespace };
+}
+
+const find = (docs, kind, name) =>
+  docs.filter((d) => d.kind === kind && (name === undefined || d.metadata.name === name));
+const one = (docs, kind) => {
+  const xs = find(docs, kind);
+  if (xs.length !== 1) throw new Error(`expected exactly one ${kind}, found ${xs.length}`);
+  return xs[0];
+};
+
+// kubernetes-models: the schema of every built-in kind plus cert-manager and prometheus-operator.
+const modelCache = new Map();
+async function modelFor(apiVersion, kind) {
+  const [group, version] = apiVersion.includes("/") ? apiVersion.split("/") : ["", apiVersion];
+  let file;
+  if (group === "cert-manager.io") {
+    file = path.join(TOOLS, "@kubernetes-models", "cert-manager", group, version, `${kind}.js`);
+  } else if (group === "monitoring.coreos.com") {
+    file = path.join(TOOLS, "@kubernetes-models", "prometheus-operator", group, version, `${kind}.js`);
+  } else {
+    file = path.join(TOOLS, "kubernetes-models", group === "" ? "" : group, version, `${kind}.js`);
+  }
+  if (!fs.existsSync(file)) return null;
+  if (!modelCache.has(file)) modelCache.set(file, (await import(pathToFileURL(file).href))[kind]);
+  return modelCache.get(file);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Invariants shared by every rendering
+
+async function validateSchemas(r, label) {
+  for (const d of r.docs) {
+    const id = `${d.kind}/${d.metadata && d.metadata.name}`;
+    const Model = await modelFor(d.apiVersion, d.kind);
+    check(`${label}: ${id} matches the ${d.apiVersion} schema`, () => {
+      assert(Model, `no schema known for ${d.apiVersion} ${d.kind}`);
+      new Model(d).validate();
+    });
+  }
+}
+
+function webhooksOf(r) {
+  const out = [];
+  for (const cfg of [...find(r.docs, "ValidatingWebhookConfiguration"), ...find(r.docs, "MutatingWebhookConfiguration")]) {
+    for (const w of cfg.webhooks) out.push({ cfg, w, mutating: cfg.kind === "MutatingWebhookConfiguration" });
+  }
+  return out;
+}
+
+function commonChecks(r, label, { mutation = true, tlsMode = "cert-manager", replicas = 3 } = {}) {
+  const fullname = r.release.includes("draguard") ? r.release : `${r.release}-draguard`;
+  check(`${label}: every object has apiVersion, kind, metadata.name`, () => {
+    for (const d of r.docs) assert(d.apiVersion && d.kind && d.metadata && d.metadata.name, JSON.stringify(d).slice(0, 200));
+  });
+  check(`${label}: namespaced objects are in the release namespace`, () => {
+    const clusterScoped = new Set(["ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"]);
+    for (const d of r.docs) {
+      if (clusterScoped.has(d.kind)) assert(!d.metadata.namespace, `${d.kind} has a namespace`);
+      else eq(d.metadata.namespace, r.namespace, `${d.kind}/${d.metadata.name} namespace`);
+    }
+  });
+  check(`${label}: no duplicate objects`, () => {
+    const seen = new Set();
+    for (const d of r.docs) {
+      const k = `${d.kind}/${d.metadata.namespace || ""}/${d.metadata.name}`;
+      assert(!seen.has(k), `duplicate ${k}`);
+      seen.add(k);
+    }
+  });
+
+  const dep = one(r.docs, "Deployment");
+  const pod = dep.spec.template.spec;
+  const c = pod.containers[0];
+  const a = c.args;
+  const flag = (f) => {
+    const i = a.indexOf(f);
+    return i >= 0 ? a[i + 1] : undefined;
+  };
+  check(`${label}: deployment replicas and rolling update (maxUnavailable 0)`, () => {
+    eq(dep.spec.replicas, replicas, "replicas");
+    eq(dep.spec.strategy.type, "RollingUpdate", "strategy");
+    eq(dep.spec.strategy.rollingUpdate.maxUnavailable, 0, "maxUnavailable");
+  });
+  check(`${label}: serve flags`, () => {
+    eq(a[0], "serve", "subcommand");
+    eq(flag("--listen"), "0.0.0.0:8443", "--listen");
+    eq(flag("--tls-cert"), "/tls/tls.crt", "--tls-cert");
+    eq(flag("--tls-key"), "/tls/tls.key", "--tls-key");
+    eq(flag("--config"), "/etc/draguard/policy.yaml", "--config");
+    eq(flag("--namespace"), r.namespace, "--namespace");
+    eq(flag("--service-name"), fullname, "--service-name");
+    eq(flag("--metrics-listen"), "0.0.0.0:9090", "--metrics-listen");
+    assert(/^\d+$/.test(flag("--shutdown-delay")), "--shutdown-delay is a number of seconds");
+    for (const x of a) assert(typeof x === "string", `arg ${JSON.stringify(x)} is not a string`);
+  });
+  check(`${label}: terminationGracePeriodSeconds > shutdown delay + longest webhook timeout`, () => {
+    const timeouts = webhooksOf(r).map((x) => x.w.timeoutSeconds);
+    assert(pod.terminationGracePeriodSeconds > Number(flag("--shutdown-delay")) + Math.max(...timeouts),
+      `${pod.terminationGracePeriodSeconds} <= ${flag("--shutdown-delay")} + ${Math.max(...timeouts)}`);
+    assert(!c.lifecycle || !c.lifecycle.preStop, "no preStop hook: the binary handles the shutdown delay");
+  });
+  check(`${label}: probes`, () => {
+    const clientAuth = a.includes("--client-ca");
+    for (const [p, pathWant] of [[c.readinessProbe, "/readyz"], [c.livenessProbe, "/healthz"]]) {
+      eq(p.httpGet.path, pathWant, "probe path");
+      if (clientAuth) {
+        eq([p.httpGet.port, p.httpGet.scheme], ["metrics", "HTTP"], "probe on the metrics listener with mTLS");
+      } else {
+        eq([p.httpGet.port, p.httpGet.scheme], ["https", "HTTPS"], "probe over HTTPS");
+      }
+    }
+    const ports = Object.fromEntries(c.ports.map((p) => [p.name, p.containerPort]));
+    eq(ports.https, 8443, "https containerPort");
+  });
+  check(`${label}: pod and container security context`, () => {
+    const ps = pod.securityContext;
+    eq([ps.runAsNonRoot, ps.runAsUser, ps.seccompProfile.type], [true, 10001, "RuntimeDefault"], "pod securityContext");
+    const cs = c.securityContext;
+    eq([cs.runAsNonRoot, cs.runAsUser, cs.readOnlyRootFilesystem, cs.allowPrivilegeEscalation, cs.privileged],
+      [true, 10001, true, false, false], "container securityContext");
+    eq(cs.capabilities.drop, ["ALL"], "capabilities.drop");
+    assert(!cs.capabilities.add, "no capabilities added");
+    eq(cs.seccompProfile.type, "RuntimeDefault", "container seccomp");
+    assert(!pod.hostNetwork && !pod.hostPID && !pod.hostIPC, "no host namespaces");
+  });
+  check(`${label}: resources (requests 100m/64Mi, memory limit 256Mi)`, () => {
+    eq(c.resources.requests, { cpu: "100m", memory: "64Mi" }, "requests");
+    eq(c.resources.limits.memory, "256Mi", "memory limit");
+  });
+  check(`${label}: priority class and topology spread across nodes`, () => {
+    eq(pod.priorityClassName, "system-cluster-critical", "priorityClassName");
+    const tsc = pod.topologySpreadConstraints;
+    assert(tsc.some((t) => t.topologyKey === "kubernetes.io/hostname" && t.maxSkew === 1), "hostname spread");
+    for (const t of tsc) eq(t.labelSelector.matchLabels, dep.spec.selector.matchLabels, "spread selector");
+  });
+  check(`${label}: volumes are directory mounts (hot reload needs no subPath)`, () => {
+    for (const m of c.volumeMounts) assert(!m.subPath, `${m.name} uses subPath`);
+    const tls = pod.volumes.find((v) => v.name === "tls");
+    eq(tls.secret.items.map((i) => i.key).sort(), ["tls.crt", "tls.key"], "only the serving pair is mounted");
+    const pol = pod.volumes.find((v) => v.name === "policy");
+    eq(pol.configMap.name, `${fullname}-policy`, "policy ConfigMap");
+  });
+  check(`${label}: no restart on policy change (no checksum annotation by default)`, () => {
+    const ann = dep.spec.template.metadata.annotations || {};
+    assert(!Object.keys(ann).some((k) => k.startsWith("checksum/")), "pod template has a checksum annotation");
+  });
+
+  const pdbs = find(r.docs, "PodDisruptionBudget");
+  check(`${label}: PodDisruptionBudget`, () => {
+    if (replicas >= 3) eq(pdbs.map((p) => p.spec.minAvailable), [2], "minAvailable with >= 3 replicas");
+    else if (replicas === 2) eq(pdbs.map((p) => p.spec.minAvailable), [1], "minAvailable with 2 replicas");
+    else eq(pdbs.length, 0, "no PDB for a single replica");
+    for (const p of pdbs) eq(p.spec.selector.matchLabels, dep.spec.selector.matchLabels, "PDB selector");
+  });
+
+  check(`${label}: Service 443 -> https (8443)`, () => {
+    const svc = one(r.docs, "Service");
+    eq(svc.metadata.name, fullname, "service name");
+    const https = svc.spec.ports.find((p) => p.name === "https");
+    eq([https.port, https.targetPort], [443, "https"], "https port");
+    eq(svc.spec.selector, dep.spec.selector.matchLabels, "service selector");
+  });
+
+  check(`${label}: policy ConfigMap`, () => {
+    const cm = find(r.docs, "ConfigMap", `${fullname}-policy`)[0];
+    assert(cm, "policy ConfigMap missing");
+    const p = yaml.load(cm.data["policy.yaml"]);
+    eq([p.apiVersion, p.kind], ["draguard.io/v1alpha1", "Policy"], "policy apiVersion/kind");
+    assert(p.exemptions.namespaces.includes("kube-system"), "kube-system exempt");
+    assert(p.exemptions.namespaces.includes(r.namespace), "release namespace exempt");
+    eq(p.mutation.enabled, mutation, "policy mutation.enabled follows mutation.enabled");
+    // Every key must be one the server knows: the bundled default policy uses them all.
+    const known = yaml.load(fs.readFileSync(path.join(ROOT, "deploy", "policy", "default-policy.yaml"), "utf8"));
+    const keysOf = (o, pre = "") => Object.entries(o).flatMap(([k, v]) =>
+      (v && typeof v === "object" && !Array.isArray(v) && !["rules", "labels"].includes(k))
+        ? [pre + k, ...keysOf(v, `${pre}${k}.`)] : [pre + k]);
+    const knownKeys = new Set(keysOf(known));
+    for (const k of keysOf(p)) assert(knownKeys.has(k), `policy key ${k} is not used by deploy/policy/default-policy.yaml`);
+    for (const lr of known.legacyResources) assert(p.legacyResources.includes(lr), `legacy resource ${lr} of the default policy missing`);
+  });
+
+  check(`${label}: RBAC: templates create/get, configmaps list/watch, nothing on webhook configurations`, () => {
+    const role = one(r.docs, "ClusterRole");
+    const rct = role.rules.find((x) => x.apiGroups.includes("resource.k8s.io"));
+    eq(rct.resources, ["resourceclaimtemplates"], "resource.k8s.io resources");
+    eq(rct.verbs.slice().sort(), mutation ? ["create", "get"] : ["get"], "template verbs");
+    const cmr = role.rules.find((x) => x.apiGroups.includes("") && x.resources.includes("configmaps"));
+    eq(cmr.verbs.slice().sort(), ["list", "watch"], "configmap verbs");
+    for (const x of role.rules) {
+      assert(!x.apiGroups.includes("admissionregistration.k8s.io"), "webhook configuration access granted");
+      assert(!x.resources.includes("secrets") && !x.resources.includes("*") && !x.verbs.includes("*"), "wildcard or secrets");
+    }
+    const rb = one(r.docs, "ClusterRoleBinding");
+    eq(rb.subjects, [{ kind: "ServiceAccount", name: fullname, namespace: r.namespace }], "binding subject");
+  });
+
+  check(`${label}: NetworkPolicy (8443 from anywhere, metrics from selector, egress apiserver + DNS)`, () => {
+    const np = one(r.docs, "NetworkPolicy");
+    eq(np.spec.policyTypes, ["Ingress", "Egress"], "policyTypes");
+    const https = np.spec.ingress.find((i) => i.ports.some((p) => p.port === "https"));
+    assert(https && !https.from, "webhook port open to all sources");
+    const metrics = np.spec.ingress.find((i) => i.ports.some((p) => p.port === "metrics"));
+    assert(metrics && metrics.from && metrics.from.length > 0, "metrics port restricted to a selector");
+    const egressPorts = np.spec.egress.flatMap((e) => e.ports.map((p) => `${p.protocol}/${p.port}`)).sort();
+    eq(egressPorts, ["TCP/443", "TCP/53", "TCP/6443", "UDP/53"], "egress ports");
+  });
+
+  // Webhook configurations
+  const hooks = webhooksOf(r);
+  check(`${label}: webhook set`, () => {
+    eq(hooks.filter((h) => !h.mutating).map((h) => h.w.name),
+      ["pods.validate.draguard.io", "workloads.validate.draguard.io", "claims.validate.draguard.io", "crds.validate.draguard.io"],
+      "validating webhooks");
+    eq(hooks.filter((h) => h.mutating).map((h) => h.w.name), mutation ? ["pods.mutate.draguard.io"] : [], "mutating webhooks");
+  });
+  check(`${label}: every webhook: v1 reviews, NoneOnDryRun, Equivalent, timeouts, service, path`, () => {
+    for (const { w, mutating } of hooks) {
+      eq(w.admissionReviewVersions, ["v1"], `${w.name} admissionReviewVersions`);
+      eq(w.sideEffects, "NoneOnDryRun", `${w.name} sideEffects`);
+      eq(w.matchPolicy, "Equivalent", `${w.name} matchPolicy`);
+      assert(["Fail", "Ignore"].includes(w.failurePolicy), `${w.name} failurePolicy`);
+      eq(w.timeoutSeconds, mutating ? 5 : 3, `${w.name} timeoutSeconds`);
+      const s = w.clientConfig.service;
+      eq([s.name, s.namespace, s.port, s.path], [fullname, r.namespace, 443, mutating ? "/mutate" : "/validate"], `${w.name} service`);
+      assert(!w.clientConfig.url, "no url");
+      if (mutating) eq(w.reinvocationPolicy, "IfNeeded", "reinvocationPolicy");
+    }
+  });
+  check(`${label}: namespaceSelector excludes kube-system and the release namespace`, () => {
+    for (const { w } of hooks) {
+      const e = w.namespaceSelector.matchExpressions.find((x) => x.key === "kubernetes.io/metadata.name");
+      eq(e.operator, "NotIn", `${w.name} operator`);
+      assert(e.values.includes("kube-system") && e.values.includes(r.namespace), `${w.name} excludes ${e.values}`);
+      assert(!w.objectSelector || Object.keys(w.objectSelector).length === 0, "no objectSelector (users could opt out)");
+    }
+  });
+  check(`${label}: rules`, () => {
+    const rulesOf = (name) => hooks.find((h) => h.w.name === name).w.rules;
+    const flat = (name) => rulesOf(name).flatMap((ru) => ru.apiGroups.flatMap((g) =>
+      ru.resources.map((res) => `${g}/${res}:${ru.apiVersions.join(",")}:${ru.operations.join(",")}`))).sort();
+    eq(flat("pods.validate.draguard.io"), ["/pods:v1:CREATE"], "pods rules");
+    eq(flat("workloads.validate.draguard.io"), [
+      "/podtemplates:v1:CREATE,UPDATE", "/replicationcontrollers:v1:CREATE,UPDATE",
+      "apps/daemonsets:v1:CREATE,UPDATE", "apps/deployments:v1:CREATE,UPDATE", "apps/replicasets:v1:CREATE,UPDATE",
+      "apps/statefulsets:v1:CREATE,UPDATE", "batch/cronjobs:v1:CREATE,UPDATE", "batch/jobs:v1:CREATE,UPDATE"], "workload rules");
+    eq(flat("claims.validate.draguard.io"), [
+      "resource.k8s.io/resourceclaims:v1,v1beta1,v1beta2:CREATE",
+      "resource.k8s.io/resourceclaimtemplates:v1,v1beta1,v1beta2:CREATE"], "claim rules");
+    eq(flat("crds.validate.draguard.io"), [
+      "batch.volcano.sh/jobs:*:CREATE,UPDATE", "jobset.x-k8s.io/jobsets:*:CREATE,UPDATE",
+      "kubeflow.org/mpijobs:*:CREATE,UPDATE", "kubeflow.org/pytorchjobs:*:CREATE,UPDATE", "kubeflow.org/tfjobs:*:CREATE,UPDATE",
+      "leaderworkerset.x-k8s.io/leaderworkersets:*:CREATE,UPDATE", "ray.io/rayclusters:*:CREATE,UPDATE",
+      "ray.io/rayjobs:*:CREATE,UPDATE", "ray.io/rayservices:*:CREATE,UPDATE",
+      "serving.kserve.io/inferenceservices:*:CREATE,UPDATE"], "CRD rules");
+    if (mutation) eq(flat("pods.mutate.draguard.io"), ["/pods:v1:CREATE"], "mutate rules: Pod CREATE only");
+    for (const { w } of hooks) for (const ru of w.rules) eq(ru.scope, "Namespaced", "scope");
+  });
+  check(`${label}: TLS wiring (${tlsMode})`, () => {
+    const secretName = pod.volumes.find((v) => v.name === "tls").secret.secretName;
+    for (const { cfg, w } of hooks) {
+      const inject = (cfg.metadata.annotations || {})["cert-manager.io/inject-ca-from"];
+      if (tlsMode === "cert-manager") {
+        eq(inject, `${r.namespace}/${fullname}-tls`, "inject-ca-from");
+        assert(!w.clientConfig.caBundle, "no static caBundle with cert-manager");
+      } else {
+        assert(!inject, "no inject-ca-from outside cert-manager mode");
+        assert(w.clientConfig.caBundle, `${w.name} has no caBundle`);
+      }
+    }
+    if (tlsMode === "cert-manager") {
+      const cert = find(r.docs, "Certificate", `${fullname}-tls`)[0];
+      assert(cert, "serving Certificate missing");
+      eq(cert.spec.secretName, secretName, "Certificate secret is the mounted one");
+      eq(cert.spec.dnsNames, [`${fullname}.${r.namespace}.svc`, `${fullname}.${r.namespace}.svc.cluster.local`], "dnsNames");
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// TLS material generated in helm mode
+
+function checkHelmTLS(r, label) {
+  const fullname = r.release.includes("draguard") ? r.release : `${r.release}-draguard`;
+  check(`${label}: generated CA and serving certificate`, () => {
+    const s = find(r.docs, "Secret", `${fullname}-tls`)[0];
+    assert(s, "TLS Secret missing");
+    eq(s.type, "kubernetes.io/tls", "secret type");
+    const b = (k) => Buffer.from(s.data[k], "base64");
+    const ca = new X509Certificate(b("ca.crt"));
+    const leaf = new X509Certificate(b("tls.crt"));
+    assert(ca.ca, "ca.crt is a CA certificate");
+    assert(leaf.checkIssued(ca) && leaf.verify(ca.publicKey), "serving certificate is signed by the CA");
+    assert(leaf.checkPrivateKey(createPrivateKey(b("tls.key"))), "tls.key matches tls.crt");
+    assert(ca.checkPrivateKey(createPrivateKey(b("ca.key"))), "ca.key matches ca.crt");
+    const sans = leaf.subjectAltName.split(",").map((x) => x.trim()).sort();
+    eq(sans, [`DNS:${fullname}.${r.namespace}.svc`, `DNS:${fullname}.${r.namespace}.svc.cluster.local`], "SANs");
+    eq(createPublicKey(b("tls.key")).asymmetricKeyType, "ec", "ECDSA key");
+    const days = (new Date(leaf.validTo) - Date.now()) / 86400000;
+    assert(days > 700 && days < 740, `serving certificate valid ~730 days (got ${days.toFixed(0)})`);
+    for (const { w } of webhooksOf(r)) eq(w.clientConfig.caBundle, s.data["ca.crt"], `${w.name} caBundle is the generated CA`);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// matchConditions, evaluated with an independent CEL implementation on sample requests
+
+const GPU = { "nvidia.com/gpu": "1" };
+const podOf = (spec) => ({ apiVersion: "v1", kind: "Pod", metadata: { name: "p" }, spec });
+const ctr = (resources) => ({ name: "c", image: "i", ...(resources ? { resources } : {}) });
+const req = (kind, operation = "CREATE", group = "") =>
+  ({ kind: { group, version: "v1", kind }, operation, namespace: "team", name: "x", userInfo: { username: "u" } });
+
+const POD_CASES = [
+  // [name, pod spec, validate expected, mutate expected]
+  ["plain pod", { containers: [ctr()] }, false, false],
+  ["cpu/memory only", { containers: [ctr({ limits: { cpu: "1", memory: "1Gi" }, requests: { cpu: "1" } })] }, false, false],
+  ["empty resources", { containers: [ctr({})] }, false, false],
+  ["other vendor", { containers: [ctr({ limits: { "amd.com/gpu": "1" } })] }, false, false],
+  ["nvidia.com/gpu limit", { containers: [ctr(), ctr({ limits: GPU })] }, true, true],
+  ["requests-only legacy", { containers: [ctr({ requests: { "nvidia.com/gpu.shared": "2" } })] }, true, true],
+  ["MIG in init container", { containers: [ctr()], initContainers: [ctr({ limits: { "nvidia.com/mig-1g.10gb": 1 } })] }, true, true],
+  ["HAMi gpumem", { containers: [ctr({ limits: { "nvidia.com/gpumem": "1000" } })] }, true, true],
+  ["pod-level legacy resources", { resources: { limits: GPU }, containers: [ctr()] }, true, true],
+  ["DRA claim pod", { resourceClaims: [{ name: "gpu", resourceClaimTemplateName: "t" }], containers: [ctr({ claims: [{ name: "gpu" }] })] }, true, false],
+  ["empty resourceClaims", { resourceClaims: [], containers: [ctr()] }, false, false],
+];
+
+function celCheck(expr, vars, want, what) {
+  let got;
+  try {
+    got = celEvaluate(expr, vars);
+  } catch (e) {
+    throw new Error(`${what}: evaluation error: ${e.message}`);
+  }
+  eq(got, want, what);
+}
+
+function checkMatchConditions(r, label) {
+  const hook = (name) => webhooksOf(r).find((h) => h.w.name === name).w;
+  const cond = (name, cname) => {
+    const mc = (hook(name).matchConditions || []).find((m) => m.name === cname);
+    if (!mc) throw new Error(`${name} has no matchCondition ${cname}`);
+    return mc.expression;
+  };
+  check(`${label}: matchConditions: Pods (validate and mutate)`, () => {
+    const v = cond("pods.validate.draguard.io", "gpu-resources-or-claims");
+    const m = cond("pods.mutate.draguard.io", "legacy-gpu-resources");
+    for (const [name, spec, wantV, wantM] of POD_CASES) {
+      const vars = { object: podOf(spec), oldObject: null, request: req("Pod") };
+      celCheck(v, vars, wantV, `validate ${name}`);
+      celCheck(m, vars, wantM, `mutate ${name}`);
+    }
+  });
+  check(`${label}: matchConditions: workload pod templates`, () => {
+    const e = cond("workloads.validate.draguard.io", "template-gpu-resources-or-claims");
+    const dep = (spec) => ({ spec: { replicas: 1, template: { spec } } });
+    const cron = (spec) => ({ spec: { schedule: "* * * * *", jobTemplate: { spec: { template: { spec } } } } });
+    const cases = [
+      ["Deployment", dep({ containers: [ctr({ limits: GPU })] }), true],
+      ["Deployment", dep({ containers: [ctr()] }), false],
+      ["StatefulSet", dep({ containers: [ctr()], initContainers: [ctr({ requests: { "nvidia.com/mig-3g.40gb": "1" } })] }), true],
+      ["Job", dep({ resourceClaims: [{ name: "g", resourceClaimTemplateName: "t" }], containers: [ctr({ claims: [{ name: "g" }] })] }), true],
+      ["CronJob", cron({ containers: [ctr({ limits: GPU })] }), true],
+      ["CronJob", cron({ containers: [ctr({ limits: { cpu: "1" } })] }), false],
+      ["PodTemplate", { template: { spec: { containers: [ctr({ limits: GPU })] } } }, true],
+      ["PodTemplate", { template: { spec: { containers: [ctr()] } } }, false],
+      ["Deployment", { spec: { replicas: 1 } }, true], // template not found: call the webhook
+    ];
+    for (const [kind, obj, want] of cases) {
+      celCheck(e, { object: obj, oldObject: null, request: req(kind) }, want, `${kind} ${JSON.stringify(obj).slice(0, 80)}`);
+    }
+  });
+  check(`${label}: matchConditions: UPDATEs that leave spec alone are skipped`, () => {
+    for (const name of ["workloads.validate.draguard.io", "crds.validate.draguard.io"]) {
+      const e = cond(name, "spec-changed");
+      const a = { metadata: { name: "x", finalizers: ["f"] }, spec: { template: { spec: { containers: [ctr({ limits: GPU })] } } } };
+      const b = { metadata: { name: "x" }, spec: JSON.parse(JSON.stringify(a.spec)) };
+      const c = { metadata: { name: "x" }, spec: { template: { spec: { containers: [ctr({ limits: { "nvidia.com/gpu": "2" } })] } } } };
+      celCheck(e, { object: a, oldObject: null, request: req("Deployment", "CREATE") }, true, `${name} CREATE`);
+      celCheck(e, { object: a, oldObject: b, request: req("Deployment", "UPDATE") }, false, `${name} metadata-only UPDATE`);
+      celCheck(e, { object: c, oldObject: b, request: req("Deployment", "UPDATE") }, true, `${name} spec UPDATE`);
+      celCheck(e, { object: { template: {} }, oldObject: { template: {} }, request: req("PodTemplate", "UPDATE") }, true, `${name} object without spec`);
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenarios
+
+function helmLint() {
+  check("helm lint (default values)", () => {
+    const r = helm(["lint", CHART, "--strict"], { allowFail: true });
+    assert(r.status === 0, r.stdout + r.stderr);
+  });
+  check("helm lint (helm TLS, mutation off, monitoring on)", () => {
+    const r = helm(["lint", CHART, "--strict", "--set", "tls.mode=helm", "--set", "mutation.enabled=false",
+      "--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.prometheusRule.enabled=true"], { allowFail: true });
+    assert(r.status === 0, r.stdout + r.stderr);
+  });
+}
+
+const FAKE_CA = Buffer.from("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").toString("base64");
+
+async function scenarios() {
+  // Default values: cert-manager TLS, mutation on.
+  const def = render([]);
+  commonChecks(def, "default");
+  await validateSchemas(def, "default");
+  checkMatchConditions(def, "default");
+  check("default: failurePolicy Fail in enforce mode (validate and mutate)", () => {
+    for (const { w } of webhooksOf(def)) eq(w.failurePolicy, "Fail", w.name);
+  });
+  check("default: no ServiceMonitor / PrometheusRule", () => {
+    eq(find(def.docs, "ServiceMonitor").length + find(def.docs, "PrometheusRule").length, 0, "monitoring objects");
+  });
+  check("default: cert-manager issuer chain (self-signed root -> CA issuer -> serving cert)", () => {
+    eq(find(def.docs, "Issuer").map((i) => i.metadata.name).sort(), ["draguard-ca", "draguard-selfsigned"], "issuers");
+    const ca = find(def.docs, "Certificate", "draguard-ca")[0];
+    assert(ca && ca.spec.isCA, "CA certificate");
+    eq(find(def.docs, "Certificate", "draguard-tls")[0].spec.issuerRef.name, "draguard-ca", "leaf issuer");
+  });
+
+  // helm-generated TLS, with another release name and namespace.
+  const h = render(["--set", "tls.mode=helm"], { release: "gpu-policy", namespace: "platform" });
+  commonChecks(h, "tls=helm", { tlsMode: "helm" });
+  await validateSchemas(h, "tls=helm");
+  checkHelmTLS(h, "tls=helm");
+
+  // external TLS
+  const ext = render(["--set", "tls.mode=external", "--set", "tls.external.secretName=my-tls", "--set", `tls.external.caBundle=${FAKE_CA}`]);
+  commonChecks(ext, "tls=external", { tlsMode: "external" });
+  check("tls=external: mounts the given Secret, caBundle from values, no generated TLS objects", () => {
+    eq(one(ext.docs, "Deployment").spec.template.spec.volumes.find((v) => v.name === "tls").secret.secretName, "my-tls", "secret");
+    for (const { w } of webhooksOf(ext)) eq(w.clientConfig.caBundle, FAKE_CA, "caBundle");
+    eq(find(ext.docs, "Secret").length + find(ext.docs, "Certificate").length + find(ext.docs, "Issuer").length, 0, "TLS objects");
+  });
+
+  // Mutation off
+  const nm = render(["--set", "mutation.enabled=false"]);
+  commonChecks(nm, "mutation=off", { mutation: false });
+  check("mutation=off: no MutatingWebhookConfiguration", () => eq(find(nm.docs, "MutatingWebhookConfiguration").length, 0, "count"));
+
+  // Audit mode: auto failurePolicy becomes Ignore
+  const au = render(["--set", "policy.mode=audit"]);
+  check("policy.mode=audit: failurePolicy auto -> Ignore; policy says audit", () => {
+    for (const { w } of webhooksOf(au)) eq(w.failurePolicy, "Ignore", w.name);
+    eq(yaml.load(find(au.docs, "ConfigMap", "draguard-policy")[0].data["policy.yaml"]).mode, "audit", "mode");
+  });
+  const fp = render(["--set", "policy.mode=audit", "--set", "validating.failurePolicy=Fail", "--set", "mutation.failurePolicy=Ignore"]);
+  check("explicit failurePolicy wins over auto", () => {
+    for (const { w, mutating } of webhooksOf(fp)) eq(w.failurePolicy, mutating ? "Ignore" : "Fail", w.name);
+  });
+
+  // mTLS from the apiserver
+  const ca = render(["--set", "tls.clientAuth.enabled=true", "--set", "tls.clientAuth.caSecretName=apiserver-client-ca"]);
+  commonChecks(ca, "clientAuth");
+  check("clientAuth: --client-ca and --client-cn kube-apiserver, CA mounted", () => {
+    const c = one(ca.docs, "Deployment").spec.template.spec.containers[0];
+    const i = c.args.indexOf("--client-ca");
+    assert(i > 0 && c.args[i + 1] === "/client-ca/ca.crt", "--client-ca");
+    const j = c.args.indexOf("--client-cn");
+    assert(j > 0 && c.args[j + 1] === "kube-apiserver", "--client-cn kube-apiserver");
+    assert(c.volumeMounts.some((m) => m.mountPath === "/client-ca"), "client CA mount");
+  });
+
+  // Monitoring objects
+  const mon = render(["--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.prometheusRule.enabled=true"]);
+  await validateSchemas(mon, "monitoring");
+  check("monitoring: ServiceMonitor and PrometheusRule alerts", () => {
+    eq(one(mon.docs, "ServiceMonitor").spec.endpoints[0].port, "metrics", "ServiceMonitor port");
+    const rules = one(mon.docs, "PrometheusRule").spec.groups.flatMap((g) => g.rules);
+    const expr = (a) => rules.find((x) => x.alert === a).expr;
+    assert(expr("DraguardWebhookFailOpen").includes("apiserver_admission_webhook_fail_open_count"), "fail-open alert");
+    assert(/apiserver_admission_webhook_rejection_count\{error_type="calling_webhook_error"/.test(expr("DraguardWebhookCallErrors")), "call error alert");
+    assert(expr("DraguardCertificateExpiringSoon").includes("draguard_tls_cert_expiry_timestamp_seconds") &&
+      expr("DraguardCertificateExpiringSoon").includes(String(30 * 86400)), "cert expiry < 30 days");
+    for (const { w } of webhooksOf(mon)) {
+      assert(new RegExp(`^(${expr("DraguardWebhookFailOpen").match(/name=~"([^"]+)"/)[1].replace(/\\\\/g, "\\")})$`).test(w.name),
+        `alert name regex matches ${w.name}`);
+    }
+  });
+
+  // Replica counts and the PDB
+  for (const n of [1, 2, 5]) commonChecks(render(["--set", `replicaCount=${n}`]), `replicas=${n}`, { replicas: n });
+
+  // Options
+  const opts = render(["--set", "webhook.matchConditions=false", "--set", "validating.crds.enabled=false",
+    "--set", "validating.claims=false", "--set-json", 'topology.volume={"configMap":{"name":"gpu-topology"}}',
+    "--set-json", 'webhook.excludeNamespaces=["gpu-operator"]', "--set", "restartOnPolicyChange=true"]);
+  check("options: matchConditions off, CRD and claim webhooks off, topology dir, extra exclusions, checksum", () => {
+    const names = webhooksOf(opts).map((x) => x.w.name);
+    eq(names, ["pods.validate.draguard.io", "workloads.validate.draguard.io", "pods.mutate.draguard.io"], "webhooks");
+    for (const { w } of webhooksOf(opts)) {
+      assert(!w.matchConditions, `${w.name} has matchConditions`);
+      assert(w.namespaceSelector.matchExpressions[0].values.includes("gpu-operator"), "extra exclusion");
+    }
+    const dep = one(opts.docs, "Deployment");
+    const c = dep.spec.template.spec.containers[0];
+    eq(c.args[c.args.indexOf("--topology-dir") + 1], "/topology", "--topology-dir");
+    assert(dep.spec.template.metadata.annotations["checksum/policy"], "checksum annotation");
+  });
+  const glob = render(["--set-json", 'policy.legacyResources=["amd.com/*","example.com/gpu"]']);
+  check("matchConditions follow policy.legacyResources (glob prefix)", () => {
+    const m = webhooksOf(glob).find((x) => x.w.name === "pods.mutate.draguard.io").w.matchConditions[0].expression;
+    const vars = (limits) => ({ object: podOf({ containers: [ctr({ limits })] }), oldObject: null, request: req("Pod") });
+    celCheck(m, vars({ "amd.com/gpu": "1" }), true, "amd.com/gpu");
+    celCheck(m, vars({ "example.com/gpu": "1" }), true, "example.com/gpu");
+    celCheck(m, vars({ "nvidia.com/gpu": "1" }), false, "nvidia.com/gpu not listed");
+  });
+  const star = render(["--set-json", 'policy.legacyResources=["*gpu"]']);
+  check("matchConditions: a glob without a literal prefix matches every resource (never skips)", () => {
+    const m = webhooksOf(star).find((x) => x.w.name === "pods.mutate.draguard.io").w.matchConditions[0].expression;
+    celCheck(m, { object: podOf({ containers: [ctr({ limits: { "foo/bar": "1" } })] }), oldObject: null, request: req("Pod") }, true, "any resource");
+  });
+}
+
+// values.schema.json and template guards must reject bad values.
+function rejections() {
+  const bad = [
+    ["replicaCount=abc", ["--set", "replicaCount=abc"]],
+    ["replicaCount=0", ["--set", "replicaCount=0"]],
+    ["tls.mode=selfsigned", ["--set", "tls.mode=selfsigned"]],
+    ["policy.mode=strict", ["--set", "policy.mode=strict"]],
+    ["validating.failurePolicy=Sometimes", ["--set", "validating.failurePolicy=Sometimes"]],
+    ["validating.timeoutSeconds=31", ["--set", "validating.timeoutSeconds=31"]],
+    ["mutation.reinvocationPolicy=Always", ["--set", "mutation.reinvocationPolicy=Always"]],
+    ["unknown top-level key", ["--set", "replicas=3"]],
+    ["policy rule action", ["--set", "policy.rules.DG001.action=block"]],
+    ["policy rule id", ["--set", "policy.rules.XYZ.action=deny"]],
+    ["legacy resource with a quote", ["--set-json", `policy.legacyResources=["nvidia.com/gpu' || true || '"]`]],
+    ["templates mode", ["--set", "policy.mutation.templates=maybe"]],
+    ["grace period too short", ["--set", "terminationGracePeriodSeconds=12"]],
+    ["external TLS without secret", ["--set", "tls.mode=external", "--set", `tls.external.caBundle=${FAKE_CA}`]],
+    ["external TLS without caBundle", ["--set", "tls.mode=external", "--set", "tls.external.secretName=x"]],
+    ["clientAuth without CA secret", ["--set", "tls.clientAuth.enabled=true"]],
+    ["podOperations DELETE", ["--set-json", 'validating.podOperations=["DELETE"]']],
+  ];
+  for (const [name, setArgs] of bad) {
+    check(`rejects bad values: ${name}`, () => {
+      const r = helm(["template", "draguard", CHART, "--namespace", "draguard-system", ...setArgs], { allowFail: true });
+      assert(r.status !== 0, "helm template succeeded");
+      assert(/schema|required|must|fail|invalid|error/i.test(r.stderr), `unexpected error text: ${r.stderr.slice(0, 300)}`);
+    });
+  }
+}
+
+function deployManifests() {
+  check("deploy/kubernetes/draguard.yaml equals a fresh default render", () => {
+    const file = path.join(ROOT, "deploy", "kubernetes", "draguard.yaml");
+    assert(fs.existsSync(file), "deploy/kubernetes/draguard.yaml missing (run scripts/render-deploy-manifests.sh)");
+    const fresh = execFileSync("bash", [path.join(ROOT, "scripts", "render-deploy-manifests.sh"), "--stdout"],
+      { encoding: "utf8", env: { ...process.env, HELM }, maxBuffer: 64 << 20 });
+    const committed = fs.readFileSync(file, "utf8");
+    if (committed !== fresh) {
+      const a = committed.split("\n");
+      const b = fresh.split("\n");
+      let i = 0;
+      while (i < a.length && a[i] === b[i]) i++;
+      const tmp = path.join(os.tmpdir(), `draguard-render-${process.pid}.yaml`);
+      fs.writeFileSync(tmp, fresh);
+      throw new Error(`stale at line ${i + 1}: committed ${JSON.stringify(a[i])} vs fresh ${JSON.stringify(b[i])}; ` +
+        `fresh render in ${tmp}; run scripts/render-deploy-manifests.sh`);
+    }
+  });
+}
+
+for (const step of [helmLint, scenarios, rejections, deployManifests]) {
+  try {
+    await step();
+  } catch (e) {
+    failed++;
+    console.log(`FAIL ${step.name} aborted: ${e && e.message ? e.message : e}`);
+  }
+}
+console.log(`chart_render (helm ${helm(["version", "--short"]).stdout.trim()})`);
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed === 0 ? 0 : 1);
