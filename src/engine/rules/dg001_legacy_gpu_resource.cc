@@ -18,6 +18,9 @@ std::string QuantityText(const Json& q) {
 
 constexpr const char* kFix =
     "request GPUs with a DRA ResourceClaimTemplate (class gpu.nvidia.com) in spec.resourceClaims";
+constexpr const char* kMigFix =
+    "request the MIG profile with a DRA ResourceClaimTemplate (class mig.nvidia.com, "
+    "profile selector) in spec.resourceClaims";
 
 // Appends one finding per legacy entry of resources.{limits,requests} at `resources`.
 void CheckResources(const Json& resources, const std::string& pointer, const std::string& who,
@@ -36,7 +39,7 @@ void CheckResources(const Json& resources, const std::string& pointer, const std
       Finding f;
       f.pointer = pointer + "/" + section + "/" + EscapePointerToken(name);
       f.message = who + " requests " + name + " (" + section + ": " + QuantityText(qty) + ")";
-      f.fix = kFix;
+      f.fix = name.find("/mig-") != std::string::npos ? kMigFix : kFix;
       findings->push_back(std::move(f));
     }
   }
@@ -65,7 +68,7 @@ class LegacyGpuResource final : public Rule {
       // Pod-level resources (PodLevelResources, Kubernetes 1.32+).
       auto pod_res = spec.spec->find("resources");
       if (pod_res != spec.spec->end()) {
-        CheckResources(*pod_res, spec.pointer + "/resources", "pod-level resources", input.policy,
+        CheckResources(*pod_res, spec.pointer + "/resources", "pod-level spec.resources", input.policy,
                        &findings);
       }
     }

@@ -1,0 +1,133 @@
+#include "draguard/admission/response.h"
+
+#include <gtest/gtest.h>
+
+#include "draguard/admission/codec.h"
+
+namespace draguard::admission {
+namespace {
+
+TEST(Complete, EchoesUidAndKeepsAllowedClean) {
+  AdmissionResponse r = Allowed();
+  r.status = ResponseStatus{200, "x", "y"};
+  auto c = Complete(r, "uid-1", WebhookKind::kValidating);
+  EXPECT_EQ(c.uid, "uid-1");
+  EXPECT_TRUE(c.allowed);
+  EXPECT_FALSE(c.status.has_value());
+}
+
+TEST(Complete, DenyCarriesForbiddenStatus) {
+  auto c = Complete(Denied("DG001 legacy-gpu-resource: nope"), "u", WebhookKind::kValidating);
+  EXPECT_FALSE(c.allowed);
+  ASSERT_TRUE(c.status.has_value());
+  EXPECT_EQ(c.status->code, 403);
+  EXPECT_EQ(c.status->reason, "Forbidden");
+  EXPECT_EQ(c.status->message, "DG001 legacy-gpu-resource: nope");
+}
+
+TEST(Complete, DenyCodeBelow400BecomesForbidden) {
+  auto c = Complete(Denied("m", 200, ""), "u", WebhookKind::kValidating);
+  EXPECT_EQ(c.status->code, 403);
+  EXPECT_EQ(c.status->reason, "Forbidden");
+}
+
+TEST(Complete, DenyMessageIsCappedAt1KiB) {
+  auto c = Complete(Denied(std::string(5000, 'x')), "u", WebhookKind::kValidating);
+  EXPECT_LE(c.status->message.size(), kMaxDenyMessageBytes);
+  EXPECT_EQ(c.status->message.substr(c.status->message.size() - 3), "...");
+}
+
+TEST(Complete, ValidatingWebhookNeverSendsAPatch) {
+  AdmissionResponse r = Allowed();
+  SetPatch(r, R"([{"op":"add","path":"/metadata/labels","value":{}}])");
+  auto c = Complete(r, "u", WebhookKind::kValidating);
+  EXPECT_TRUE(c.patch.empty());
+  auto j = nlohmann::json::parse(EncodeReview(c, kAdmissionV1));
+  EXPECT_FALSE(j["response"].contains("patch"));
+  EXPECT_FALSE(j["response"].contains("patchType"));
+}
+
+TEST(Complete, MutatingWebhookSendsNonEmptyPatchBase64) {
+  const std::string patch = R"([{"op":"remove","path":"/spec/containers/0/resources/limits/nvidia.com~1gpu"}])";
+  AdmissionResponse r = Allowed();
+  SetPatch(r, patch);
+  auto c = Complete(r, "u", WebhookKind::kMutating);
+  auto j = nlohmann::json::parse(EncodeReview(c, kAdmissionV1));
+  EXPECT_EQ(j["response"]["patchType"], "JSONPatch");
+  std::string decoded;
+  ASSERT_TRUE(Base64Decode(j["response"]["patch"].get<std::string>(), &decoded));
+  EXPECT_EQ(decoded, patch);
+}
+
+TEST(Complete, EmptyPatchIsDropped) {
+  for (const char* p : {"[]", " [ ] ", ""}) {
+    AdmissionResponse r = Allowed();
+    SetPatch(r, p);
+    auto c = Complete(r, "u", WebhookKind::kMutating);
+    EXPECT_TRUE(c.patch.empty()) << p;
+    auto j = nlohmann::json::parse(EncodeReview(c, kAdmissionV1));
+    EXPECT_FALSE(j["response"].contains("patchType")) << p;
+  }
+}
+
+TEST(Complete, DeniedResponseCarriesNoPatch) {
+  AdmissionResponse r = Denied("no");
+  SetPatch(r, R"([{"op":"add","path":"/x","value":1}])");
+  EXPECT_TRUE(Complete(r, "u", WebhookKind::kMutating).patch.empty());
+}
+
+TEST(LimitWarnings, CutsEachTo120CharsUtf8Safe) {
+  std::string w;
+  for (int i = 0; i < 100; ++i) w += "\xc3\xa9";  // U+00E9 is two bytes: 200 bytes in all
+  auto out = LimitWarnings({w});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_LE(out[0].size(), kMaxWarningChars);
+  // Never ends in the middle of a two-byte sequence.
+  std::string body = out[0].substr(0, out[0].size() - 3);
+  EXPECT_EQ(body.size() % 2, 0u);
+}
+
+TEST(LimitWarnings, DropsPastTheTotalBudgetAndDuplicates) {
+  std::vector<std::string> many;
+  for (int i = 0; i < 100; ++i) many.push_back(std::string(100, 'a') + std::to_string(i));
+  many.push_back(many.front());
+  auto out = LimitWarnings(many);
+  std::size_t total = 0;
+  for (const auto& w : out) total += w.size();
+  EXPECT_LE(total, kMaxWarningBytesTotal);
+  EXPECT_LT(out.size(), many.size());
+  EXPECT_EQ(out.front(), many.front());
+}
+
+TEST(AuditAnnotations, KeysAreValidatedAndNormalised) {
+  EXPECT_TRUE(IsValidAuditAnnotationKey("dg001-legacy-gpu-resource"));
+  EXPECT_TRUE(IsValidAuditAnnotationKey("decision"));
+  EXPECT_FALSE(IsValidAuditAnnotationKey(""));
+  EXPECT_FALSE(IsValidAuditAnnotationKey("draguard.io/decision"));  // the API server adds a prefix
+  EXPECT_FALSE(IsValidAuditAnnotationKey("-x"));
+  EXPECT_FALSE(IsValidAuditAnnotationKey(std::string(64, 'a')));
+  EXPECT_EQ(NormalizeAuditAnnotationKey("Rule DG001/Legacy"), "rule-dg001-legacy");
+  EXPECT_EQ(NormalizeAuditAnnotationKey("///"), "annotation");
+  AdmissionResponse r = Allowed();
+  AddAuditAnnotation(r, "Bad Key!", "v");
+  auto c = Complete(r, "u", WebhookKind::kValidating);
+  ASSERT_EQ(c.audit_annotations.count("bad-key"), 1u);
+  for (const auto& [k, v] : c.audit_annotations) EXPECT_TRUE(IsValidAuditAnnotationKey(k)) << k;
+}
+
+TEST(Base64, RoundTripsAndRejectsGarbage) {
+  for (std::string s : {"", "f", "fo", "foo", "foob", "fooba", "foobar"}) {
+    std::string d;
+    ASSERT_TRUE(Base64Decode(Base64Encode(s), &d));
+    EXPECT_EQ(d, s);
+  }
+  EXPECT_EQ(Base64Encode("foobar"), "Zm9vYmFy");
+  EXPECT_EQ(Base64Encode("fo"), "Zm8=");
+  std::string d;
+  EXPECT_FALSE(Base64Decode("Zm8", &d));
+  EXPECT_FALSE(Base64Decode("Z=m8", &d));
+  EXPECT_FALSE(Base64Decode("Zm8*", &d));
+}
+
+}  // namespace
+}  // namespace draguard::admission
