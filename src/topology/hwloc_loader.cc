@@ -9,10 +9,19 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <unordered_map>
 
 #include "draguard/topology/loader.h"
+#include "export_codec.h"
 
 namespace draguard::topology {
 namespace {
@@ -385,15 +394,10 @@ Result<ParsedExport> Convert(hwloc_topology_t topo, const LoaderLimits& limits, 
   return out;
 }
 
-}  // namespace
 
-Result<ParsedExport> ParseHwlocXml(std::string_view xml, const LoaderLimits& limits, LoadErrorReason* reason) {
-  LoadErrorReason local = LoadErrorReason::kNone;
-  LoadErrorReason* r = reason != nullptr ? reason : &local;
-  *r = LoadErrorReason::kNone;
-  std::string format;
-  if (Status s = ScreenHwlocXml(xml, limits, r, &format); !s.ok()) return s;
-
+// Imports `buf` with libhwloc in this process.
+Result<ParsedExport> ImportInProcess(const std::string& buf, const std::string& format, const LoaderLimits& limits,
+                                     LoadErrorReason* r) {
   TopologyHandle topo;
   if (!topo.Init()) {
     *r = LoadErrorReason::kMalformed;
@@ -408,7 +412,6 @@ Result<ParsedExport> ParseHwlocXml(std::string_view xml, const LoaderLimits& lim
     return Status::Internal("hwloc: cannot set I/O filter or flags");
   }
   // hwloc wants the buffer size including the terminating NUL.
-  const std::string buf(xml);
   if (hwloc_topology_set_xmlbuffer(topo.get(), buf.c_str(), static_cast<int>(buf.size() + 1)) < 0) {
     const int e = errno;
     *r = LoadErrorReason::kMalformed;
@@ -424,6 +427,123 @@ Result<ParsedExport> ParseHwlocXml(std::string_view xml, const LoaderLimits& lim
   Result<ParsedExport> res = Convert(topo.get(), limits, r);
   if (res.ok()) res.value().xml_format = format;
   return res;
+}
+
+bool WriteAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// Imports `buf` in a forked child so that a libhwloc crash or hang on hostile input (libhwloc's
+// XML importer is not hardened: mutated exports can make 2.9 dereference NULL bitmaps) costs a
+// refused export instead of the webhook process. The parent never calls libhwloc in this mode,
+// so no hwloc/libxml2 lock can be held by another parent thread at fork time.
+Result<ParsedExport> ImportIsolated(const std::string& buf, const std::string& format, const LoaderLimits& limits,
+                                    LoadErrorReason* r) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    *r = LoadErrorReason::kIo;
+    return Status::Unavailable(std::string("pipe2: ") + std::strerror(errno));
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int e = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    *r = LoadErrorReason::kIo;
+    return Status::Unavailable(std::string("fork: ") + std::strerror(e));
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    const rlim_t cpu = std::max<rlim_t>(1, (limits.import_timeout_ms + 999) / 1000);
+    struct rlimit rl {cpu, cpu + 1};
+    ::setrlimit(RLIMIT_CPU, &rl);
+    LoadErrorReason cr = LoadErrorReason::kNone;
+    Result<ParsedExport> res = ImportInProcess(buf, format, limits, &cr);
+    std::string payload;
+    if (res.ok()) {
+      payload = "K" + internal::EncodeExport(res.value());
+    } else {
+      payload = "E";
+      payload += static_cast<char>(cr);
+      payload += static_cast<char>(res.status().code());
+      payload += res.status().message();
+    }
+    _exit(WriteAll(fds[1], payload) ? 0 : 1);
+  }
+  ::close(fds[1]);
+  std::string out;
+  bool timed_out = false;
+  bool too_big = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limits.import_timeout_ms);
+  char chunk[65536];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd pfd{fds[0], POLLIN, 0};
+    const int pr = ::poll(&pfd, 1, static_cast<int>(left.count()));
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr <= 0) {
+      timed_out = pr == 0;
+      break;
+    }
+    const ssize_t n = ::read(fds[0], chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(chunk, static_cast<size_t>(n));
+    if (out.size() > (64u << 20)) {
+      too_big = true;
+      break;
+    }
+  }
+  ::close(fds[0]);
+  if (timed_out || too_big) ::kill(pid, SIGKILL);
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  *r = LoadErrorReason::kMalformed;
+  if (timed_out) {
+    return Status::ResourceExhausted("hwloc import did not finish within " + std::to_string(limits.import_timeout_ms) +
+                                     " ms; refused");
+  }
+  if (WIFSIGNALED(st)) {
+    return Status::InvalidArgument("libhwloc crashed (signal " + std::to_string(WTERMSIG(st)) +
+                                   ") importing this export; it is not a valid hwloc " + format + " export");
+  }
+  if (too_big || out.empty() || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    return Status::Internal("isolated hwloc import failed without a result");
+  }
+  if (out[0] == 'E' && out.size() >= 3) {
+    *r = static_cast<LoadErrorReason>(static_cast<unsigned char>(out[1]));
+    if (static_cast<size_t>(*r) >= kLoadErrorReasonCount || *r == LoadErrorReason::kNone) {
+      *r = LoadErrorReason::kMalformed;
+    }
+    return Status(static_cast<StatusCode>(static_cast<unsigned char>(out[2])), out.substr(3));
+  }
+  if (out[0] != 'K') return Status::Internal("isolated hwloc import returned garbage");
+  Result<ParsedExport> res = internal::DecodeExport(std::string_view(out).substr(1));
+  if (res.ok()) *r = LoadErrorReason::kNone;
+  return res;
+}
+
+}  // namespace
+
+Result<ParsedExport> ParseHwlocXml(std::string_view xml, const LoaderLimits& limits, LoadErrorReason* reason) {
+  LoadErrorReason local = LoadErrorReason::kNone;
+  LoadErrorReason* r = reason != nullptr ? reason : &local;
+  *r = LoadErrorReason::kNone;
+  std::string format;
+  if (Status s = ScreenHwlocXml(xml, limits, r, &format); !s.ok()) return s;
+  const std::string buf(xml);
+  return limits.isolate ? ImportIsolated(buf, format, limits, r) : ImportInProcess(buf, format, limits, r);
 }
 
 Result<ParsedExport> ParseHwlocFile(const std::string& path, const LoaderLimits& limits, LoadErrorReason* reason) {

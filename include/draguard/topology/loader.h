@@ -23,6 +23,12 @@ struct LoaderLimits {
   size_t max_bytes = 16u << 20;  ///< refuse larger exports before parsing (16 MiB)
   uint32_t max_depth = 256;      ///< refuse deeper element nesting before parsing
   bool require_pci = true;       ///< refuse exports without any PCI object (`lstopo --no-io`)
+  /// Run the libhwloc import in a forked child process. libhwloc's XML importer is not hardened
+  /// against hostile input (mutated exports crash hwloc 2.9), so a crash or hang there must cost
+  /// one refused export, not the webhook. Costs about a fork per export.
+  bool isolate = true;
+  /// Wall-clock (and, in the child, CPU) budget of one isolated import.
+  uint32_t import_timeout_ms = 10000;
 };
 
 /// Why an export was refused; used as the `reason` label of load error metrics.

@@ -1,0 +1,337 @@
+// Loader behaviour on the real exports in test/data/hwloc: interconnects, formats, memory,
+// NIC flags, derived answers, fingerprints.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "draguard/topology/loader.h"
+#include "draguard/topology/snapshot.h"
+
+namespace draguard::topology {
+namespace {
+
+const std::string kDir = std::string(DRAGUARD_TEST_DATA) + "/hwloc/";
+const std::string kDgx2 = "hwloc_nvidia-dgx2h_2s-xeon8174_16xV100-SXM3_12xNVSwitch_nvlink-hetero.xml";
+const std::string kPower8 = "hwloc_ibm-power8-minsky_2s_4xP100-SXM2_nvlink-gpu-cpu-hetero.xml";
+const std::string kTioga = "llnl_tioga_hpe-ex235a_epyc7a53_4numa_8xMI250X-GCD_rsmi_xgmi.xml";
+const std::string kG4dn = "aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa.xml";
+const std::string kLassenV1 = "llnl_lassen_ibm-ac922_2s-power9_4xV100_v1format-hwloc1.11.xml";
+const std::string kLassenV2 = "llnl_lassen_ibm-ac922_2s-power9_4xV100-SXM2_cuda-nvml_4xmlx5.xml";
+const std::string kCondor = "hwloc_sgi-uv2000-condor_8numa_irregular-groups_2xK5000_restricted-allowed-set.xml";
+const std::string kV3 = "hwloc3-format_nvidia-dgx2h_v3.0.xml";
+const std::string kClemson = "clemson-palmetto_dell-r740_2s-gold6248_2xV100-PCIe_cuda-nvml_mlx5.xml";
+const std::string kCorona = "llnl_corona_supermicro-4124gs_2s-epyc7402_8xMI50_rsmi-opencl.xml";
+const std::string kSl390 = "hwloc_hp-sl390s-g7_2s-xeon_3xTesla-M2070_mlx4.xml";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+ParsedExport Load(const std::string& file) {
+  auto r = ParseHwlocFile(kDir + file);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(r).value() : ParsedExport{};
+}
+
+std::string ReplaceAll(std::string s, const std::string& from, const std::string& to) {
+  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
+  return s;
+}
+
+TEST(LoaderTest, Dgx2AllToAllThroughNvSwitches) {
+  ParsedExport p = Load(kDgx2);
+  const Shape& s = p.shape;
+  ASSERT_EQ(s.gpus.size(), 16u);
+  EXPECT_EQ(s.nvlink.source, "NVLinkBandwidth");
+  EXPECT_TRUE(s.nvlink.via_switch);
+  ASSERT_EQ(s.nvlink.peers.size(), 16u * 15u / 2u);
+  for (const GpuLink& l : s.nvlink.peers) EXPECT_EQ(l.mbps, 150000u) << l.a << "-" << l.b;  // 6 x 25000
+  EXPECT_TRUE(s.nvlink.cpu_peers.empty());
+  EXPECT_TRUE(s.derived.link_fully_connected);
+  EXPECT_EQ(s.derived.max_gpus_per_clique, 16u);
+  ASSERT_EQ(s.derived.link_cliques.size(), 1u);
+  EXPECT_EQ(s.derived.max_gpus_per_root, 4u);
+  EXPECT_EQ(s.derived.max_gpus_per_numa, 8u);
+  // NVSwitches (class 0680) are not GPUs; nvml devices carry no memory size.
+  for (const Gpu& g : s.gpus) {
+    EXPECT_EQ(g.model, "Tesla V100-SXM3-32GB-H");
+    EXPECT_FALSE(g.memory_bytes.has_value());
+    EXPECT_EQ(g.memory_source, MemorySource::kUnknown);
+  }
+  ASSERT_EQ(p.gpu_uuids.size(), 16u);
+  EXPECT_EQ(p.gpu_uuids[0].rfind("GPU-", 0), 0u);
+}
+
+TEST(LoaderTest, Power8GpuPairsAndCpuPeers) {
+  ParsedExport p = Load(kPower8);
+  const Shape& s = p.shape;
+  ASSERT_EQ(s.gpus.size(), 4u);
+  EXPECT_FALSE(s.nvlink.via_switch);
+  const std::vector<GpuLink> want{{0, 1, 40000}, {2, 3, 40000}};
+  EXPECT_EQ(s.nvlink.peers, want);
+  const std::vector<CpuLink> cpu{{0, 0, 40000}, {1, 0, 40000}, {2, 1, 40000}, {3, 1, 40000}};
+  EXPECT_EQ(s.nvlink.cpu_peers, cpu);
+  EXPECT_FALSE(s.derived.link_fully_connected);
+  EXPECT_EQ(s.derived.max_gpus_per_clique, 2u);
+  const std::vector<std::vector<uint32_t>> cliques{{0, 1}, {2, 3}};
+  EXPECT_EQ(s.derived.link_cliques, cliques);
+  EXPECT_EQ(s.derived.link_peers[0], std::vector<uint32_t>{1});
+  EXPECT_EQ(p.hwloc_version, "2.5.0a1-git");
+}
+
+TEST(LoaderTest, TiogaXgmiFullyConnectedWithRsmiMemory) {
+  ParsedExport p = Load(kTioga);
+  const Shape& s = p.shape;
+  ASSERT_EQ(s.gpus.size(), 8u);
+  EXPECT_EQ(s.nvlink.source, "");
+  EXPECT_EQ(s.xgmi.source, "XGMIBandwidth");
+  EXPECT_EQ(s.xgmi.peers.size(), 28u);
+  EXPECT_TRUE(s.derived.link_fully_connected);
+  EXPECT_EQ(s.derived.max_gpus_per_clique, 8u);
+  for (const Gpu& g : s.gpus) {
+    EXPECT_EQ(g.vendor, GpuVendor::kAmd);
+    EXPECT_EQ(g.memory_source, MemorySource::kRsmiVram);
+    ASSERT_TRUE(g.memory_bytes.has_value());
+    EXPECT_EQ(*g.memory_bytes % 1024, 0u);
+    EXPECT_EQ(g.partitions, 1u);
+  }
+  // Host bridges under L3Cache objects: one GPU per PCIe root.
+  EXPECT_EQ(s.derived.max_gpus_per_root, 1u);
+  EXPECT_EQ(s.derived.max_gpus_per_numa, 2u);
+}
+
+TEST(LoaderTest, CudaMemoryIsKibAndSmCountRead) {
+  ParsedExport p = Load(kG4dn);
+  ASSERT_EQ(p.shape.gpus.size(), 8u);
+  const Gpu& g = p.shape.gpus[0];
+  EXPECT_EQ(g.memory_bytes, std::optional<uint64_t>(15472384ull * 1024));
+  EXPECT_EQ(g.memory_source, MemorySource::kCudaGlobalMemory);
+  EXPECT_EQ(g.sm_count, std::optional<uint32_t>(40));
+  EXPECT_EQ(g.model, "Tesla T4");
+  const std::vector<std::string> devs{"cuda0", "opencl0d0", "nvml0"};
+  std::vector<std::string> sorted = g.os_devices;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<std::string> want = devs;
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(sorted, want);
+}
+
+TEST(LoaderTest, OpenClMemoryAndModelPreferredOverTruncatedRsmi) {
+  ParsedExport p = Load(kCorona);
+  ASSERT_EQ(p.shape.gpus.size(), 8u);
+  for (const Gpu& g : p.shape.gpus) {
+    EXPECT_EQ(g.memory_source, MemorySource::kOpenClGlobalMemory);
+    EXPECT_EQ(g.model, "Vega 20 WKS GL-XE [Radeon Pro VII]");
+  }
+}
+
+TEST(LoaderTest, NicRdmaFlags) {
+  ParsedExport p = Load(kClemson);
+  std::map<std::string, bool> rdma;
+  for (const Nic& n : p.shape.nics) rdma[n.name] = n.rdma;
+  EXPECT_TRUE(rdma.at("mlx5_0"));
+  EXPECT_TRUE(rdma.at("enp24s0f0"));  // netdev of an RDMA function
+  EXPECT_TRUE(rdma.at("ib0"));
+  ParsedExport g = Load(kG4dn);
+  std::map<std::string, bool> g_rdma;
+  for (const Nic& n : g.shape.nics) g_rdma[n.name] = n.rdma;
+  EXPECT_TRUE(g_rdma.at("rdmap197s0"));  // EFA
+  EXPECT_FALSE(g_rdma.at("eth0"));       // ENA on another function
+}
+
+TEST(LoaderTest, LocalNicsSameRootThenSameNuma) {
+  ParsedExport p = Load(kClemson);
+  const Shape& s = p.shape;
+  ASSERT_EQ(s.gpus.size(), 2u);
+  // GPU 0 (0000:3b, NUMA 0) has no NIC under its root but two on NUMA 0; GPU 1 (0000:d8) shares
+  // root pci0000:d7? no: ib0 is under pci0000:ae, same NUMA 1.
+  EXPECT_TRUE(s.derived.nics_same_root[0].empty());
+  std::vector<std::string> numa0;
+  for (uint32_t n : s.derived.local_nics[0]) numa0.push_back(s.nics[n].name);
+  std::sort(numa0.begin(), numa0.end());
+  EXPECT_EQ(numa0, (std::vector<std::string>{"eno2np1", "enp24s0f0", "mlx5_0", "mlx5_1"}));
+  ParsedExport t = Load(kTioga);
+  // rsmi5 (0000:d6:00.0) shares root pci0000:d4 with hsi2.
+  const Shape& ts = t.shape;
+  uint32_t idx = kNoIndex;
+  for (uint32_t i = 0; i < ts.gpus.size(); ++i) {
+    if (ts.gpus[i].pci_bus_id == "0000:d6:00.0") idx = i;
+  }
+  ASSERT_NE(idx, kNoIndex);
+  ASSERT_EQ(ts.derived.nics_same_root[idx].size(), 1u);
+  EXPECT_EQ(ts.nics[ts.derived.nics_same_root[idx][0]].name, "hsi2");
+  EXPECT_EQ(ts.nics[ts.derived.local_nics[idx][0]].name, "hsi2");  // same root first
+  EXPECT_EQ(ts.derived.local_nics[idx].size(), 2u);                 // then ens2 on NUMA 0
+}
+
+TEST(LoaderTest, V1FormatLoads) {
+  ParsedExport p = Load(kLassenV1);
+  EXPECT_EQ(p.xml_format, "1.x");
+  EXPECT_EQ(p.hwloc_version, "1.11.8");
+  EXPECT_EQ(p.shape.gpus.size(), 4u);
+  std::vector<uint32_t> numa;
+  for (const NumaNode& n : p.shape.numa_nodes) numa.push_back(n.os_index);
+  EXPECT_EQ(numa, (std::vector<uint32_t>{0, 8, 252, 253, 254, 255}));
+  ParsedExport v2 = Load(kLassenV2);
+  EXPECT_EQ(v2.xml_format, "2.0");
+  // Same host, same GPU placement in both dialects.
+  ASSERT_EQ(v2.shape.gpus.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(p.shape.gpus[i].pci_bus_id, v2.shape.gpus[i].pci_bus_id);
+    EXPECT_EQ(p.shape.PcieRootId(p.shape.gpus[i]), v2.shape.PcieRootId(v2.shape.gpus[i]));
+    EXPECT_EQ(p.shape.gpus[i].numa_nodes, v2.shape.gpus[i].numa_nodes);
+  }
+}
+
+TEST(LoaderTest, V3FailsWithClearError) {
+  LoadErrorReason reason;
+  auto r = ParseHwlocFile(kDir + kV3, {}, &reason);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(reason, LoadErrorReason::kUnsupportedVersion);
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("3.0"), std::string::npos);
+  EXPECT_NE(r.status().message().find("--export-xml-flags v2"), std::string::npos);
+}
+
+TEST(LoaderTest, RestrictedAllowedSetKeepsAllNumaNodes) {
+  ParsedExport p = Load(kCondor);
+  EXPECT_EQ(p.shape.numa_nodes.size(), 8u);
+  uint32_t cpus = 0;
+  for (const NumaNode& n : p.shape.numa_nodes) cpus += n.cpus;
+  EXPECT_EQ(cpus, 64u);
+  // The Matrox G200eR2 BMC VGA (102b:0534) is not a GPU.
+  ASSERT_EQ(p.shape.gpus.size(), 2u);
+  EXPECT_EQ(p.shape.gpus[0].numa_nodes, std::vector<uint32_t>{4});
+  EXPECT_EQ(p.shape.gpus[1].numa_nodes, std::vector<uint32_t>{7});
+}
+
+TEST(LoaderTest, BmcVgaAndNonGpuClassesExcluded) {
+  const std::string xml = ReadFile(kDir + kSl390);
+  auto base = ParseHwlocXml(xml);
+  ASSERT_TRUE(base.ok());
+  ASSERT_EQ(base->shape.gpus.size(), 3u);
+  // Turn one Tesla into an ATI ES1000 BMC VGA: it must stop counting as a GPU.
+  const std::string es1000 = ReplaceAll(xml, "pci_busid=\"0000:06:00.0\" pci_type=\"0302 [10de:06d2]",
+                                        "pci_busid=\"0000:06:00.0\" pci_type=\"0300 [1002:515e]");
+  ASSERT_NE(es1000, xml);
+  auto r = ParseHwlocXml(es1000);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->shape.gpus.size(), 2u);
+  // An NVIDIA audio function (class 0403) is not a GPU either.
+  const std::string audio = ReplaceAll(xml, "pci_busid=\"0000:06:00.0\" pci_type=\"0302 [10de:06d2]",
+                                       "pci_busid=\"0000:06:00.0\" pci_type=\"0403 [10de:06d2]");
+  auto a = ParseHwlocXml(audio);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->shape.gpus.size(), 2u);
+}
+
+TEST(LoaderTest, FingerprintIgnoresHostNameAndUuidButNotHardware) {
+  const std::string xml = ReadFile(kDir + kPower8);
+  auto a = ParseHwlocXml(xml);
+  ASSERT_TRUE(a.ok());
+  std::string renamed = ReplaceAll(xml, "drac-12.grenoble.grid5000.fr", "other-node-7");
+  renamed = ReplaceAll(renamed, "GPU-77bf6b9a-6906-5a93-d28b-b77d2c23d1d2", "GPU-11111111-2222-3333-4444-555555555555");
+  ASSERT_NE(renamed, xml);
+  auto b = ParseHwlocXml(renamed);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->host_name, "other-node-7");
+  EXPECT_NE(a->gpu_uuids, b->gpu_uuids);
+  EXPECT_EQ(a->shape.fingerprint, b->shape.fingerprint);
+  EXPECT_TRUE(a->shape.SameHardware(b->shape));
+  EXPECT_EQ(a->shape.fingerprint.size(), 16u);
+
+  // Different GPU memory: different shape.
+  const std::string bigger = ReplaceAll(xml, "name=\"CUDAGlobalMemorySize\" value=\"", "name=\"CUDAGlobalMemorySize\" value=\"1");
+  auto c = ParseHwlocXml(bigger);
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(a->shape.fingerprint, c->shape.fingerprint);
+  EXPECT_FALSE(a->shape.SameHardware(c->shape));
+
+  // Interning shares one object between the identical ones only.
+  ShapeInterner interner;
+  auto na = MakeNodeTopology(std::move(a).value(), "a", "a.xml", "1", interner);
+  auto nb = MakeNodeTopology(std::move(b).value(), "b", "b.xml", "1", interner);
+  auto nc = MakeNodeTopology(std::move(c).value(), "c", "c.xml", "1", interner);
+  EXPECT_EQ(na->shape.get(), nb->shape.get());
+  EXPECT_NE(na->shape.get(), nc->shape.get());
+  EXPECT_EQ(interner.size(), 2u);
+  EXPECT_NE(na->GpuUuid(0), nb->GpuUuid(0));
+}
+
+// The forked (default) import and the in-process import give identical models for every export.
+TEST(LoaderTest, IsolatedAndInProcessImportsAgree) {
+  LoaderLimits in_process;
+  in_process.isolate = false;
+  size_t compared = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(kDir)) {
+    if (entry.path().extension() != ".xml") continue;
+    SCOPED_TRACE(entry.path().filename().string());
+    auto a = ParseHwlocFile(entry.path().string());
+    auto b = ParseHwlocFile(entry.path().string(), in_process);
+    ASSERT_EQ(a.ok(), b.ok());
+    if (!a.ok()) {
+      EXPECT_EQ(a.status().message(), b.status().message());
+      continue;
+    }
+    ++compared;
+    EXPECT_TRUE(a->shape.SameHardware(b->shape));
+    EXPECT_EQ(a->shape.derived, b->shape.derived);
+    EXPECT_EQ(a->shape.fingerprint, b->shape.fingerprint);
+    EXPECT_EQ(a->gpu_uuids, b->gpu_uuids);
+    EXPECT_EQ(a->host_name, b->host_name);
+    EXPECT_EQ(a->hwloc_version, b->hwloc_version);
+    EXPECT_EQ(a->xml_format, b->xml_format);
+  }
+  EXPECT_GE(compared, 18u);
+}
+
+TEST(LoaderTest, NodeNameFromFileName) {
+  EXPECT_EQ(NodeNameFromFileName("gpu-node-1.xml"), "gpu-node-1");
+  EXPECT_EQ(NodeNameFromFileName("gpu-node-1.hwloc.xml"), "gpu-node-1");
+  EXPECT_EQ(NodeNameFromFileName("..data"), "");
+  EXPECT_EQ(NodeNameFromFileName(".hidden.xml"), "");
+  EXPECT_EQ(NodeNameFromFileName("notes.txt"), "");
+  EXPECT_EQ(NodeNameFromFileName(".xml"), "");
+  EXPECT_EQ(NodeNameFromFileName("a/b.xml"), "");
+}
+
+TEST(LoaderTest, SnapshotQueryApi) {
+  ShapeInterner interner;
+  std::vector<std::shared_ptr<const NodeTopology>> nodes;
+  nodes.push_back(MakeNodeTopology(Load(kG4dn), "g4dn-1", kG4dn, "1", interner));
+  nodes.push_back(MakeNodeTopology(Load(kG4dn), "g4dn-2", kG4dn, "1", interner));
+  nodes.push_back(MakeNodeTopology(Load(kPower8), "minsky", kPower8, "1", interner));
+  auto snap = Snapshot::Create(nodes, 7);
+  EXPECT_EQ(snap->generation(), 7u);
+  EXPECT_EQ(snap->node_count(), 3u);
+  EXPECT_EQ(snap->shape_count(), 2u);
+  EXPECT_EQ(snap->Find("nope"), nullptr);
+  ASSERT_NE(snap->Find("g4dn-2"), nullptr);
+  EXPECT_EQ(snap->Find("g4dn-1")->shape.get(), snap->Find("g4dn-2")->shape.get());
+
+  auto gpus = snap->Gpus("g4dn-1");
+  ASSERT_EQ(gpus.size(), 8u);
+  EXPECT_EQ(gpus[4].pcie_root, "pci0000:e6");
+  EXPECT_EQ(*gpus[4].numa_nodes, std::vector<uint32_t>{1});
+  EXPECT_EQ(gpus[4].model, "Tesla T4");
+  EXPECT_TRUE(gpus[4].uuid.has_value());
+  EXPECT_TRUE(snap->NicsSharingRoot("g4dn-1", 4).empty());
+  auto numa_nics = snap->NicsSharingNuma("g4dn-1", 4);
+  ASSERT_EQ(numa_nics.size(), 2u);
+  EXPECT_TRUE(snap->NicsSharingNuma("g4dn-1", 0).empty());
+  EXPECT_EQ(snap->LinkPeers("minsky", 2), std::vector<uint32_t>{3});
+  EXPECT_TRUE(snap->LinkPeers("minsky", 99).empty());
+
+  const ShapeGroup* g = snap->FindShape(snap->Find("g4dn-1")->shape->fingerprint);
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->nodes, (std::vector<std::string>{"g4dn-1", "g4dn-2"}));
+}
+
+}  // namespace
+}  // namespace draguard::topology
