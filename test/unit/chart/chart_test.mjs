@@ -2,9 +2,11 @@
 // result. Run through chart_test.sh (which finds helm and the node modules).
 //   node chart_test.mjs --helm PATH --root REPO
 // Prints one line per check and a closing "N passed, N failed" line; exits 1 on any failure.
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { X509Certificate, createPrivateKey, createPublicKey } from "node:crypto";
 import fs from "node:fs";
+import http from "node:http";
+import https from "node:https";
 import os from "node:os";
 import path from "node:path";
 import { createRequire } from "node:module";
@@ -611,6 +613,192 @@ function rejections() {
   }
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// The real server with the chart's arguments, TLS material and policy (when the binary is built;
+// CTest passes it as DRAGUARD_BIN).
+
+const REVIEW = (ns, resources) => JSON.stringify({
+  apiVersion: "admission.k8s.io/v1", kind: "AdmissionReview",
+  request: {
+    uid: "6f1d3c2a-0000-4000-8000-00000000c4a7", kind: { group: "", version: "v1", kind: "Pod" },
+    resource: { group: "", version: "v1", resource: "pods" }, namespace: ns, operation: "CREATE",
+    userInfo: { username: "alice" }, dryRun: false, oldObject: null,
+    object: { apiVersion: "v1", kind: "Pod", metadata: { name: "train", namespace: ns },
+      spec: { containers: [{ name: "main", image: "cuda", resources: { limits: resources } }] } },
+  },
+});
+
+function request(mod, options, body) {
+  return new Promise((resolve, reject) => {
+    const req = mod.request({ timeout: 5000, ...options }, (res) => {
+      let data = "";
+      res.on("data", (c) => (data += c));
+      res.on("end", () => resolve({ status: res.statusCode, body: data }));
+    });
+    req.on("timeout", () => req.destroy(new Error("timeout")));
+    req.on("error", reject);
+    if (body) req.end(body);
+    else req.end();
+  });
+}
+
+function startServer(bin, args) {
+  const child = spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+  const listening = new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no "listening" log line within 20 s: ${out.slice(-800)}`)), 20000);
+    const onData = (chunk) => {
+      out += chunk;
+      for (const line of out.split("\n")) {
+        if (!line.includes('"listening"')) continue;
+        try {
+          const j = JSON.parse(line);
+          clearTimeout(timer);
+          resolve({ https: Number(j.address.split(":").pop()), metrics: Number(String(j.metrics).split(":").pop()) });
+          return;
+        } catch { /* partial line */ }
+      }
+    };
+    child.stdout.on("data", onData);
+    child.stderr.on("data", onData);
+    exited.then((e) => reject(new Error(`server exited early (${JSON.stringify(e)}): ${out.slice(-800)}`)));
+  });
+  return { child, listening, exited, log: () => out };
+}
+
+async function stopServer(srv) {
+  if (srv.child.exitCode !== null || srv.child.signalCode !== null) return srv.exited;
+  srv.child.kill("SIGTERM");
+  const t = setTimeout(() => srv.child.kill("SIGKILL"), 15000);
+  const e = await srv.exited;
+  clearTimeout(t);
+  return e;
+}
+
+// Rewrites the Deployment's arguments for a local run: files from `files`, ephemeral loopback ports.
+function localArgs(r, files) {
+  const a = one(r.docs, "Deployment").spec.template.spec.containers[0].args.slice();
+  const set = (flag, v) => {
+    const i = a.indexOf(flag);
+    if (i < 0) throw new Error(`chart does not pass ${flag}`);
+    a[i + 1] = v;
+  };
+  set("--listen", "127.0.0.1:0");
+  set("--metrics-listen", "127.0.0.1:0");
+  set("--tls-cert", files.crt);
+  set("--tls-key", files.key);
+  set("--config", files.policy);
+  set("--shutdown-delay", "1");
+  if (a.includes("--client-ca")) set("--client-ca", files.ca);
+  return a;
+}
+
+async function serverSmoke() {
+  const bin = process.env.DRAGUARD_BIN;
+  if (!bin || !fs.existsSync(bin)) {
+    console.log(`skip server smoke checks: draguard binary not built (DRAGUARD_BIN=${bin || ""})`);
+    return;
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "draguard-chart-"));
+  try {
+    const r = render(["--set", "tls.mode=helm"]);
+    const secret = find(r.docs, "Secret", "draguard-tls")[0];
+    const files = { crt: path.join(dir, "tls.crt"), key: path.join(dir, "tls.key"), ca: path.join(dir, "ca.crt"), policy: path.join(dir, "policy.yaml") };
+    fs.writeFileSync(files.crt, Buffer.from(secret.data["tls.crt"], "base64"));
+    fs.writeFileSync(files.key, Buffer.from(secret.data["tls.key"], "base64"), { mode: 0o600 });
+    fs.writeFileSync(files.ca, Buffer.from(secret.data["ca.crt"], "base64"));
+    fs.writeFileSync(files.policy, find(r.docs, "ConfigMap", "draguard-policy")[0].data["policy.yaml"]);
+    const ca = fs.readFileSync(files.ca);
+
+    const srv = startServer(bin, localArgs(r, files));
+    let ports;
+    try {
+      ports = await srv.listening;
+    } catch (e) {
+      check("server: starts with the chart's arguments, certificate and policy", () => { throw e; });
+      await stopServer(srv);
+      return;
+    }
+    check("server: starts with the chart's arguments, certificate and policy", () => true);
+    const tlsOpts = (servername, pathName, method = "GET") => ({
+      host: "127.0.0.1", port: ports.https, path: pathName, method, servername, ca,
+      headers: method === "POST" ? { "Content-Type": "application/json" } : {},
+    });
+    let ready = false;
+    for (let i = 0; i < 50 && !ready; i++) {
+      try {
+        ready = (await request(https, tlsOpts("draguard.draguard-system.svc", "/readyz"))).status === 200;
+      } catch { /* not yet */ }
+      if (!ready) await new Promise((res) => setTimeout(res, 200));
+    }
+    check("server: /readyz 200 over HTTPS, certificate verified for draguard.draguard-system.svc", () => ready);
+    const local = await request(https, tlsOpts("draguard.draguard-system.svc.cluster.local", "/healthz")).catch((e) => ({ error: e.message }));
+    check("server: certificate also valid for draguard.draguard-system.svc.cluster.local", () => eq(local.status, 200, JSON.stringify(local)));
+    const wrong = await request(https, tlsOpts("draguard.other.svc", "/healthz")).catch((e) => ({ error: e.message }));
+    check("server: certificate not valid for another name", () => assert(wrong.error, "a wrong name was accepted"));
+
+    const verdict = async (ns, resources) => {
+      const res = await request(https, tlsOpts("draguard.draguard-system.svc", "/validate", "POST"), REVIEW(ns, resources));
+      eq(res.status, 200, "HTTP status");
+      return JSON.parse(res.body).response;
+    };
+    const legacy = await verdict("team-a", { "nvidia.com/gpu": "1" }).catch((e) => ({ error: e.message }));
+    check("server: chart policy denies a legacy GPU Pod (DG001)", () => {
+      eq(legacy.allowed, false, `allowed (${JSON.stringify(legacy).slice(0, 200)})`);
+      assert(legacy.status.message.startsWith("DG001"), legacy.status.message);
+    });
+    const hami = await verdict("team-a", { "nvidia.com/gpumem": "4000" }).catch((e) => ({ error: e.message }));
+    check("server: chart policy's legacyResources are in effect (nvidia.com/gpumem denied)", () => eq(hami.allowed, false, JSON.stringify(hami).slice(0, 200)));
+    const own = await verdict("draguard-system", { "nvidia.com/gpu": "1" }).catch((e) => ({ error: e.message }));
+    check("server: release namespace is exempt", () => eq(own.allowed, true, JSON.stringify(own).slice(0, 200)));
+    const plain = await verdict("team-a", { cpu: "1" }).catch((e) => ({ error: e.message }));
+    check("server: a plain Pod is allowed", () => eq(plain.allowed, true, JSON.stringify(plain).slice(0, 200)));
+
+    const m = await request(http, { host: "127.0.0.1", port: ports.metrics, path: "/metrics" }).catch((e) => ({ error: e.message }));
+    check("server: metrics listener serves draguard_tls_cert_expiry_timestamp_seconds (used by the alert)", () => {
+      eq(m.status, 200, "status");
+      assert(/^draguard_tls_cert_expiry_timestamp_seconds(\{[^}]*\})? \d/m.test(m.body), "gauge missing");
+    });
+    const e = await stopServer(srv);
+    check("server: SIGTERM -> exit 0", () => eq(e, { code: 0, signal: null }, `exit (${srv.log().slice(-300)})`));
+
+    // Client-certificate mode: the probes move to the metrics listener because the kubelet has
+    // no client certificate; HTTPS without one must be refused.
+    const rc = render(["--set", "tls.mode=helm", "--set", "tls.clientAuth.enabled=true", "--set", "tls.clientAuth.caSecretName=apiserver-ca"]);
+    const srv2 = startServer(bin, localArgs(rc, files));
+    try {
+      const p2 = await srv2.listening;
+      let probe = { status: 0 };
+      for (let i = 0; i < 50 && probe.status !== 200; i++) {
+        probe = await request(http, { host: "127.0.0.1", port: p2.metrics, path: "/readyz" }).catch(() => ({ status: 0 }));
+        if (probe.status !== 200) await new Promise((res) => setTimeout(res, 200));
+      }
+      check("server (clientAuth): --client-ca/--client-cn accepted; /readyz 200 on the metrics listener", () => eq(probe.status, 200, "probe"));
+      const noCert = await request(https, { host: "127.0.0.1", port: p2.https, path: "/readyz", servername: "draguard.draguard-system.svc", ca })
+        .catch((err) => ({ error: err.message }));
+      check("server (clientAuth): HTTPS without a client certificate is refused", () => assert(noCert.error || noCert.status !== 200, JSON.stringify(noCert)));
+    } catch (err) {
+      check("server (clientAuth): starts", () => { throw err; });
+    } finally {
+      await stopServer(srv2);
+    }
+
+    // Audit mode policy: the legacy Pod is admitted (draguard review, same policy file format).
+    const au = render(["--set", "policy.mode=audit"]);
+    fs.writeFileSync(files.policy, find(au.docs, "ConfigMap", "draguard-policy")[0].data["policy.yaml"]);
+    const reviewFile = path.join(dir, "review.json");
+    fs.writeFileSync(reviewFile, REVIEW("team-a", { "nvidia.com/gpu": "1" }));
+    check("review: audit-mode chart policy admits a legacy GPU Pod", () => {
+      const out = execFileSync(bin, ["review", "--config", files.policy, "-f", reviewFile], { encoding: "utf8" });
+      eq(JSON.parse(out).response.allowed, true, "allowed");
+    });
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 function deployManifests() {
   check("deploy/kubernetes/draguard.yaml equals a fresh default render", () => {
     const file = path.join(ROOT, "deploy", "kubernetes", "draguard.yaml");
@@ -631,7 +819,7 @@ function deployManifests() {
   });
 }
 
-for (const step of [helmLint, scenarios, rejections, deployManifests]) {
+for (const step of [helmLint, scenarios, rejections, deployManifests, serverSmoke]) {
   try {
     await step();
   } catch (e) {
