@@ -48,4 +48,9 @@ EvalOutcome Evaluate(const Ast& ast, const Activation& activation, const EvalOpt
 /// is the CEL runtime error (e.g. "no such key: memory").
 Result<bool> EvaluateSelector(const CheckedExpr& selector, const Device& device, const EvalOptions& options = {});
 
+/// Like EvaluateSelector with the device already converted by DeviceToValue (convert once, then
+/// evaluate many selectors against it).
+Result<bool> EvaluateSelectorValue(const CheckedExpr& selector, const Value& device,
+                                   const EvalOptions& options = {});
+
 }  // namespace draguard::cel

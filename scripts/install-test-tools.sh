@@ -1,0 +1,16 @@
+#!/bin/sh
+# Installs the npm packages used only by draguard's test suite into test/tools/node_modules
+# (git-ignored): @bufbuild/cel-spec (CEL conformance data, Apache-2.0) and @marcbachmann/cel-js
+# (an independent CEL implementation for differential tests, MIT). Versions are pinned in
+# test/tools/package.json and package-lock.json. Needs node >= 18 and npm.
+set -eu
+here=$(cd "$(dirname "$0")/.." && pwd)
+command -v npm >/dev/null 2>&1 || { echo "install-test-tools: npm not found" >&2; exit 1; }
+cd "$here/test/tools"
+if [ -f package-lock.json ]; then
+  npm ci --no-audit --no-fund
+else
+  npm install --no-audit --no-fund
+fi
+node -e 'require("./export_cel_spec.js")' >/dev/null
+echo "install-test-tools: ok ($(node -p "require('./node_modules/@bufbuild/cel-spec/package.json').version" 2>/dev/null || echo cel-spec))"

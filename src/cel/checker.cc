@@ -1,0 +1,685 @@
+// CEL type checker and DRA reference extraction. See include/draguard/cel/checker.h.
+#include "draguard/cel/checker.h"
+
+#include <algorithm>
+#include <optional>
+#include <set>
+#include <tuple>
+
+namespace draguard::cel {
+
+using K = Type::Kind;
+
+Type Type::ListOf(Type elem) { return Type{K::kList, std::make_shared<const Type>(std::move(elem)), nullptr}; }
+Type Type::MapOf(Type key, Type value) {
+  return Type{K::kMap, std::make_shared<const Type>(std::move(value)), std::make_shared<const Type>(std::move(key))};
+}
+
+std::string Type::ToString() const {
+  switch (kind) {
+    case K::kDyn: return "dyn";
+    case K::kNull: return "null_type";
+    case K::kBool: return "bool";
+    case K::kInt: return "int";
+    case K::kUint: return "uint";
+    case K::kDouble: return "double";
+    case K::kString: return "string";
+    case K::kBytes: return "bytes";
+    case K::kList: return "list(" + (elem ? elem->ToString() : "dyn") + ")";
+    case K::kMap: return "map(" + (key ? key->ToString() : "dyn") + ", " + (elem ? elem->ToString() : "dyn") + ")";
+    case K::kType: return "type";
+    case K::kQuantity: return "kubernetes.Quantity";
+    case K::kSemver: return "kubernetes.Semver";
+    case K::kDevice: return "kubernetes.DRADevice";
+  }
+  return "?";
+}
+
+Env Env::Dra(const DraEnvOptions& options) {
+  Env env;
+  env.Declare("device", Type::Of(K::kDevice));
+  env.allow_multiple_allocations_ = options.allow_multiple_allocations;
+  env.require_bool_ = true;
+  return env;
+}
+
+void Env::Declare(std::string name, Type type) {
+  for (auto& [n, t] : vars_) {
+    if (n == name) {
+      t = std::move(type);
+      return;
+    }
+  }
+  vars_.emplace_back(std::move(name), std::move(type));
+}
+
+const Type* Env::Lookup(std::string_view name) const {
+  for (const auto& [n, t] : vars_) {
+    if (n == name) return &t;
+  }
+  return nullptr;
+}
+
+namespace {
+
+Type Dyn() { return Type::Of(K::kDyn); }
+Type Of(K k) { return Type::Of(k); }
+
+// Whether a value of type `b` may be used where `a` is expected (and vice versa: symmetric).
+bool Compatible(const Type& a, const Type& b) {
+  if (a.kind == K::kDyn || b.kind == K::kDyn) return true;
+  if (a.kind != b.kind) return false;
+  if (a.kind == K::kList || a.kind == K::kMap) {
+    if (a.elem && b.elem && !Compatible(*a.elem, *b.elem)) return false;
+    if (a.key && b.key && !Compatible(*a.key, *b.key)) return false;
+  }
+  return true;
+}
+
+// Least general type covering both (dyn when they differ).
+Type Join(const Type& a, const Type& b) {
+  if (a.kind != b.kind) return Dyn();
+  if (a.kind == K::kList) {
+    Type ea = a.elem ? *a.elem : Dyn(), eb = b.elem ? *b.elem : Dyn();
+    return Type::ListOf(Join(ea, eb));
+  }
+  if (a.kind == K::kMap) {
+    Type ka = a.key ? *a.key : Dyn(), kb = b.key ? *b.key : Dyn();
+    Type va = a.elem ? *a.elem : Dyn(), vb = b.elem ? *b.elem : Dyn();
+    return Type::MapOf(Join(ka, kb), Join(va, vb));
+  }
+  return a;
+}
+
+bool IsNumeric(K k) { return k == K::kInt || k == K::kUint || k == K::kDouble; }
+
+struct Overload {
+  const char* fn;
+  bool member;
+  std::vector<K> params;  // receiver first for member functions
+  K result;
+};
+
+const std::vector<Overload>& Overloads() {
+  static const std::vector<Overload> kTable = [] {
+    std::vector<Overload> t;
+    auto add = [&](const char* fn, bool member, std::vector<K> p, K r) { t.push_back({fn, member, std::move(p), r}); };
+    for (K k : {K::kInt, K::kUint, K::kDouble}) {
+      for (const char* op : {"_+_", "_-_", "_*_", "_/_"}) add(op, false, {k, k}, k);
+    }
+    add("_%_", false, {K::kInt, K::kInt}, K::kInt);
+    add("_%_", false, {K::kUint, K::kUint}, K::kUint);
+    add("_+_", false, {K::kString, K::kString}, K::kString);
+    add("_+_", false, {K::kBytes, K::kBytes}, K::kBytes);
+    add("-_", false, {K::kInt}, K::kInt);
+    add("-_", false, {K::kDouble}, K::kDouble);
+    add("!_", false, {K::kBool}, K::kBool);
+    for (const char* op : {"_<_", "_<=_", "_>_", "_>=_"}) {
+      for (K a : {K::kInt, K::kUint, K::kDouble}) {
+        for (K b : {K::kInt, K::kUint, K::kDouble}) add(op, false, {a, b}, K::kBool);
+      }
+      for (K k : {K::kString, K::kBytes, K::kBool}) add(op, false, {k, k}, K::kBool);
+    }
+    for (K k : {K::kString, K::kBytes, K::kList, K::kMap}) {
+      add("size", false, {k}, K::kInt);
+      add("size", true, {k}, K::kInt);
+    }
+    for (K k : {K::kInt, K::kUint, K::kDouble, K::kString}) add("int", false, {k}, K::kInt);
+    for (K k : {K::kInt, K::kUint, K::kDouble, K::kString}) add("uint", false, {k}, K::kUint);
+    for (K k : {K::kInt, K::kUint, K::kDouble, K::kString}) add("double", false, {k}, K::kDouble);
+    for (K k : {K::kInt, K::kUint, K::kDouble, K::kString, K::kBytes, K::kBool}) add("string", false, {k}, K::kString);
+    for (K k : {K::kString, K::kBytes}) add("bytes", false, {k}, K::kBytes);
+    for (K k : {K::kString, K::kBool}) add("bool", false, {k}, K::kBool);
+    for (const char* f : {"contains", "startsWith", "endsWith", "matches"}) add(f, true, {K::kString, K::kString}, K::kBool);
+    add("matches", false, {K::kString, K::kString}, K::kBool);
+    for (const char* f : {"lowerAscii", "upperAscii", "trim", "reverse"}) add(f, true, {K::kString}, K::kString);
+    add("charAt", true, {K::kString, K::kInt}, K::kString);
+    for (const char* f : {"indexOf", "lastIndexOf"}) {
+      add(f, true, {K::kString, K::kString}, K::kInt);
+      add(f, true, {K::kString, K::kString, K::kInt}, K::kInt);
+    }
+    add("substring", true, {K::kString, K::kInt}, K::kString);
+    add("substring", true, {K::kString, K::kInt, K::kInt}, K::kString);
+    add("replace", true, {K::kString, K::kString, K::kString}, K::kString);
+    add("replace", true, {K::kString, K::kString, K::kString, K::kInt}, K::kString);
+    add("split", true, {K::kString, K::kString}, K::kList);
+    add("split", true, {K::kString, K::kString, K::kInt}, K::kList);
+    add("join", true, {K::kList}, K::kString);
+    add("join", true, {K::kList, K::kString}, K::kString);
+    add("strings.quote", false, {K::kString}, K::kString);
+    add("format", true, {K::kString, K::kList}, K::kString);
+    add("quantity", false, {K::kString}, K::kQuantity);
+    add("isQuantity", false, {K::kString}, K::kBool);
+    add("semver", false, {K::kString}, K::kSemver);
+    add("semver", false, {K::kString, K::kBool}, K::kSemver);
+    add("isSemver", false, {K::kString}, K::kBool);
+    add("isSemver", false, {K::kString, K::kBool}, K::kBool);
+    for (K k : {K::kQuantity, K::kSemver}) {
+      add("compareTo", true, {k, k}, K::kInt);
+      add("isGreaterThan", true, {k, k}, K::kBool);
+      add("isLessThan", true, {k, k}, K::kBool);
+    }
+    add("add", true, {K::kQuantity, K::kQuantity}, K::kQuantity);
+    add("add", true, {K::kQuantity, K::kInt}, K::kQuantity);
+    add("sub", true, {K::kQuantity, K::kQuantity}, K::kQuantity);
+    add("sub", true, {K::kQuantity, K::kInt}, K::kQuantity);
+    add("asInteger", true, {K::kQuantity}, K::kInt);
+    add("isInteger", true, {K::kQuantity}, K::kBool);
+    add("asApproximateFloat", true, {K::kQuantity}, K::kDouble);
+    add("sign", true, {K::kQuantity}, K::kInt);
+    for (const char* f : {"major", "minor", "patch"}) add(f, true, {K::kSemver}, K::kInt);
+    for (const char* f : {"sets.contains", "sets.equivalent", "sets.intersects"}) add(f, false, {K::kList, K::kList}, K::kBool);
+    add("isSorted", true, {K::kList}, K::kBool);
+    add("indexOf", true, {K::kList, K::kDyn}, K::kInt);
+    add("lastIndexOf", true, {K::kList, K::kDyn}, K::kInt);
+    for (const char* f : {"sum", "min", "max"}) add(f, true, {K::kList}, K::kDyn);
+    return t;
+  }();
+  return kTable;
+}
+
+bool IsTypeIdent(const std::string& n) {
+  static constexpr const char* kTypes[] = {"int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type"};
+  for (const char* t : kTypes) {
+    if (n == t) return true;
+  }
+  return false;
+}
+
+class Checker {
+ public:
+  Checker(const Ast& ast, const Env& env) : ast_(ast), env_(env) {}
+
+  Type Check(const Expr& e) {
+    switch (e.kind) {
+      case ExprKind::kConst:
+        switch (e.constant.kind) {
+          case ConstKind::kNull: return Of(K::kNull);
+          case ConstKind::kBool: return Of(K::kBool);
+          case ConstKind::kInt: return Of(K::kInt);
+          case ConstKind::kUint: return Of(K::kUint);
+          case ConstKind::kDouble: return Of(K::kDouble);
+          case ConstKind::kString: return Of(K::kString);
+          case ConstKind::kBytes: return Of(K::kBytes);
+        }
+        return Dyn();
+      case ExprKind::kIdent: return Ident(e);
+      case ExprKind::kSelect: return Select(e);
+      case ExprKind::kCall: return Call(e);
+      case ExprKind::kList: {
+        std::optional<Type> elem;
+        for (const auto& a : e.args) {
+          Type t = Check(*a);
+          elem = elem ? Join(*elem, t) : t;
+        }
+        return Type::ListOf(elem ? *elem : Dyn());
+      }
+      case ExprKind::kMap: {
+        std::optional<Type> kt, vt;
+        for (const auto& en : e.entries) {
+          Type k = Check(*en.key);
+          Type v = Check(*en.value);
+          if (k.kind != K::kDyn && k.kind != K::kString && k.kind != K::kInt && k.kind != K::kUint && k.kind != K::kBool) {
+            Error(en.key->offset, "unsupported map key type: " + k.ToString());
+          }
+          kt = kt ? Join(*kt, k) : k;
+          vt = vt ? Join(*vt, v) : v;
+        }
+        return Type::MapOf(kt ? *kt : Dyn(), vt ? *vt : Dyn());
+      }
+      case ExprKind::kStruct:
+        Error(e.offset, "message construction is not supported (undeclared message type '" + e.name + "')");
+        for (const auto& f : e.fields) Check(*f.value);
+        return Dyn();
+      case ExprKind::kComprehension: return Comprehension(e);
+    }
+    return Dyn();
+  }
+
+  std::vector<Diagnostic>& errors() { return errors_; }
+
+  void Error(int32_t offset, std::string msg) { errors_.push_back({offset, 0, 0, std::move(msg)}); }
+
+ private:
+  const Type* Local(const std::string& n) const {
+    for (size_t i = scopes_.size(); i-- > 0;) {
+      if (scopes_[i].first == n) return &scopes_[i].second;
+    }
+    return nullptr;
+  }
+
+  Type Ident(const Expr& e) {
+    if (const Type* t = Local(e.name)) return *t;
+    if (const Type* t = env_.Lookup(e.name)) return *t;
+    if (IsTypeIdent(e.name)) return Of(K::kType);
+    Error(e.offset, "undeclared reference to '" + e.name + "' (in container '')");
+    return Dyn();
+  }
+
+  Type Select(const Expr& e) {
+    // Qualified variable names declared as one identifier ("a.b").
+    if (e.operand->kind == ExprKind::kIdent && Local(e.operand->name) == nullptr &&
+        env_.Lookup(e.operand->name) == nullptr) {
+      if (const Type* t = env_.Lookup(e.operand->name + "." + e.name)) return e.test_only ? Of(K::kBool) : *t;
+    }
+    Type obj = Check(*e.operand);
+    Type out = Dyn();
+    switch (obj.kind) {
+      case K::kDevice:
+        if (e.name == "driver") {
+          out = Of(K::kString);
+        } else if (e.name == "attributes") {
+          out = Type::MapOf(Of(K::kString), Type::MapOf(Of(K::kString), Dyn()));
+        } else if (e.name == "capacity") {
+          out = Type::MapOf(Of(K::kString), Type::MapOf(Of(K::kString), Of(K::kQuantity)));
+        } else if (e.name == "allowMultipleAllocations" && env_.allow_multiple_allocations()) {
+          out = Of(K::kBool);
+        } else {
+          Error(e.offset, "undefined field '" + e.name + "'");
+        }
+        break;
+      case K::kMap:
+        if (obj.key && obj.key->kind != K::kString && obj.key->kind != K::kDyn) {
+          Error(e.offset, "type '" + obj.ToString() + "' does not support field selection");
+        }
+        out = obj.elem ? *obj.elem : Dyn();
+        break;
+      case K::kDyn: break;
+      default:
+        Error(e.offset, "type '" + obj.ToString() + "' does not support field selection");
+    }
+    return e.test_only ? Of(K::kBool) : out;
+  }
+
+  std::string Sig(const std::vector<Type>& ts) {
+    std::string s = "(";
+    for (size_t i = 0; i < ts.size(); ++i) s += (i ? ", " : "") + ts[i].ToString();
+    return s + ")";
+  }
+
+  Type NoOverload(const Expr& e, const std::string& fn, const std::vector<Type>& ts) {
+    Error(e.offset, "found no matching overload for '" + fn + "' applied to '" + Sig(ts) + "'");
+    return Dyn();
+  }
+
+  Type Call(const Expr& e) {
+    std::string fn = e.name;
+    bool member = e.operand != nullptr;
+    // Namespaced functions (strings.quote, sets.contains) parse as receiver calls.
+    if (member && e.operand->kind == ExprKind::kIdent && Local(e.operand->name) == nullptr &&
+        env_.Lookup(e.operand->name) == nullptr &&
+        (e.operand->name == "strings" || e.operand->name == "sets")) {
+      fn = e.operand->name + "." + fn;
+      member = false;
+    }
+    std::vector<Type> ts;
+    if (member) ts.push_back(Check(*e.operand));
+    for (const auto& a : e.args) ts.push_back(Check(*a));
+
+    if (fn == "_&&_" || fn == "_||_" || fn == "@not_strictly_false") {
+      for (const auto& t : ts) {
+        if (t.kind != K::kBool && t.kind != K::kDyn) return NoOverload(e, fn, ts);
+      }
+      return Of(K::kBool);
+    }
+    if (fn == "_?_:_") {
+      if (ts[0].kind != K::kBool && ts[0].kind != K::kDyn) return NoOverload(e, fn, ts);
+      if (!Compatible(ts[1], ts[2]) && ts[1].kind != K::kNull && ts[2].kind != K::kNull) return NoOverload(e, fn, ts);
+      return Join(ts[1], ts[2]);
+    }
+    if (fn == "_==_" || fn == "_!=_") {
+      bool ok = Compatible(ts[0], ts[1]) || ts[0].kind == K::kNull || ts[1].kind == K::kNull;
+      if (!ok) return NoOverload(e, fn, ts);
+      return Of(K::kBool);
+    }
+    if (fn == "_[_]") {
+      const Type& c = ts[0];
+      const Type& k = ts[1];
+      if (c.kind == K::kList) {
+        if (k.kind != K::kInt && k.kind != K::kDyn) return NoOverload(e, fn, ts);
+        return c.elem ? *c.elem : Dyn();
+      }
+      if (c.kind == K::kMap) {
+        if (c.key && !Compatible(*c.key, k) && !(IsNumeric(c.key->kind) && IsNumeric(k.kind))) return NoOverload(e, fn, ts);
+        return c.elem ? *c.elem : Dyn();
+      }
+      if (c.kind == K::kDyn) return Dyn();
+      return NoOverload(e, fn, ts);
+    }
+    if (fn == "@in") {
+      const Type& c = ts[1];
+      if (c.kind == K::kList) {
+        if (c.elem && !Compatible(*c.elem, ts[0])) return NoOverload(e, fn, ts);
+        return Of(K::kBool);
+      }
+      if (c.kind == K::kMap) {
+        if (c.key && !Compatible(*c.key, ts[0]) && !(IsNumeric(c.key->kind) && IsNumeric(ts[0].kind))) {
+          return NoOverload(e, fn, ts);
+        }
+        return Of(K::kBool);
+      }
+      if (c.kind == K::kDyn) return Of(K::kBool);
+      return NoOverload(e, fn, ts);
+    }
+    if (fn == "_+_" && ts[0].kind == K::kList && ts[1].kind == K::kList) {
+      if (!Compatible(ts[0], ts[1])) return NoOverload(e, fn, ts);
+      return Join(ts[0], ts[1]);
+    }
+    if (fn == "_+_" && ((ts[0].kind == K::kList && ts[1].kind == K::kDyn) || (ts[1].kind == K::kList && ts[0].kind == K::kDyn))) {
+      return Type::ListOf(Dyn());
+    }
+    if (fn == "cel.@mapInsert") return ts.empty() ? Dyn() : ts[0];
+    if (!member && fn == "dyn" && ts.size() == 1) return Dyn();
+    if (!member && fn == "type" && ts.size() == 1) return Of(K::kType);
+
+    // Table-driven overload resolution.
+    bool known = false;
+    std::optional<K> result;
+    bool ambiguous = false;
+    const std::vector<Overload>& table = Overloads();
+    for (const auto& o : table) {
+      if (fn != o.fn) continue;
+      known = true;
+      if (o.member != member || o.params.size() != ts.size()) continue;
+      bool match = true;
+      for (size_t i = 0; i < ts.size() && match; ++i) {
+        K p = o.params[i];
+        match = p == K::kDyn || ts[i].kind == K::kDyn || ts[i].kind == p;
+      }
+      if (!match) continue;
+      if (result && *result != o.result) ambiguous = true;
+      result = o.result;
+    }
+    if (!known) {
+      if (member) {
+        Error(e.offset, "undeclared reference to '" + fn + "' (in container '')");
+      } else {
+        Error(e.offset, "undeclared reference to '" + fn + "' (in container '')");
+      }
+      return Dyn();
+    }
+    if (!result) return NoOverload(e, fn, ts);
+    if (ambiguous || *result == K::kDyn) return Dyn();
+    if (*result == K::kList) {
+      if (fn == "split") return Type::ListOf(Of(K::kString));
+      return Type::ListOf(Dyn());
+    }
+    return Of(*result);
+  }
+
+  Type Comprehension(const Expr& e) {
+    Type range = Check(*e.iter_range);
+    Type v1 = Dyn(), v2 = Dyn();
+    bool two = !e.iter_var2.empty();
+    switch (range.kind) {
+      case K::kList:
+        if (two) {
+          v1 = Of(K::kInt);
+          v2 = range.elem ? *range.elem : Dyn();
+        } else {
+          v1 = range.elem ? *range.elem : Dyn();
+        }
+        break;
+      case K::kMap:
+        v1 = range.key ? *range.key : Dyn();
+        if (two) v2 = range.elem ? *range.elem : Dyn();
+        break;
+      case K::kDyn: break;
+      default:
+        Error(e.iter_range->offset, "expression of type '" + range.ToString() + "' cannot be range of a comprehension (must be list, map, or dynamic)");
+    }
+    Type init = Check(*e.accu_init);
+    scopes_.emplace_back(e.accu_var, init);
+    size_t accu_slot = scopes_.size() - 1;
+    scopes_.emplace_back(e.iter_var, v1);
+    if (two) scopes_.emplace_back(e.iter_var2, v2);
+    Type cond = Check(*e.loop_cond);
+    if (cond.kind != K::kBool && cond.kind != K::kDyn) Error(e.loop_cond->offset, "loop condition must be bool");
+    Type step = Check(*e.loop_step);
+    scopes_.resize(accu_slot + 1);
+    scopes_[accu_slot].second = Compatible(init, step) ? Join(init, step) : Dyn();
+    if (init.kind == K::kList && step.kind == K::kList) scopes_[accu_slot].second = step;
+    Type result = Check(*e.result);
+    scopes_.resize(accu_slot);
+    return result;
+  }
+
+  const Ast& ast_;
+  const Env& env_;
+  std::vector<Diagnostic> errors_;
+  std::vector<std::pair<std::string, Type>> scopes_;
+};
+
+// ---- DRA reference extraction ----
+
+using RefKey = std::tuple<int, std::string, std::string>;  // kind, domain-key, name
+
+bool IsDeviceField(const Expr& e, const char* field) {
+  return e.kind == ExprKind::kSelect && !e.test_only && e.name == field && e.operand->kind == ExprKind::kIdent &&
+         e.operand->name == "device";
+}
+
+const std::string* StringLit(const Expr& e) {
+  if (e.kind == ExprKind::kConst && e.constant.kind == ConstKind::kString) return &e.constant.s;
+  return nullptr;
+}
+
+// A domain map expression: device.attributes[D] / device.capacity[D] (or .D). Fills kind and domain.
+bool DomainMap(const Expr& e, int& kind, std::string& domain, bool& is_driver) {
+  const Expr* base = nullptr;
+  const Expr* dom = nullptr;
+  std::string field_domain;
+  if (e.kind == ExprKind::kCall && e.name == "_[_]" && !e.operand && e.args.size() == 2) {
+    base = e.args[0].get();
+    dom = e.args[1].get();
+  } else if (e.kind == ExprKind::kSelect && !e.test_only) {
+    base = e.operand.get();
+    field_domain = e.name;
+  } else {
+    return false;
+  }
+  if (IsDeviceField(*base, "attributes")) kind = 0;
+  else if (IsDeviceField(*base, "capacity")) kind = 1;
+  else return false;
+  is_driver = false;
+  if (dom == nullptr) {
+    domain = field_domain;
+    return true;
+  }
+  if (const std::string* s = StringLit(*dom)) {
+    domain = *s;
+    return true;
+  }
+  if (IsDeviceField(*dom, "driver")) {
+    is_driver = true;
+    domain.clear();
+    return true;
+  }
+  return false;
+}
+
+struct RefMatch {
+  int kind = 0;
+  std::string domain;
+  bool is_driver = false;
+  std::string name;
+  bool presence = false;
+  int32_t offset = 0;
+};
+
+// Matches a read (R.N, R[N]) or a presence test (has(R.N), N in R).
+bool MatchRef(const Expr& e, RefMatch& m) {
+  if (e.kind == ExprKind::kSelect) {
+    if (!DomainMap(*e.operand, m.kind, m.domain, m.is_driver)) return false;
+    m.name = e.name;
+    m.presence = e.test_only;
+    m.offset = e.offset;
+    return true;
+  }
+  if (e.kind == ExprKind::kCall && !e.operand && e.args.size() == 2) {
+    if (e.name == "_[_]") {
+      const std::string* n = StringLit(*e.args[1]);
+      if (n == nullptr || !DomainMap(*e.args[0], m.kind, m.domain, m.is_driver)) return false;
+      m.name = *n;
+      m.presence = false;
+      m.offset = e.offset;
+      return true;
+    }
+    if (e.name == "@in") {
+      const std::string* n = StringLit(*e.args[0]);
+      if (n == nullptr || !DomainMap(*e.args[1], m.kind, m.domain, m.is_driver)) return false;
+      m.name = *n;
+      m.presence = true;
+      m.offset = e.offset;
+      return true;
+    }
+  }
+  return false;
+}
+
+RefKey KeyOf(const RefMatch& m) { return {m.kind, m.is_driver ? std::string("\x01driver") : m.domain, m.name}; }
+
+void Flatten(const Expr& e, const char* op, std::vector<const Expr*>& out) {
+  if (e.kind == ExprKind::kCall && e.name == op && !e.operand && e.args.size() == 2) {
+    Flatten(*e.args[0], op, out);
+    Flatten(*e.args[1], op, out);
+  } else {
+    out.push_back(&e);
+  }
+}
+
+// Presence tests that hold when `e` is true (positive) or when it is false (negated).
+void Tests(const Expr& e, bool positive, std::set<RefKey>& out) {
+  RefMatch m;
+  if (MatchRef(e, m) && m.presence) {
+    if (positive) out.insert(KeyOf(m));
+    return;
+  }
+  if (e.kind == ExprKind::kCall && !e.operand) {
+    if (e.name == "!_" && e.args.size() == 1) {
+      Tests(*e.args[0], !positive, out);
+    } else if (e.name == "_&&_" && positive) {
+      Tests(*e.args[0], true, out);
+      Tests(*e.args[1], true, out);
+    } else if (e.name == "_||_" && !positive) {
+      Tests(*e.args[0], false, out);
+      Tests(*e.args[1], false, out);
+    }
+  }
+}
+
+class RefCollector {
+ public:
+  RefCollector(const Ast& ast, std::string driver) : ast_(ast), driver_(std::move(driver)) {}
+
+  void Walk(const Expr& e, const std::set<RefKey>& guards) {
+    RefMatch m;
+    if (MatchRef(e, m)) {
+      AttributeReference r;
+      r.kind = m.kind == 0 ? AttributeReference::Kind::kAttribute : AttributeReference::Kind::kCapacity;
+      r.domain_is_driver = m.is_driver;
+      r.domain = m.is_driver ? driver_ : m.domain;
+      r.name = m.name;
+      r.presence_test = m.presence;
+      r.guarded = m.presence || guards.count(KeyOf(m)) > 0;
+      SourcePosition p = PositionOf(ast_.source, m.offset);
+      r.line = p.line;
+      r.column = p.column;
+      refs.push_back(std::move(r));
+      // The domain expression itself (device.driver) holds no further references.
+      return;
+    }
+    if (e.kind == ExprKind::kCall && !e.operand && (e.name == "_&&_" || e.name == "_||_")) {
+      bool is_and = e.name == "_&&_";
+      std::vector<const Expr*> parts;
+      Flatten(e, e.name.c_str(), parts);
+      std::set<RefKey> g = guards;
+      for (const Expr* p : parts) Tests(*p, is_and, g);
+      for (const Expr* p : parts) Walk(*p, g);
+      return;
+    }
+    if (e.kind == ExprKind::kCall && !e.operand && e.name == "_?_:_" && e.args.size() == 3) {
+      Walk(*e.args[0], guards);
+      std::set<RefKey> then_g = guards, else_g = guards;
+      Tests(*e.args[0], true, then_g);
+      Tests(*e.args[0], false, else_g);
+      Walk(*e.args[1], then_g);
+      Walk(*e.args[2], else_g);
+      return;
+    }
+    auto walk = [&](const ExprPtr& c) {
+      if (c) Walk(*c, guards);
+    };
+    walk(e.operand);
+    for (const auto& a : e.args) walk(a);
+    for (const auto& en : e.entries) {
+      walk(en.key);
+      walk(en.value);
+    }
+    for (const auto& f : e.fields) walk(f.value);
+    walk(e.iter_range);
+    walk(e.accu_init);
+    walk(e.loop_cond);
+    walk(e.loop_step);
+    walk(e.result);
+  }
+
+  std::vector<AttributeReference> refs;
+
+ private:
+  const Ast& ast_;
+  std::string driver_;
+};
+
+// The driver required by a top-level conjunct `device.driver == '...'`, or empty.
+std::string RequiredDriver(const Expr& root) {
+  std::vector<const Expr*> parts;
+  Flatten(root, "_&&_", parts);
+  for (const Expr* p : parts) {
+    if (p->kind == ExprKind::kCall && p->name == "_==_" && p->args.size() == 2) {
+      for (int i = 0; i < 2; ++i) {
+        if (IsDeviceField(*p->args[i], "driver")) {
+          if (const std::string* s = StringLit(*p->args[1 - i])) return *s;
+        }
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+Result<CheckedExpr> Check(const Ast& ast, const Env& env) {
+  if (!ast.root) return Status::InvalidArgument("empty expression");
+  Checker c(ast, env);
+  Type t = c.Check(*ast.root);
+  if (c.errors().empty() && env.require_bool() && t.kind != K::kBool && t.kind != K::kDyn) {
+    c.Error(ast.root->offset, "must evaluate to bool, not " + t.ToString());
+  }
+  if (!c.errors().empty()) {
+    auto errs = c.errors();
+    std::stable_sort(errs.begin(), errs.end(), [](const Diagnostic& a, const Diagnostic& b) { return a.offset < b.offset; });
+    return Status::InvalidArgument(FormatDiagnostics(ast.source, errs));
+  }
+  CheckedExpr out;
+  out.ast = ast;
+  out.result_type = t;
+  if (env.Lookup("device") != nullptr && env.Lookup("device")->kind == K::kDevice) {
+    RefCollector rc(ast, RequiredDriver(*ast.root));
+    rc.Walk(*ast.root, {});
+    out.references = std::move(rc.refs);
+  }
+  return out;
+}
+
+Result<CheckedExpr> Compile(std::string_view source, const Env& env, const ParseOptions& options) {
+  auto ast = Parse(source, options);
+  if (!ast.ok()) return ast.status();
+  return Check(*ast, env);
+}
+
+Result<CheckedExpr> CompileSelector(std::string_view source, const DraEnvOptions& options) {
+  return Compile(source, Env::Dra(options));
+}
+
+}  // namespace draguard::cel
