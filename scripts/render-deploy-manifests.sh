@@ -3,18 +3,11 @@
 # The chart test (test/unit/chart) fails when the committed file differs from this output, so
 # run this after every chart change:   scripts/render-deploy-manifests.sh
 # With --stdout the manifests are printed instead of written.
-# helm: $HELM, else the one installed by scripts/install-test-tools.sh, else helm on PATH.
+# helm: as found by test/unit/chart/find-helm.sh (the pinned npm copy first).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-helm_bin=${HELM:-}
-if [ -z "$helm_bin" ]; then
-  if [ -x "$root/test/tools/node_modules/.draguard-helm/helm" ]; then
-    helm_bin="$root/test/tools/node_modules/.draguard-helm/helm"
-  else
-    helm_bin=$(command -v helm || true)
-  fi
-fi
-[ -n "$helm_bin" ] || { echo "render-deploy-manifests: helm not found (run scripts/install-test-tools.sh and the chart test once, or set HELM)" >&2; exit 1; }
+helm_bin=$(bash "$root/test/unit/chart/find-helm.sh") ||
+  { echo "render-deploy-manifests: helm not found (run scripts/install-test-tools.sh, or set HELM)" >&2; exit 1; }
 
 render() {
   cat <<'EOF'
