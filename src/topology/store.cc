@@ -82,12 +82,13 @@ std::string InMemorySource::Describe() const { return "in-memory exports"; }
 Result<std::vector<SourceEntry>> InMemorySource::List() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<SourceEntry> out;
-  for (const InMemoryExport& e : exports_) {
+  for (size_t i = 0; i < exports_.size(); ++i) {
+    const InMemoryExport& e = exports_[i];
     SourceEntry s;
     s.node = e.node;
     s.version = e.version;
     s.origin = e.origin.empty() ? "memory:" + e.node : e.origin;
-    s.modified_ns = counter_;
+    s.modified_ns = e.modified_ns != 0 ? e.modified_ns : static_cast<int64_t>(i) + 1;
     out.push_back(std::move(s));
   }
   return out;
@@ -124,7 +125,6 @@ void InMemorySource::Replace(std::vector<InMemoryExport> exports) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     exports_ = std::move(exports);
-    ++counter_;
     cb = on_change_;
   }
   if (cb) cb();

@@ -82,6 +82,7 @@ struct InMemoryExport {
   std::string bytes;    ///< the XML
   std::string version;  ///< opaque version
   std::string origin;   ///< description for logs
+  int64_t modified_ns = 0;  ///< age for conflict resolution; 0 = position in the list (later is newer)
 };
 
 /// A fixed, replaceable set of in-memory exports. Thread-safe. Replace() notifies the watcher.
@@ -101,7 +102,6 @@ class InMemorySource : public Source {
   mutable std::mutex mu_;
   std::vector<InMemoryExport> exports_;  // GUARDED_BY(mu_)
   std::function<void()> on_change_;      // GUARDED_BY(mu_)
-  int64_t counter_ = 0;                  // GUARDED_BY(mu_)
 };
 
 /// The bundled example exports (a DGX-2H and a PCIe server with 2x P100), embedded in the binary

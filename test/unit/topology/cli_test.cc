@@ -1,0 +1,151 @@
+// `draguard topology show`: exit codes, the JSON shape from docs/product.md, the table, --node.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "draguard/topology/cli.h"
+
+namespace draguard::topology {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+const std::string kDir = std::string(DRAGUARD_TEST_DATA) + "/hwloc/";
+const std::string kPower8 = kDir + "hwloc_ibm-power8-minsky_2s_4xP100-SXM2_nvlink-gpu-cpu-hetero.xml";
+const std::string kDgx2 = kDir + "hwloc_nvidia-dgx2h_2s-xeon8174_16xV100-SXM3_12xNVSwitch_nvlink-hetero.xml";
+const std::string kTioga = kDir + "llnl_tioga_hpe-ex235a_epyc7a53_4numa_8xMI250X-GCD_rsmi_xgmi.xml";
+
+struct CliRun {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+CliRun Cli(std::vector<std::string> args) {
+  std::ostringstream out, err;
+  const int code = RunTopologyCommand(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+std::vector<std::string> Keys(const json& o) {
+  std::vector<std::string> k;
+  for (auto it = o.begin(); it != o.end(); ++it) k.push_back(it.key());
+  return k;
+}
+
+TEST(TopologyCliTest, UsageErrors) {
+  EXPECT_EQ(Cli({}).code, 1);
+  EXPECT_EQ(Cli({"frobnicate"}).code, 1);
+  EXPECT_EQ(Cli({"show"}).code, 1);
+  EXPECT_EQ(Cli({"show", "-f"}).code, 1);
+  EXPECT_EQ(Cli({"show", "-f", kPower8, "-o", "yaml"}).code, 1);
+  EXPECT_EQ(Cli({"show", "-f", kPower8, "--bogus"}).code, 1);
+  CliRun help = Cli({"show", "--help"});
+  EXPECT_EQ(help.code, 0);
+  EXPECT_NE(help.out.find("usage:"), std::string::npos);
+}
+
+TEST(TopologyCliTest, RuntimeErrors) {
+  CliRun missing = Cli({"show", "-f", kDir + "does-not-exist.xml"});
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_FALSE(missing.err.empty());
+  CliRun v3 = Cli({"show", "-f", kDir + "hwloc3-format_nvidia-dgx2h_v3.0.xml"});
+  EXPECT_EQ(v3.code, 2);
+  EXPECT_NE(v3.err.find("--export-xml-flags v2"), std::string::npos);
+  CliRun node = Cli({"show", "-f", kPower8, "--node", "nope"});
+  EXPECT_EQ(node.code, 2);
+}
+
+TEST(TopologyCliTest, JsonShapeMatchesProductDoc) {
+  CliRun r = Cli({"show", "-f", kPower8, "-o", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json doc = json::parse(r.out);
+  ASSERT_TRUE(doc.is_array());
+  ASSERT_EQ(doc.size(), 1u);
+  const json& n = doc[0];
+  EXPECT_EQ(Keys(n), (std::vector<std::string>{"gpus", "hwlocVersion", "nics", "node", "numaNodes", "nvlink",
+                                               "pcieRoots", "source", "xgmi"}));
+  EXPECT_EQ(n["node"], "hwloc_ibm-power8-minsky_2s_4xP100-SXM2_nvlink-gpu-cpu-hetero");
+  EXPECT_EQ(n["source"], kPower8);
+  EXPECT_EQ(n["hwlocVersion"], "2.5.0a1-git");
+  ASSERT_EQ(n["numaNodes"].size(), 2u);
+  EXPECT_EQ(Keys(n["numaNodes"][0]), (std::vector<std::string>{"cpus", "memoryBytes", "osIndex"}));
+  EXPECT_EQ(Keys(n["pcieRoots"][0]), (std::vector<std::string>{"id", "numaNodes"}));
+  EXPECT_EQ(n["pcieRoots"][0]["id"], "pci0002:00");
+  ASSERT_EQ(n["gpus"].size(), 4u);
+  const json& g = n["gpus"][2];
+  EXPECT_EQ(Keys(g), (std::vector<std::string>{"memoryBytes", "model", "numaNodes", "osDevices", "pciBusId", "pcieRoot",
+                                               "uuid", "vendor"}));
+  EXPECT_EQ(g["pciBusId"], "000a:01:00.0");
+  EXPECT_EQ(g["pcieRoot"], "pci000a:00");
+  EXPECT_EQ(g["numaNodes"], json::array({1}));
+  EXPECT_EQ(g["vendor"], "nvidia");
+  EXPECT_TRUE(g["memoryBytes"].is_number_unsigned());
+  EXPECT_TRUE(g["uuid"].is_string());
+  EXPECT_EQ(n["nvlink"]["source"], "NVLinkBandwidth");
+  EXPECT_EQ(n["nvlink"]["peers"], json::parse("[[0,1,40000],[2,3,40000]]"));
+  EXPECT_TRUE(n["xgmi"]["source"].is_null());
+  EXPECT_EQ(n["xgmi"]["peers"], json::array());
+  // Field order follows the documented shape.
+  EXPECT_LT(r.out.find("\"node\""), r.out.find("\"source\""));
+  EXPECT_LT(r.out.find("\"pciBusId\""), r.out.find("\"vendor\""));
+}
+
+TEST(TopologyCliTest, NullsForUnknownMemoryAndNoMatrix) {
+  CliRun r = Cli({"show", "-f", kDir + "hwloc_hp-sl390s-g7_2s-xeon_3xTesla-M2070_mlx4.xml"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json n = json::parse(r.out)[0];
+  EXPECT_TRUE(n["hwlocVersion"].is_null());
+  EXPECT_TRUE(n["gpus"][0]["memoryBytes"].is_null());
+  EXPECT_TRUE(n["gpus"][0]["uuid"].is_null());
+  EXPECT_TRUE(n["nvlink"]["source"].is_null());
+  bool rdma = false;
+  for (const auto& nic : n["nics"]) rdma |= nic["name"] == "mlx4_0" && nic["rdma"] == true;
+  EXPECT_TRUE(rdma);
+}
+
+TEST(TopologyCliTest, DirectoryWithBadFilesAndNodeFilter) {
+  const fs::path dir = fs::temp_directory_path() / ("draguard-cli-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(kDgx2, dir / "dgx-a.xml");
+  fs::copy_file(kTioga, dir / "tioga-1.hwloc.xml");
+  {
+    std::ofstream(dir / "broken.xml") << "<topology version=\"2.0\"><object";
+  }
+  CliRun r = Cli({"show", "-f", dir.string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("broken.xml"), std::string::npos);
+  const json doc = json::parse(r.out);
+  ASSERT_EQ(doc.size(), 2u);
+  EXPECT_EQ(doc[0]["node"], "dgx-a");
+  EXPECT_EQ(doc[0]["nvlink"]["peers"].size(), 120u);
+  EXPECT_EQ(doc[1]["node"], "tioga-1");
+  EXPECT_EQ(doc[1]["xgmi"]["source"], "XGMIBandwidth");
+  EXPECT_EQ(doc[1]["xgmi"]["peers"].size(), 28u);
+
+  CliRun one = Cli({"show", "-f", dir.string(), "--node", "tioga-1", "-o", "json"});
+  ASSERT_EQ(one.code, 0);
+  EXPECT_EQ(json::parse(one.out).size(), 1u);
+
+  CliRun table = Cli({"show", "-f", dir.string(), "-o", "table", "--node=dgx-a"});
+  ASSERT_EQ(table.code, 0);
+  size_t lines = 0;
+  for (char c : table.out) lines += c == '\n';
+  EXPECT_EQ(lines, 17u);  // header + 16 GPUs
+  EXPECT_NE(table.out.find("pci0000:2b"), std::string::npos);
+  EXPECT_EQ(table.out.find("tioga-1"), std::string::npos);
+  fs::remove_all(dir);
+
+  const fs::path empty = fs::temp_directory_path() / ("draguard-cli-empty-" + std::to_string(::getpid()));
+  fs::create_directories(empty);
+  EXPECT_EQ(Cli({"show", "-f", empty.string()}).code, 2);
+  fs::remove_all(empty);
+}
+
+}  // namespace
+}  // namespace draguard::topology
