@@ -2,6 +2,7 @@
 #include <signal.h>
 
 #include <cstdlib>
+#include <thread>
 #include <memory>
 
 #include "commands.h"
@@ -211,6 +212,12 @@ int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream&
   sigwait(&sigs, &sig);
   logger->Info("signal received", {{"signal", std::string(sig == SIGTERM ? "SIGTERM" : "SIGINT")}});
   srv.BeginShutdown();
+  // A second signal ends the shutdown delay early.
+  std::thread second([&srv, &sigs] {
+    int again = 0;
+    if (sigwait(&sigs, &again) == 0) srv.SkipShutdownDelay();
+  });
+  second.detach();
   srv.Wait();
   (void)out;
   return kExitOk;

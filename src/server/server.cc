@@ -8,6 +8,8 @@
 #include <mutex>
 #include <thread>
 
+#include <sys/socket.h>
+
 #include <httplib.h>
 
 #include "draguard/admission/codec.h"
@@ -76,11 +78,11 @@ class BoundedPool final : public httplib::TaskQueue {
               metrics::CounterFamily* shed_counter)
       : max_queued_(max_queued), shed_counter_(shed_counter) {
     for (std::size_t i = 0; i < workers; ++i) {
-      threads_.emplace_back([this] { Work(jobs_, /*shedder=*/false); });
+      threads_.emplace_back([this] { Work(jobs_, cv_); });
     }
     threads_.emplace_back([this, shed_id] {
       shed_id->store(std::this_thread::get_id());
-      Work(shed_jobs_, /*shedder=*/true);
+      Work(shed_jobs_, shed_cv_);
     });
   }
 
@@ -95,7 +97,7 @@ class BoundedPool final : public httplib::TaskQueue {
       shed_jobs_.push_back(std::move(fn));
     }
     if (shed_counter_ != nullptr) shed_counter_->Inc({});
-    cv_.notify_all();
+    shed_cv_.notify_one();
   }
 
   void shutdown() override {
@@ -104,21 +106,21 @@ class BoundedPool final : public httplib::TaskQueue {
       stop_ = true;
     }
     cv_.notify_all();
+    shed_cv_.notify_all();
     for (auto& t : threads_) t.join();
   }
 
  private:
-  void Work(std::deque<std::function<void()>>& queue, bool shedder) {
+  void Work(std::deque<std::function<void()>>& queue, std::condition_variable& cv) {
     for (;;) {
       std::function<void()> fn;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !queue.empty(); });
+        cv.wait(lock, [&] { return stop_ || !queue.empty(); });
         if (queue.empty()) return;  // stop_ and drained
         fn = std::move(queue.front());
         queue.pop_front();
       }
-      (void)shedder;
       fn();
     }
   }
@@ -126,7 +128,8 @@ class BoundedPool final : public httplib::TaskQueue {
   std::size_t max_queued_;
   metrics::CounterFamily* shed_counter_;
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;       // workers
+  std::condition_variable shed_cv_;  // the shedding thread
   bool stop_ = false;
   std::deque<std::function<void()>> jobs_;
   std::deque<std::function<void()>> shed_jobs_;
@@ -163,6 +166,7 @@ struct Server::Impl {
   int bound_port = 0;
   int bound_metrics_port = 0;
   std::atomic<bool> shutting_down{false};
+  bool skip_delay = false;
   std::mutex mu;
   std::condition_variable cv;
   bool stopped = false;
@@ -228,9 +232,18 @@ void Server::Impl::HandleAdmission(admission::WebhookKind kind, const httplib::R
     return true;
   });
   if (!read_ok || too_large || too_slow) {
-    res.set_header("Connection", "close");
+    // The rest of the body is still on the wire: answer, then close the connection by shutting
+    // down its read side, so the leftover bytes are never parsed as a next request.
+    // (A body over the limit with a Content-Length was already drained by the library, which
+    // keeps the connection usable: no shutdown then.)
+    bool drained = res.status == 413 && !too_large;
+    if (!drained) res.set_header("Connection", "close");
+    if (!drained && req.ssl != nullptr) {
+      int fd = SSL_get_fd(req.ssl);
+      if (fd >= 0) ::shutdown(fd, SHUT_RD);
+    }
     if (too_large || res.status == 413) {
-      Error(res, 413, "request body exceeds " + std::to_string(opt.max_body) + " bytes");
+      Error(res, 413, "request body too large: the limit is " + std::to_string(opt.max_body) + " bytes");
     } else if (too_slow) {
       Error(res, 408, "request body not received before the deadline");
     } else {
@@ -470,7 +483,7 @@ void Server::BeginShutdown() {
     {
       // Keep serving while endpoints are removed from the Service.
       std::unique_lock<std::mutex> lk(m.mu);
-      m.cv.wait_for(lk, m.opt.shutdown_delay, [] { return false; });
+      m.cv.wait_for(lk, m.opt.shutdown_delay, [&m] { return m.skip_delay; });
     }
     if (m.cert_watcher) m.cert_watcher->Stop();
     if (m.policy_watcher) m.policy_watcher->Stop();
@@ -483,6 +496,15 @@ void Server::BeginShutdown() {
     m.stopped = true;
     m.cv.notify_all();
   });
+}
+
+void Server::SkipShutdownDelay() {
+  Impl& m = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.skip_delay = true;
+  }
+  m.cv.notify_all();
 }
 
 void Server::Wait() {

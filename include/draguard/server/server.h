@@ -76,6 +76,8 @@ class Server {
   /// Flips readiness to false now, and stops accepting after shutdown_delay; in-flight requests
   /// finish. Returns immediately; Wait() returns when everything has stopped.
   void BeginShutdown();
+  /// Ends the shutdown delay early (a second SIGTERM does this).
+  void SkipShutdownDelay();
   /// Blocks until the server has stopped.
   void Wait();
   /// True when /readyz would answer 200.

@@ -1,0 +1,494 @@
+// End-to-end tests of the HTTPS admission server over real TLS on an ephemeral loopback port,
+// with certificate verification against a CA generated for each test.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "draguard/engine/registry.h"
+#include "draguard/metrics/metrics.h"
+#include "draguard/policy/store.h"
+#include "draguard/server/server.h"
+#include "draguard/server/tls.h"
+#include "draguard/webhook/reviewer.h"
+#include "tls_client.h"
+
+namespace draguard {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ClientOptions;
+using testing::HttpResponse;
+using testing::TlsConnection;
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string ReviewData(const std::string& c) {
+  return Slurp(fs::path(DRAGUARD_TEST_DATA) / "reviews" / c / "request.json");
+}
+
+// Waits for `cond` with a generous bound; the bound only matters when the test fails.
+template <typename F>
+bool Eventually(F cond) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < until) {
+    if (cond()) return true;
+    std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return cond();
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("draguard-e2e-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    auto ca = server::CreateCertificateAuthority("test-ca", 30);
+    ASSERT_TRUE(ca.ok());
+    ca_ = *ca;
+    ASSERT_TRUE(server::WriteFileAtomic(Path("ca.crt"), ca_.cert_pem).ok());
+    WriteServingCert("localhost");
+    ASSERT_TRUE(policies_.LoadDefault().ok());
+    opt_.host = "127.0.0.1";
+    opt_.port = 0;
+    opt_.tls_cert = Path("tls.crt");
+    opt_.tls_key = Path("tls.key");
+    opt_.workers = 8;
+    opt_.shutdown_delay = std::chrono::milliseconds(0);
+    opt_.reload_interval = std::chrono::milliseconds(20);
+    client_.ca_file = Path("ca.crt");
+  }
+
+  void TearDown() override {
+    server_.reset();
+    fs::remove_all(dir_);
+  }
+
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+
+  void WriteServingCert(const std::string& cn) {
+    server::IssueOptions io;
+    io.common_name = cn;
+    io.dns = {"localhost"};
+    io.ips = {"127.0.0.1"};
+    auto leaf = server::IssueCertificate(ca_, io);
+    ASSERT_TRUE(leaf.ok());
+    // Key first, then certificate: the watcher may fire between the two writes and must
+    // refuse the mismatched intermediate state.
+    ASSERT_TRUE(server::WriteFileAtomic(Path("tls.key"), leaf->key_pem).ok());
+    ASSERT_TRUE(server::WriteFileAtomic(Path("tls.crt"), leaf->cert_pem).ok());
+  }
+
+  std::string IssueClient(const std::string& cn, const server::PemPair& ca) {
+    server::IssueOptions io;
+    io.common_name = cn;
+    io.server_auth = false;
+    io.client_auth = true;
+    auto leaf = server::IssueCertificate(ca, io);
+    EXPECT_TRUE(leaf.ok());
+    EXPECT_TRUE(server::WriteFileAtomic(Path(cn + ".crt"), leaf->cert_pem).ok());
+    EXPECT_TRUE(server::WriteFileAtomic(Path(cn + ".key"), leaf->key_pem).ok());
+    return Path(cn);
+  }
+
+  void Start() {
+    server::ServerDeps deps;
+    deps.policies = &policies_;
+    deps.reviewer = &reviewer_;
+    deps.registry = &metric_registry_;
+    deps.metrics = &metrics_;
+    deps.logger = logging::Logger::Null();
+    server_ = std::make_unique<server::Server>(opt_, deps);
+    Status st = server_->Start();
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_GT(server_->port(), 0);
+  }
+
+  std::unique_ptr<TlsConnection> Connect(const ClientOptions& o) {
+    std::string err;
+    auto c = TlsConnection::Connect(server_->port(), o, &err);
+    EXPECT_NE(c, nullptr) << err;
+    return c;
+  }
+  std::unique_ptr<TlsConnection> Connect() { return Connect(client_); }
+
+  nlohmann::json Post(TlsConnection& c, const std::string& path, const std::string& body,
+                      int want_status = 200) {
+    HttpResponse r;
+    EXPECT_TRUE(c.Request("POST", path, body, &r));
+    EXPECT_EQ(r.status, want_status) << r.body;
+    EXPECT_EQ(r.headers["content-type"], "application/json");
+    auto j = nlohmann::json::parse(r.body, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << r.body;
+    return j;
+  }
+
+  fs::path dir_;
+  server::PemPair ca_;
+  policy::PolicyStore policies_{{"draguard"}};
+  engine::Registry registry_ = engine::DefaultRegistry();
+  webhook::Reviewer reviewer_{registry_};
+  metrics::Registry metric_registry_;
+  metrics::ServerMetrics metrics_{metric_registry_};
+  server::ServerOptions opt_;
+  ClientOptions client_;
+  std::unique_ptr<server::Server> server_;
+};
+
+TEST_F(ServerTest, DeniesLegacyAndAllowsPlainAndDraPodsOnOneKeepAliveConnection) {
+  Start();
+  auto c = Connect();
+  auto deny = Post(*c, "/validate", ReviewData("DG001/legacy-limit"));
+  EXPECT_EQ(deny["apiVersion"], "admission.k8s.io/v1");
+  EXPECT_EQ(deny["kind"], "AdmissionReview");
+  EXPECT_EQ(deny["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+  EXPECT_EQ(deny["response"]["allowed"], false);
+  EXPECT_EQ(deny["response"]["status"]["code"], 403);
+  EXPECT_EQ(deny["response"]["status"]["message"].get<std::string>().rfind("DG001", 0), 0u);
+  EXPECT_NE(deny["response"]["status"]["message"].get<std::string>().find("cuda-vectoradd"),
+            std::string::npos);
+  EXPECT_FALSE(deny["response"].contains("patch"));
+  EXPECT_FALSE(deny["response"].contains("patchType"));
+  for (const char* ok : {"DG001/plain-pod-allowed", "DG001/dra-pod-allowed"}) {
+    auto allow = Post(*c, "/validate", ReviewData(ok));
+    EXPECT_EQ(allow["response"]["allowed"], true) << ok;
+    EXPECT_FALSE(allow["response"].contains("patch")) << ok;
+  }
+  // /mutate answers too, with no patch for a request it does not convert.
+  auto m = Post(*c, "/mutate", ReviewData("DG001/plain-pod-allowed"));
+  EXPECT_EQ(m["response"]["allowed"], true);
+  EXPECT_FALSE(m["response"].contains("patch"));
+  EXPECT_EQ(metrics_.requests.Value({"validate", "CREATE", "Pod", "deny"}), 1);
+  EXPECT_EQ(metrics_.requests.Value({"validate", "CREATE", "Pod", "allow"}), 2);
+  EXPECT_EQ(metrics_.rule_results.Value({"DG001", "deny", "fail"}), 1);
+}
+
+TEST_F(ServerTest, HealthReadinessAndMetrics) {
+  Start();
+  auto c = Connect();
+  HttpResponse r;
+  ASSERT_TRUE(c->Request("GET", "/healthz", "", &r, ""));
+  EXPECT_EQ(r.status, 200);
+  ASSERT_TRUE(c->Request("GET", "/readyz", "", &r, ""));
+  EXPECT_EQ(r.status, 200);
+  Post(*c, "/validate", ReviewData("DG001/legacy-limit"));
+  ASSERT_TRUE(c->Request("GET", "/metrics", "", &r, ""));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_NE(r.headers["content-type"].find("version=0.0.4"), std::string::npos);
+  for (const char* m : {"draguard_admission_requests_total{", "draguard_admission_duration_seconds_bucket{",
+                        "draguard_admission_inflight", "draguard_rule_results_total{",
+                        "draguard_tls_reload_total{result=\"success\"} 1",
+                        "draguard_tls_cert_expiry_timestamp_seconds "}) {
+    EXPECT_NE(r.body.find(m), std::string::npos) << m;
+  }
+  ASSERT_TRUE(c->Request("GET", "/nope", "", &r, ""));
+  EXPECT_EQ(r.status, 404);
+}
+
+TEST_F(ServerTest, MetricsOnAPlainHttpListener) {
+  opt_.metrics_host = "127.0.0.1";
+  opt_.metrics_port = 0;
+  Start();
+  ASSERT_GT(server_->metrics_port(), 0);
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(server_->metrics_port()));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  std::string req = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  ASSERT_EQ(::write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+  std::string resp;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) resp.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  EXPECT_EQ(resp.rfind("HTTP/1.1 200", 0), 0u);
+  EXPECT_NE(resp.find("draguard_tls_cert_expiry_timestamp_seconds"), std::string::npos);
+}
+
+TEST_F(ServerTest, RefusesTls11AndNonAeadCiphers) {
+  Start();
+  ClientOptions old = client_;
+  old.min_version = TLS1_1_VERSION;
+  old.max_version = TLS1_1_VERSION;
+  old.ciphers = "DEFAULT@SECLEVEL=0";
+  std::string err;
+  EXPECT_EQ(TlsConnection::Connect(server_->port(), old, &err), nullptr);
+  ClientOptions cbc = client_;
+  cbc.max_version = TLS1_2_VERSION;
+  cbc.ciphers = "ECDHE-ECDSA-AES128-SHA:AES128-SHA";
+  EXPECT_EQ(TlsConnection::Connect(server_->port(), cbc, &err), nullptr);
+  ClientOptions tls12 = client_;
+  tls12.max_version = TLS1_2_VERSION;
+  auto c = Connect(tls12);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->Version(), "TLSv1.2");
+  auto tls13 = Connect();
+  EXPECT_EQ(tls13->Version(), "TLSv1.3");
+}
+
+TEST_F(ServerTest, CertificateRotationWithoutRestartWhileKeepAliveClientIsConnected) {
+  Start();
+  auto before = Connect();
+  EXPECT_EQ(before->PeerCommonName(), "localhost");
+  Post(*before, "/validate", ReviewData("DG001/plain-pod-allowed"));
+  WriteServingCert("rotated.localhost");
+  ASSERT_TRUE(Eventually([&] { return metrics_.tls_reloads.Value({"success"}) >= 2; }));
+  auto after = Connect();
+  EXPECT_EQ(after->PeerCommonName(), "rotated.localhost");
+  Post(*after, "/validate", ReviewData("DG001/legacy-limit"));
+  // The connection made before the rotation keeps working.
+  Post(*before, "/validate", ReviewData("DG001/plain-pod-allowed"));
+}
+
+TEST_F(ServerTest, InvalidNewCertificateIsRefusedAndOldOneKeepsServing) {
+  Start();
+  // A key that does not match the certificate.
+  server::IssueOptions io;
+  io.common_name = "other";
+  auto other = server::IssueCertificate(ca_, io);
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE(server::WriteFileAtomic(Path("tls.key"), other->key_pem).ok());
+  ASSERT_TRUE(Eventually([&] { return metrics_.tls_reloads.Value({"failure"}) >= 1; }));
+  EXPECT_FALSE(server_->ReloadCertificates().ok());
+  auto c = Connect();
+  EXPECT_EQ(c->PeerCommonName(), "localhost");
+  Post(*c, "/validate", ReviewData("DG001/plain-pod-allowed"));
+  // Garbage is refused too.
+  ASSERT_TRUE(server::WriteFileAtomic(Path("tls.crt"), "not a certificate").ok());
+  EXPECT_FALSE(server_->ReloadCertificates().ok());
+  EXPECT_TRUE(server_->Ready());
+}
+
+TEST_F(ServerTest, ClientCertificatesRequiredWhenConfigured) {
+  IssueClient("kube-apiserver", ca_);
+  IssueClient("intruder", ca_);
+  auto foreign_ca = server::CreateCertificateAuthority("foreign", 30);
+  ASSERT_TRUE(foreign_ca.ok());
+  server::IssueOptions io;
+  io.common_name = "kube-apiserver";
+  io.server_auth = false;
+  io.client_auth = true;
+  auto foreign = server::IssueCertificate(*foreign_ca, io);
+  ASSERT_TRUE(server::WriteFileAtomic(Path("foreign.crt"), foreign->cert_pem).ok());
+  ASSERT_TRUE(server::WriteFileAtomic(Path("foreign.key"), foreign->key_pem).ok());
+  opt_.client_ca = Path("ca.crt");
+  opt_.client_cns = {"kube-apiserver"};
+  Start();
+
+  auto refused = [&](const std::string& who) {
+    ClientOptions o = client_;
+    if (!who.empty()) {
+      o.cert_file = Path(who + ".crt");
+      o.key_file = Path(who + ".key");
+    }
+    std::string err;
+    auto c = TlsConnection::Connect(server_->port(), o, &err);
+    if (c == nullptr) return true;
+    // With TLS 1.3 the server's verdict on the client certificate arrives after the handshake.
+    HttpResponse r;
+    return !c->Request("POST", "/validate", ReviewData("DG001/plain-pod-allowed"), &r);
+  };
+  EXPECT_TRUE(refused(""));
+  EXPECT_TRUE(refused("intruder"));
+  EXPECT_TRUE(refused("foreign"));
+  EXPECT_FALSE(refused("kube-apiserver"));
+}
+
+TEST_F(ServerTest, ClientCertificatesNotRequiredByDefault) {
+  IssueClient("kube-apiserver", ca_);
+  Start();
+  ClientOptions o = client_;
+  o.cert_file = Path("kube-apiserver.crt");
+  o.key_file = Path("kube-apiserver.key");
+  auto with_cert = Connect(o);
+  Post(*with_cert, "/validate", ReviewData("DG001/plain-pod-allowed"));
+  auto without = Connect();
+  Post(*without, "/validate", ReviewData("DG001/plain-pod-allowed"));
+}
+
+TEST_F(ServerTest, OversizedBodyGets413AndServerKeepsServing) {
+  opt_.max_body = 64 * 1024;
+  Start();
+  auto c = Connect();
+  std::string huge(opt_.max_body + 1, ' ');
+  HttpResponse r;
+  ASSERT_TRUE(c->Request("POST", "/validate", huge, &r));
+  EXPECT_EQ(r.status, 413);
+  auto j = nlohmann::json::parse(r.body, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.body;
+  EXPECT_NE(j["error"].get<std::string>().find("too large"), std::string::npos) << r.body;
+  auto fresh = Connect();
+  Post(*fresh, "/validate", ReviewData("DG001/plain-pod-allowed"));
+}
+
+struct BadRequest {
+  const char* name;
+  std::string body;
+  std::string content_type;
+  int status;
+  const char* error;
+};
+
+class BadRequests : public ServerTest, public ::testing::WithParamInterface<BadRequest> {};
+
+TEST_P(BadRequests, GetAClearJsonErrorAndTheServerKeepsServing) {
+  Start();
+  auto c = Connect();
+  HttpResponse r;
+  ASSERT_TRUE(c->Request("POST", "/validate", GetParam().body, &r, GetParam().content_type));
+  EXPECT_EQ(r.status, GetParam().status) << r.body;
+  auto j = nlohmann::json::parse(r.body, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.body;
+  EXPECT_NE(j["error"].get<std::string>().find(GetParam().error), std::string::npos) << r.body;
+  // Same connection, then a new one: both still served.
+  Post(*c, "/validate", ReviewData("DG001/legacy-limit"));
+  auto again = Connect();
+  Post(*again, "/validate", ReviewData("DG001/legacy-limit"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, BadRequests,
+    ::testing::Values(
+        BadRequest{"not_json", "this is not json", "application/json", 400, "not valid JSON"},
+        BadRequest{"empty", "", "application/json", 400, "empty body"},
+        BadRequest{"truncated", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","req)",
+                   "application/json", 400, "not valid JSON"},
+        BadRequest{"not_a_review", R"({"apiVersion":"v1","kind":"Pod"})", "application/json", 400,
+                   "expected \"AdmissionReview\""},
+        BadRequest{"no_request", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"})",
+                   "application/json", 400, "has no request"},
+        BadRequest{"wrong_api_version",
+                   R"({"apiVersion":"admission.k8s.io/v9","kind":"AdmissionReview","request":{}})",
+                   "application/json", 400, "not supported"},
+        BadRequest{"deep_nesting", std::string(5000, '[') + std::string(5000, ']'), "application/json",
+                   400, "nesting deeper"},
+        BadRequest{"wrong_content_type", "{}", "text/plain", 415, "Content-Type must be application/json"},
+        BadRequest{"json_with_charset_ok_but_bad_body", "{}", "application/json; charset=utf-8", 400,
+                   "expected \"AdmissionReview\""}),
+    [](const ::testing::TestParamInfo<BadRequest>& i) { return std::string(i.param.name); });
+
+TEST_F(ServerTest, SlowClientSendingHalfABodyIsCutOffWithoutBlockingOthers) {
+  opt_.read_timeout = std::chrono::milliseconds(500);
+  Start();
+  auto slow = Connect();
+  std::string body = ReviewData("DG001/legacy-limit");
+  std::string req = testing::BuildRequest("POST", "/validate", body);
+  ASSERT_TRUE(slow->Write(req.substr(0, req.size() - body.size() / 2)));
+  // Others are served while the slow client holds its connection.
+  for (int i = 0; i < 3; ++i) {
+    auto other = Connect();
+    Post(*other, "/validate", ReviewData("DG001/plain-pod-allowed"));
+  }
+  // The server gives up on the slow client (read timeout) and closes its connection.
+  HttpResponse r;
+  bool got_response = slow->ReadResponse(&r);
+  if (got_response) {
+    EXPECT_GE(r.status, 400);
+    EXPECT_TRUE(slow->WaitForClose());
+  }
+  auto after = Connect();
+  Post(*after, "/validate", ReviewData("DG001/plain-pod-allowed"));
+}
+
+TEST_F(ServerTest, ApiServerTimeoutBudgetIsHonoured) {
+  Start();
+  auto c = Connect();
+  // A budget already used up: the body arrives after the deadline and is refused quickly.
+  HttpResponse r;
+  ASSERT_TRUE(c->Request("POST", "/validate?timeout=0.001ms", ReviewData("DG001/legacy-limit"), &r));
+  EXPECT_TRUE(r.status == 200 || r.status == 408) << r.status;
+  // A normal budget is fine.
+  auto c2 = Connect();
+  ASSERT_TRUE(c2->Request("POST", "/validate?timeout=10s", ReviewData("DG001/legacy-limit"), &r));
+  EXPECT_EQ(r.status, 200);
+}
+
+TEST_F(ServerTest, ShutdownTurnsReadinessOffFirstAndFinishesInFlightRequests) {
+  opt_.shutdown_delay = std::chrono::minutes(5);  // ended explicitly below
+  Start();
+  auto inflight = Connect();
+  std::string body = ReviewData("DG001/legacy-limit");
+  std::string req = testing::BuildRequest("POST", "/validate", body);
+  std::size_t half = req.size() - body.size() / 2;
+  ASSERT_TRUE(inflight->Write(req.substr(0, half)));
+  ASSERT_TRUE(Eventually([&] { return metrics_.inflight.Value({}) >= 1; }));
+
+  server_->BeginShutdown();
+  EXPECT_FALSE(server_->Ready());
+  auto probe = Connect();  // still accepting during the delay
+  HttpResponse r;
+  ASSERT_TRUE(probe->Request("GET", "/readyz", "", &r, ""));
+  EXPECT_EQ(r.status, 503);
+
+  server_->SkipShutdownDelay();
+  // Stop accepting happens now; the in-flight request still completes.
+  ASSERT_TRUE(inflight->Write(req.substr(half)));
+  ASSERT_TRUE(inflight->ReadResponse(&r));
+  EXPECT_EQ(r.status, 200);
+  auto j = nlohmann::json::parse(r.body);
+  EXPECT_EQ(j["response"]["allowed"], false);
+  probe.reset();
+  inflight.reset();
+  server_->Wait();
+  std::string err;
+  EXPECT_EQ(TlsConnection::Connect(server_->port(), client_, &err), nullptr);
+}
+
+TEST_F(ServerTest, ManyConcurrentKeepAliveConnections) {
+  opt_.workers = 0;  // production default: ≥ 64
+  Start();
+  std::vector<std::unique_ptr<TlsConnection>> conns;
+  for (int i = 0; i < 64; ++i) conns.push_back(Connect());
+  for (auto& c : conns) {
+    ASSERT_NE(c, nullptr);
+    Post(*c, "/validate", ReviewData("DG001/plain-pod-allowed"));
+  }
+  for (auto& c : conns) Post(*c, "/validate", ReviewData("DG001/legacy-limit"));
+}
+
+TEST(ParseGoDuration, ApiServerForms) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(server::ParseGoDuration("10s"), milliseconds(10000));
+  EXPECT_EQ(server::ParseGoDuration("1m30s"), milliseconds(90000));
+  EXPECT_EQ(server::ParseGoDuration("500ms"), milliseconds(500));
+  EXPECT_EQ(server::ParseGoDuration("1.5s"), milliseconds(1500));
+  EXPECT_LE(server::ParseGoDuration("").count(), 0);
+  EXPECT_LE(server::ParseGoDuration("ten").count(), 0);
+  EXPECT_LE(server::ParseGoDuration("10x").count(), 0);
+}
+
+TEST(ParseHostPort, Forms) {
+  std::string h;
+  int p = 0;
+  EXPECT_TRUE(server::ParseHostPort("127.0.0.1:8443", &h, &p).ok());
+  EXPECT_EQ(h, "127.0.0.1");
+  EXPECT_EQ(p, 8443);
+  EXPECT_TRUE(server::ParseHostPort("[::1]:0", &h, &p).ok());
+  EXPECT_EQ(h, "::1");
+  EXPECT_FALSE(server::ParseHostPort("8443", &h, &p).ok());
+  EXPECT_FALSE(server::ParseHostPort("h:99999", &h, &p).ok());
+  EXPECT_FALSE(server::ParseHostPort("h:x", &h, &p).ok());
+}
+
+}  // namespace
+}  // namespace draguard

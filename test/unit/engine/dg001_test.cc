@@ -1,0 +1,116 @@
+// DG001 legacy-gpu-resource: table of pass / fail / skip cases and each action.
+#include <gtest/gtest.h>
+
+#include "draguard/engine/engine.h"
+#include "draguard/engine/registry.h"
+#include "rules/rules.h"
+
+namespace draguard::engine {
+namespace {
+
+using admission::Json;
+
+admission::AdmissionRequest PodRequest(Json spec, admission::Operation op = admission::Operation::kCreate) {
+  admission::AdmissionRequest r;
+  r.uid = "u";
+  r.kind = {"", "v1", "Pod"};
+  r.namespace_ = "team-a";
+  r.operation = op;
+  r.object = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"spec", std::move(spec)}};
+  return r;
+}
+
+Json Container(const std::string& name, Json resources) {
+  return {{"name", name}, {"image", "cuda"}, {"resources", std::move(resources)}};
+}
+
+RuleResult RunRule(const admission::AdmissionRequest& req, const policy::Policy& pol = {}) {
+  auto rule = rules::MakeLegacyGpuResource();
+  RuleInput in{req, pol};
+  return rule->Evaluate(in);
+}
+
+struct Case {
+  const char* name;
+  Json spec;
+  RuleStatus want;
+  std::vector<std::string> pointers;
+};
+
+class Dg001 : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Dg001, Evaluates) {
+  auto r = RunRule(PodRequest(GetParam().spec));
+  EXPECT_EQ(r.status, GetParam().want);
+  std::vector<std::string> got;
+  for (const auto& f : r.findings) got.push_back(f.pointer);
+  EXPECT_EQ(got, GetParam().pointers);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, Dg001,
+    ::testing::Values(
+        Case{"limit_int", {{"containers", {Container("a", {{"limits", {{"nvidia.com/gpu", 1}}}})}}},
+             RuleStatus::kFail, {"/spec/containers/0/resources/limits/nvidia.com~1gpu"}},
+        Case{"request_only_string", {{"containers", {Container("a", {{"requests", {{"nvidia.com/gpu", "2"}}}})}}},
+             RuleStatus::kFail, {"/spec/containers/0/resources/requests/nvidia.com~1gpu"}},
+        Case{"milli_quantity", {{"containers", {Container("a", {{"limits", {{"nvidia.com/gpu", "1000m"}}}})}}},
+             RuleStatus::kFail, {"/spec/containers/0/resources/limits/nvidia.com~1gpu"}},
+        Case{"limit_and_request_once",
+             {{"containers", {Container("a", {{"limits", {{"nvidia.com/gpu", 1}}}, {"requests", {{"nvidia.com/gpu", 1}}}})}}},
+             RuleStatus::kFail, {"/spec/containers/0/resources/limits/nvidia.com~1gpu"}},
+        Case{"mig", {{"containers", {Container("a", {{"limits", {{"nvidia.com/mig-1g.10gb", 1}}}})}}},
+             RuleStatus::kFail, {"/spec/containers/0/resources/limits/nvidia.com~1mig-1g.10gb"}},
+        Case{"shared", {{"containers", {Container("a", {{"limits", {{"nvidia.com/gpu.shared", 1}}}})}}},
+             RuleStatus::kFail, {"/spec/containers/0/resources/limits/nvidia.com~1gpu.shared"}},
+        Case{"init_container",
+             {{"containers", {Container("a", {{"limits", {{"cpu", 1}}}})}},
+              {"initContainers", {Container("i", {{"limits", {{"nvidia.com/gpu", 1}}}})}}},
+             RuleStatus::kFail, {"/spec/initContainers/0/resources/limits/nvidia.com~1gpu"}},
+        Case{"pod_level", {{"containers", Json::array()}, {"resources", {{"limits", {{"nvidia.com/gpu", 8}}}}}},
+             RuleStatus::kFail, {"/spec/resources/limits/nvidia.com~1gpu"}},
+        Case{"cpu_only", {{"containers", {Container("a", {{"limits", {{"cpu", "1"}, {"memory", "1Gi"}}}})}}},
+             RuleStatus::kPass, {}},
+        Case{"lookalike_not_in_list", {{"containers", {Container("a", {{"limits", {{"nvidia.com/gpux", 1}}}})}}},
+             RuleStatus::kPass, {}},
+        Case{"dra_claims", {{"containers", {Container("a", {{"claims", {{{"name", "gpu"}}}}})}}},
+             RuleStatus::kPass, {}},
+        Case{"garbage_shapes", {{"containers", {1, "x", Json::object(), Container("a", "nope")}}},
+             RuleStatus::kPass, {}}),
+    [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
+
+TEST(Dg001Rule, SkipsUpdatesAndNonPods) {
+  Json spec = {{"containers", {Container("a", {{"limits", {{"nvidia.com/gpu", 1}}}})}}};
+  EXPECT_EQ(RunRule(PodRequest(spec, admission::Operation::kUpdate)).status, RuleStatus::kSkip);
+  auto req = PodRequest(spec);
+  req.kind = {"apps", "v1", "Deployment"};
+  EXPECT_EQ(RunRule(req).status, RuleStatus::kSkip);
+}
+
+TEST(Dg001Rule, HonoursTheConfiguredResourceList) {
+  policy::Policy pol;
+  pol.legacy_resources = {"amd.com/gpu"};
+  Json spec = {{"containers", {Container("a", {{"limits", {{"nvidia.com/gpu", 1}, {"amd.com/gpu", 1}}}})}}};
+  auto r = RunRule(PodRequest(spec), pol);
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].pointer, "/spec/containers/0/resources/limits/amd.com~1gpu");
+}
+
+TEST(Dg001Rule, MessageNamesContainerResourceAndFix) {
+  Json spec = {{"containers", {Container("trainer", {{"limits", {{"nvidia.com/gpu", 4}}}})}}};
+  auto r = RunRule(PodRequest(spec));
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].message, "container \"trainer\" requests nvidia.com/gpu (limits: 4)");
+  EXPECT_NE(r.findings[0].fix.find("gpu.nvidia.com"), std::string::npos);
+}
+
+TEST(Dg001Rule, IsInTheDefaultRegistry) {
+  auto reg = DefaultRegistry();
+  const Rule* r = reg.Find("DG001");
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->name(), "legacy-gpu-resource");
+  EXPECT_EQ(r->default_action(), policy::Action::kDeny);
+}
+
+}  // namespace
+}  // namespace draguard::engine

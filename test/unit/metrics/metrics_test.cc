@@ -1,0 +1,63 @@
+#include "draguard/metrics/metrics.h"
+
+#include <thread>
+
+#include <gtest/gtest.h>
+
+namespace draguard::metrics {
+namespace {
+
+TEST(Metrics, RendersPrometheusTextFormat) {
+  Registry r;
+  auto& c = r.Counter("x_total", "Things.", {"a", "b"});
+  c.Inc({"1", "q\"uote"});
+  c.Inc({"1", "q\"uote"}, 2);
+  auto& g = r.Gauge("g", "Gauge.");
+  g.Set({}, 5);
+  g.Add({}, -2);
+  auto& h = r.Histogram("h_seconds", "Hist.", {"w"}, {0.001, 0.01});
+  h.Observe({"v"}, 0.0005);
+  h.Observe({"v"}, 0.005);
+  h.Observe({"v"}, 1);
+  std::string text = r.Render();
+  EXPECT_NE(text.find("# HELP x_total Things.\n# TYPE x_total counter\n"), std::string::npos);
+  EXPECT_NE(text.find("x_total{a=\"1\",b=\"q\\\"uote\"} 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE g gauge\ng 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("h_seconds_bucket{w=\"v\",le=\"0.001\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("h_seconds_bucket{w=\"v\",le=\"0.01\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("h_seconds_bucket{w=\"v\",le=\"+Inf\"} 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("h_seconds_count{w=\"v\"} 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("h_seconds_sum{w=\"v\"} 1.0055"), std::string::npos) << text;
+}
+
+TEST(Metrics, CountersAreThreadSafe) {
+  Registry r;
+  auto& c = r.Counter("c_total", "C.", {"k"});
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t) {
+    ts.emplace_back([&] {
+      for (int i = 0; i < 10000; ++i) c.Inc({"x"});
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(c.Value({"x"}), 40000);
+}
+
+TEST(Metrics, ServerMetricsHaveTheDocumentedNames) {
+  Registry r;
+  ServerMetrics m(r);
+  m.requests.Inc({"validate", "CREATE", "Pod", "deny"});
+  m.duration.Observe({"validate"}, 0.0001);
+  std::string text = r.Render();
+  for (const char* name :
+       {"draguard_admission_requests_total{webhook=\"validate\",operation=\"CREATE\",kind=\"Pod\",decision=\"deny\"} 1",
+        "draguard_admission_duration_seconds_bucket{webhook=\"validate\",le=\"5.0000000000000002e-05\"}",
+        "# TYPE draguard_admission_inflight gauge", "# TYPE draguard_rule_results_total counter",
+        "# TYPE draguard_policy_reload_total counter", "# TYPE draguard_tls_reload_total counter",
+        "# TYPE draguard_tls_cert_expiry_timestamp_seconds gauge"}) {
+    EXPECT_NE(text.find(name), std::string::npos) << name << "\n" << text;
+  }
+}
+
+}  // namespace
+}  // namespace draguard::metrics
