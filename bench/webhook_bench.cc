@@ -1,0 +1,91 @@
+// decode → evaluate → decide → encode of one AdmissionReview, for a non-GPU Pod, a legacy GPU Pod
+// and a DRA Pod, at 8 KiB and 64 KiB bodies (padded with realistic env entries).
+#include <chrono>
+#include <string>
+
+#include <benchmark/benchmark.h>
+#include <nlohmann/json.hpp>
+
+#include "draguard/admission/codec.h"
+#include "draguard/engine/registry.h"
+#include "draguard/policy/policy.h"
+#include "draguard/webhook/reviewer.h"
+
+namespace {
+
+using nlohmann::json;
+
+enum class PodKind { kPlain, kLegacyGpu, kDra };
+
+// Builds a review body of about `target_bytes`.
+std::string MakeReview(PodKind kind, std::size_t target_bytes) {
+  json container = {{"name", "worker"}, {"image", "nvcr.io/nvidia/pytorch:24.05-py3"},
+                    {"resources", {{"limits", {{"cpu", "8"}, {"memory", "64Gi"}}}}}};
+  json spec = {{"containers", json::array()}, {"restartPolicy", "Never"}};
+  if (kind == PodKind::kLegacyGpu) container["resources"]["limits"]["nvidia.com/gpu"] = 8;
+  if (kind == PodKind::kDra) {
+    container["resources"]["claims"] = json::array({{{"name", "gpus"}}});
+    spec["resourceClaims"] = json::array({{{"name", "gpus"}, {"resourceClaimTemplateName", "eight-gpus"}}});
+  }
+  json review = {{"apiVersion", "admission.k8s.io/v1"},
+                 {"kind", "AdmissionReview"},
+                 {"request",
+                  {{"uid", "705ab4f5-6393-11e8-b7cc-42010a800002"},
+                   {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+                   {"resource", {{"group", ""}, {"version", "v1"}, {"resource", "pods"}}},
+                   {"namespace", "team-a"},
+                   {"operation", "CREATE"},
+                   {"userInfo", {{"username", "system:serviceaccount:kube-system:job-controller"},
+                                 {"groups", {"system:serviceaccounts", "system:authenticated"}}}},
+                   {"object", {{"apiVersion", "v1"}, {"kind", "Pod"},
+                               {"metadata", {{"name", "train-0"}, {"namespace", "team-a"},
+                                             {"labels", {{"app", "train"}}}}},
+                               {"spec", spec}}},
+                   {"dryRun", false}}}};
+  json& ctr_list = review["request"]["object"]["spec"]["containers"];
+  container["env"] = json::array();
+  ctr_list.push_back(container);
+  int i = 0;
+  while (review.dump().size() < target_bytes) {
+    ctr_list[0]["env"].push_back({{"name", "NCCL_SETTING_" + std::to_string(i++)},
+                                  {"value", "value-of-a-typical-environment-variable-for-training"}});
+  }
+  return review.dump();
+}
+
+void BM_Review(benchmark::State& state, PodKind kind, std::size_t bytes) {
+  static const draguard::engine::Registry registry = draguard::engine::DefaultRegistry();
+  static const draguard::webhook::Reviewer reviewer(registry);
+  static const draguard::policy::Policy policy =
+      draguard::policy::ParsePolicy(draguard::policy::DefaultPolicyYaml()).value();
+  const std::string body = MakeReview(kind, bytes);
+  for (auto _ : state) {
+    auto out = reviewer.Review(body, draguard::admission::WebhookKind::kValidating, policy, nullptr,
+                               std::chrono::system_clock::time_point{});
+    benchmark::DoNotOptimize(out);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * body.size()));
+  state.counters["body_bytes"] = static_cast<double>(body.size());
+}
+
+// The decode step alone, to separate JSON parsing from the engine.
+void BM_DecodeOnly(benchmark::State& state, std::size_t bytes) {
+  const std::string body = MakeReview(PodKind::kLegacyGpu, bytes);
+  for (auto _ : state) {
+    auto r = draguard::admission::DecodeReview(body);
+    benchmark::DoNotOptimize(r);
+  }
+}
+
+BENCHMARK_CAPTURE(BM_Review, plain_pod_8k, PodKind::kPlain, 8 * 1024);
+BENCHMARK_CAPTURE(BM_Review, legacy_gpu_pod_8k, PodKind::kLegacyGpu, 8 * 1024);
+BENCHMARK_CAPTURE(BM_Review, dra_pod_8k, PodKind::kDra, 8 * 1024);
+BENCHMARK_CAPTURE(BM_Review, plain_pod_64k, PodKind::kPlain, 64 * 1024);
+BENCHMARK_CAPTURE(BM_Review, legacy_gpu_pod_64k, PodKind::kLegacyGpu, 64 * 1024);
+BENCHMARK_CAPTURE(BM_Review, dra_pod_64k, PodKind::kDra, 64 * 1024);
+BENCHMARK_CAPTURE(BM_DecodeOnly, legacy_gpu_pod_8k, 8 * 1024);
+BENCHMARK_CAPTURE(BM_DecodeOnly, legacy_gpu_pod_64k, 64 * 1024);
+
+}  // namespace
+
+BENCHMARK_MAIN();
