@@ -80,10 +80,14 @@ bool Compatible(const Type& a, const Type& b) {
 Type Join(const Type& a, const Type& b) {
   if (a.kind != b.kind) return Dyn();
   if (a.kind == K::kList) {
-    Type ea = a.elem ? *a.elem : Dyn(), eb = b.elem ? *b.elem : Dyn();
-    return Type::ListOf(Join(ea, eb));
+    // An empty literal has no element type yet (null) and takes the other side's.
+    if (!a.elem) return b;
+    if (!b.elem) return a;
+    return Type::ListOf(Join(*a.elem, *b.elem));
   }
   if (a.kind == K::kMap) {
+    if (!a.elem && !a.key) return b;
+    if (!b.elem && !b.key) return a;
     Type ka = a.key ? *a.key : Dyn(), kb = b.key ? *b.key : Dyn();
     Type va = a.elem ? *a.elem : Dyn(), vb = b.elem ? *b.elem : Dyn();
     return Type::MapOf(Join(ka, kb), Join(va, vb));
@@ -212,7 +216,7 @@ class Checker {
           Type t = Check(*a);
           elem = elem ? Join(*elem, t) : t;
         }
-        return Type::ListOf(elem ? *elem : Dyn());
+        return elem ? Type::ListOf(*elem) : Type::Of(K::kList);
       }
       case ExprKind::kMap: {
         std::optional<Type> kt, vt;
@@ -225,7 +229,7 @@ class Checker {
           kt = kt ? Join(*kt, k) : k;
           vt = vt ? Join(*vt, v) : v;
         }
-        return Type::MapOf(kt ? *kt : Dyn(), vt ? *vt : Dyn());
+        return kt ? Type::MapOf(*kt, *vt) : Type::Of(K::kMap);
       }
       case ExprKind::kStruct:
         Error(e.offset, "message construction is not supported (undeclared message type '" + e.name + "')");

@@ -1064,7 +1064,7 @@ class Parser {
   ExprPtr ReceiverCallOrMacro(const std::string& fn, int32_t off, ExprPtr target, std::vector<ExprPtr> args) {
     bool ext = opts_.extension_macros;
     // cel.bind(var, init, expr)
-    if (ext && fn == "bind" && args.size() == 3 && target->kind == ExprKind::kIdent && target->name == "cel") {
+    if (opts_.bind_macro && fn == "bind" && args.size() == 3 && target->kind == ExprKind::kIdent && target->name == "cel") {
       auto v = SimpleName(args[0], "cel.bind() variable name must be a simple identifier");
       if (!v) return Call(fn, off, std::move(args), std::move(target));
       return Comprehension(off, "#unused", "", EmptyList(off), *v, std::move(args[1]), BoolLit(false, off),

@@ -27,10 +27,12 @@ struct ParseOptions {
   size_t max_length = kMaxExpressionLength;  ///< longer input is rejected before lexing
   int max_depth = kDefaultMaxDepth;          ///< deeper trees are rejected
   int64_t max_nodes = 100000;                ///< more nodes are rejected
-  /// Expand the extension macros too: `cel.bind(v, init, e)` and the two-variable forms of
-  /// `all`, `exists`, `existsOne` / `exists_one`, `transformList`, `transformMap`,
-  /// `transformMapEntry`. Kubernetes enables them; cel-go's parser tests do not.
+  /// Expand the two-variable comprehension macros (cel-go ext.TwoVarComprehensions): the
+  /// three-argument forms of `all`, `exists`, `existsOne` / `exists_one`, and `transformList`,
+  /// `transformMap`, `transformMapEntry`. Kubernetes enables them; cel-go's parser tests do not.
   bool extension_macros = true;
+  /// Expand `cel.bind(var, init, expr)` (cel-go ext.Bindings, enabled by Kubernetes' DRA env).
+  bool bind_macro = true;
 };
 
 /// One parse error.

@@ -66,6 +66,7 @@ std::map<std::string, Tally> RunParseSuite(const json& cases) {
   std::map<std::string, Tally> tally;
   ParseOptions opts;
   opts.extension_macros = false;  // cel-go's parser tests use the standard macros only
+  opts.bind_macro = false;
   opts.max_depth = 32;            // and a recursion limit of 32
   for (const auto& c : cases) {
     std::string section = c["path"].get<std::string>();
@@ -129,6 +130,73 @@ TEST_F(CelConformance, ComprehensionSuite) {
   }
 }
 
+
+
+// Type-check results of the parsing and comprehension suites in the standard environment (no
+// variables): where cel-go reports a check error, ours is at the same position; where it infers a
+// type, ours is the same.
+std::map<std::string, Tally> RunCheckSuite(const json& cases, bool bind_macro) {
+  std::map<std::string, Tally> tally;
+  ParseOptions opts;
+  opts.extension_macros = false;
+  opts.bind_macro = bind_macro;  // cel-go checked the comprehension suite with ext.Bindings
+  opts.max_depth = 32;
+  for (const auto& c : cases) {
+    if (!c.contains("ast")) continue;  // syntax errors are covered by the parse suites
+    std::string section = c["path"].get<std::string>() + " (check)";
+    std::string expr = c["expr"].get<std::string>();
+    Tally& t = tally[section];
+    auto parsed = Parse(expr, opts);
+    if (!parsed.ok()) {
+      ++t.fail;
+      t.notes.push_back("FAIL " + json(expr).dump() + ": parse error");
+      continue;
+    }
+    auto checked = Check(*parsed, Env());
+    if (c.contains("error")) {
+      auto [line, col] = FirstErrorPosition(c["error"].get<std::string>());
+      if (checked.ok()) {
+        ++t.fail;
+        t.notes.push_back("FAIL " + json(expr).dump() + ": checked, expected " + json(c["error"]).dump());
+        continue;
+      }
+      auto [gl, gc] = FirstErrorPosition(checked.status().message());
+      if (gl != line || gc != col) {
+        ++t.fail;
+        t.notes.push_back("FAIL " + json(expr).dump() + ": first check error at " + std::to_string(gl) + ":" +
+                          std::to_string(gc) + ", expected " + std::to_string(line) + ":" + std::to_string(col));
+        continue;
+      }
+      ++t.pass;
+      continue;
+    }
+    if (!checked.ok()) {
+      ++t.fail;
+      t.notes.push_back("FAIL " + json(expr).dump() + ": " + json(checked.status().message()).dump());
+      continue;
+    }
+    if (c.contains("type")) {
+      std::string want = c["type"].get<std::string>();
+      std::string got = checked->result_type.ToString();
+      if (got == "null_type") got = "null";
+      if (got != want) {
+        ++t.fail;
+        t.notes.push_back("FAIL " + json(expr).dump() + ": type " + got + ", expected " + want);
+        continue;
+      }
+    }
+    ++t.pass;
+  }
+  return tally;
+}
+
+TEST_F(CelConformance, ParsingAndComprehensionSuitesTypeCheck) {
+  auto t = RunCheckSuite(testing::LoadSpecData().json["parsing"], false);
+  auto t2 = RunCheckSuite(testing::LoadSpecData().json["comprehension"], true);
+  t.insert(t2.begin(), t2.end());
+  AppendReport("cel-go parsing and comprehension suites, type-check expectations (standard environment)", t);
+  for (const auto& [name, x] : t) EXPECT_EQ(x.fail, 0) << name;
+}
 
 // ---- conformance sections ----
 
