@@ -77,5 +77,28 @@ INSTANTIATE_TEST_SUITE_P(Reviews, Golden, ::testing::ValuesIn(Cases()),
 
 TEST(GoldenCorpus, HasCases) { EXPECT_GE(Cases().size(), 10u); }
 
+// Every registered rule is documented in docs/rules.md and has at least one denying fixture.
+TEST(GoldenCorpus, EveryRuleIsDocumentedAndHasADenyingFixture) {
+  std::string doc = Slurp(fs::path(DRAGUARD_SOURCE_DIR) / "docs" / "rules.md");
+  engine::Registry registry = engine::DefaultRegistry();
+  ASSERT_FALSE(registry.rules().empty());
+  for (const auto& rule : registry.rules()) {
+    std::string id(rule->id());
+    std::string heading = "## " + id + " " + std::string(rule->name());
+    EXPECT_NE(doc.find(heading), std::string::npos) << "docs/rules.md lacks \"" << heading << "\"";
+    bool denying = false;
+    fs::path dir = fs::path(DRAGUARD_TEST_DATA) / "reviews" / id;
+    if (fs::exists(dir)) {
+      for (const auto& c : fs::directory_iterator(dir)) {
+        auto want = nlohmann::json::parse(Slurp(c.path() / "expected.json"), nullptr, false);
+        if (want.is_discarded()) continue;
+        auto msg = want["response"].value("status", nlohmann::json::object()).value("message", "");
+        if (want["response"]["allowed"] == false && msg.rfind(id, 0) == 0) denying = true;
+      }
+    }
+    EXPECT_TRUE(denying) << id << " has no denying fixture in " << dir;
+  }
+}
+
 }  // namespace
 }  // namespace draguard
