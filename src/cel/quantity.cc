@@ -158,8 +158,11 @@ bool InterpretSuffix(const std::string& s, int& base, int64_t& exponent, Quantit
       if (v > (INT64_MAX - 9) / 10) return false;
       v = v * 10 + (d[i] - '0');
     }
+    // Exponents outside [-MaxInt32, MaxInt32] are rejected, not truncated
+    // (quantity_test.go TestInterpretExponentInt32Bounds).
+    if (v > INT32_MAX) return false;
     base = 10;
-    exponent = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(neg ? -v : v)));
+    exponent = neg ? -v : v;
     format = Quantity::Format::kDecimalExponent;
     return true;
   }
@@ -193,6 +196,12 @@ void Quantity::Normalize() {
     mag_ /= 10;
     ++exp_;
   }
+}
+
+Quantity Quantity::FromDecimal(int64_t mantissa, int32_t exponent, Format format) {
+  bool neg = mantissa < 0;
+  U128 mag = neg ? static_cast<U128>(-static_cast<__int128>(mantissa)) : static_cast<U128>(mantissa);
+  return Quantity(neg, mag, exponent, format);
 }
 
 Quantity Quantity::FromInt64(int64_t v) {

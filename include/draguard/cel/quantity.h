@@ -28,6 +28,9 @@ class Quantity {
 
   /// Parses like resource.ParseQuantity. Errors carry Kubernetes' messages.
   static Result<Quantity> Parse(std::string_view s);
+  /// mantissa * 10^exponent in the given format, without rounding (like the test helpers of
+  /// quantity_test.go or resource.NewScaledQuantity).
+  static Quantity FromDecimal(int64_t mantissa, int32_t exponent, Format format);
   /// resource.NewQuantity(v, DecimalSI).
   static Quantity FromInt64(int64_t v);
 
