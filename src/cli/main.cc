@@ -4,12 +4,8 @@
 #include <vector>
 
 #include "commands.h"
-#ifdef DRAGUARD_HAVE_CEL
 #include "draguard/cel/cli.h"
-#endif
-#ifdef DRAGUARD_HAVE_TOPOLOGY
 #include "draguard/topology/cli.h"
-#endif
 
 namespace {
 
@@ -67,12 +63,8 @@ int main(int argc, char** argv) {
   }
   if (cmd == "serve") return draguard::cli::Serve(rest, std::cout, std::cerr);
   if (cmd == "review") return draguard::cli::Review(rest, std::cin, std::cout, std::cerr);
-#ifdef DRAGUARD_HAVE_CEL
   if (cmd == "cel") return draguard::cel::RunCelCommand(rest, std::cout, std::cerr);
-#endif
-#ifdef DRAGUARD_HAVE_TOPOLOGY
   if (cmd == "topology") return draguard::topology::RunTopologyCommand(rest, std::cout, std::cerr);
-#endif
   std::cerr << "draguard: unknown command \"" << cmd << "\"\n\n" << kUsage;
   return draguard::cli::kExitUsage;
 }

@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "draguard/engine/registry.h"
 #include "draguard/policy/store.h"
+#include "draguard/topology/store.h"
 #include "draguard/webhook/reviewer.h"
 #include "draguard/yamljson/yamljson.h"
 #include "flags.h"
@@ -63,11 +64,21 @@ int Review(const std::vector<std::string>& args, std::istream& in, std::ostream&
     err << "draguard review: " << pst.message() << "\n";
     return kExitUsage;
   }
+  topology::Store topology_store;
+  {
+    std::string dir = f.Get("--topology-dir");
+    auto source = dir.empty() ? topology::MakeBundledExampleSource() : topology::MakeDirectorySource(dir);
+    if (Status st = topology_store.Start(std::move(source), /*watch=*/false); !st.ok()) {
+      err << "draguard review: --topology-dir: " << st.message() << "\n";
+      return kExitUsage;
+    }
+  }
+  auto topo = topology_store.Current();
   engine::Registry rules = engine::DefaultRegistry();
   webhook::Reviewer reviewer(rules);
   auto kind = f.Has("--mutate") ? admission::WebhookKind::kMutating : admission::WebhookKind::kValidating;
   webhook::ReviewOutcome outcome =
-      reviewer.Review(body, kind, *policies.Current(), nullptr, std::chrono::system_clock::now());
+      reviewer.Review(body, kind, *policies.Current(), topo.get(), std::chrono::system_clock::now());
   if (outcome.http_status != 200) {
     err << "draguard review: HTTP " << outcome.http_status << ": " << outcome.error << "\n";
     out << outcome.body << "\n";

@@ -12,6 +12,8 @@
 #include "draguard/policy/store.h"
 #include "draguard/server/server.h"
 #include "draguard/server/tls.h"
+#include "draguard/topology/loader.h"
+#include "draguard/topology/store.h"
 #include "draguard/webhook/reviewer.h"
 #include "flags.h"
 
@@ -179,6 +181,51 @@ int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream&
     opt.client_ca = f.Get("--client-ca");
   }
 
+  // Topology: the exports in --topology-dir (watched), else the bundled examples.
+  topology::StoreOptions topo_opt;
+  topo_opt.log = [logger](topology::LogLevel lvl, const std::string& msg) {
+    switch (lvl) {
+      case topology::LogLevel::kDebug: logger->Debug(msg, {{"component", std::string("topology")}}); break;
+      case topology::LogLevel::kInfo: logger->Info(msg, {{"component", std::string("topology")}}); break;
+      case topology::LogLevel::kWarn: logger->Warn(msg, {{"component", std::string("topology")}}); break;
+      case topology::LogLevel::kError: logger->Error(msg, {{"component", std::string("topology")}}); break;
+    }
+  };
+  topology::Store topology_store(topo_opt);
+  {
+    std::string dir = f.Get("--topology-dir");
+    auto source = dir.empty() ? topology::MakeBundledExampleSource() : topology::MakeDirectorySource(dir);
+    if (Status st = topology_store.Start(std::move(source), /*watch=*/!dir.empty()); !st.ok()) {
+      err << "draguard serve: --topology-dir: " << st.message() << "\n";
+      return kExitUsage;
+    }
+    auto snap = topology_store.Current();
+    auto tm = topology_store.Metrics();
+    logger->Info("topology loaded", {{"source", dir.empty() ? std::string("bundled examples") : dir},
+                                     {"nodes", static_cast<int64_t>(tm.nodes)},
+                                     {"shapes", static_cast<int64_t>(tm.shapes)}});
+  }
+  auto& topo_nodes = registry.Gauge("draguard_topology_nodes", "Nodes in the topology model.");
+  auto& topo_shapes = registry.Gauge("draguard_topology_shapes", "Distinct hardware shapes in the topology model.");
+  auto& topo_reloads = registry.Counter("draguard_topology_reload_total", "Topology reloads by result.", {"result"});
+  auto& topo_last = registry.Gauge("draguard_topology_last_reload_timestamp_seconds", "Unix time of the last topology reload.");
+  auto& topo_duration = registry.Gauge("draguard_topology_last_reload_duration_seconds", "Duration of the last topology reload.");
+  auto& topo_errors = registry.Counter("draguard_topology_load_errors_total", "Refused hwloc exports by reason.", {"reason"});
+  registry.AddCollector([&] {
+    auto m = topology_store.Metrics();
+    topo_nodes.Set({}, static_cast<double>(m.nodes));
+    topo_shapes.Set({}, static_cast<double>(m.shapes));
+    topo_reloads.SetTotal({"success"}, static_cast<double>(m.reloads_total));
+    topo_reloads.SetTotal({"failure"}, static_cast<double>(m.reload_failures_total));
+    topo_last.Set({}, static_cast<double>(m.last_reload_unix_ms) / 1000.0);
+    topo_duration.Set({}, static_cast<double>(m.last_reload_duration_us) / 1e6);
+    for (std::size_t i = 1; i < m.load_errors_total.size(); ++i) {
+      if (m.load_errors_total[i] == 0) continue;
+      topo_errors.SetTotal({topology::LoadErrorReasonName(static_cast<topology::LoadErrorReason>(i))},
+                           static_cast<double>(m.load_errors_total[i]));
+    }
+  });
+
   engine::Registry rules = engine::DefaultRegistry();
   webhook::Reviewer reviewer(rules, admission::DecodeLimits{opt.max_body, 128});
 
@@ -197,6 +244,7 @@ int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream&
   deps.logger = logger;
   deps.registry = &registry;
   deps.metrics = &server_metrics;
+  deps.topology = [&topology_store] { return topology_store.Current(); };
   server::Server srv(opt, deps);
   if (auto st = srv.Start(); !st.ok()) {
     err << "draguard serve: " << st.message() << "\n";

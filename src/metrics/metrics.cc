@@ -80,6 +80,13 @@ void CounterFamily::Inc(const LabelValues& labels, double v) {
   AtomicAdd(*a, v);
 }
 
+void CounterFamily::SetTotal(const LabelValues& labels, double total) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = series_[Normalize(labels, labels_.size())];
+  if (!slot) slot = std::make_unique<std::atomic<double>>(0.0);
+  slot->store(total);
+}
+
 double CounterFamily::Value(const LabelValues& labels) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = series_.find(Normalize(labels, labels_.size()));
@@ -198,7 +205,18 @@ HistogramFamily& Registry::Histogram(const std::string& name, const std::string&
   return *entries_.back().histogram;
 }
 
+void Registry::AddCollector(std::function<void()> collect) {
+  std::lock_guard<std::mutex> lock(mu_);
+  collectors_.push_back(std::move(collect));
+}
+
 std::string Registry::Render() const {
+  std::vector<std::function<void()>> collectors;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    collectors = collectors_;
+  }
+  for (const auto& c : collectors) c();
   std::string out;
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& e : entries_) {

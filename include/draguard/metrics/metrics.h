@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,6 +24,8 @@ class CounterFamily {
   CounterFamily(std::string name, std::string help, std::vector<std::string> labels);
   /// Adds `v` to the series with `labels`.
   void Inc(const LabelValues& labels, double v = 1.0);
+  /// Sets a series to a total kept elsewhere (mirrors a counter owned by another module).
+  void SetTotal(const LabelValues& labels, double total);
   /// Current value of a series (0 when absent).
   double Value(const LabelValues& labels) const;
   /// Appends the exposition text.
@@ -94,10 +97,14 @@ class Registry {
   /// Creates a histogram family.
   HistogramFamily& Histogram(const std::string& name, const std::string& help,
                              std::vector<std::string> labels, std::vector<double> buckets);
+  /// Adds a function run at the start of every Render(), to copy values kept by other
+  /// modules (e.g. topology store counters) into families.
+  void AddCollector(std::function<void()> collect);
   /// The whole exposition (text/plain; version=0.0.4).
   std::string Render() const;
 
  private:
+  std::vector<std::function<void()>> collectors_;
   struct Entry {
     std::unique_ptr<CounterFamily> counter;
     std::unique_ptr<GaugeFamily> gauge;
