@@ -65,8 +65,9 @@ class SpdLogger final : public Logger {
     j["ts"] = Timestamp();
     j["level"] = LevelName(level);
     j["msg"] = std::string(msg);
-    for (const auto& [k, v] : fields) {
-      std::visit([&](const auto& x) { j[k] = x; }, v);
+    for (const auto& field : fields) {
+      const std::string& key = field.first;
+      std::visit([&](const auto& x) { j[key] = x; }, field.second);
     }
     logger_->log(ToSpd(level), "{}", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   }
