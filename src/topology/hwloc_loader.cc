@@ -395,6 +395,38 @@ Result<ParsedExport> Convert(hwloc_topology_t topo, const LoaderLimits& limits, 
 }
 
 
+// Keeps libhwloc's components (and the plugins it dlopen()s: xml_libxml, pci, opencl, gl) loaded
+// for the life of the process. Without it every hwloc_topology_destroy() that drops the component
+// refcount to zero unloads the plugins and the next import loads them again, and each forked
+// import would pay the full plugin load (about 30 ms). Created once, never modified afterwards;
+// called before any fork so no hwloc lock can be held by a parent thread at fork time.
+void EnsureHwlocComponentsLoaded() {
+  static const hwloc_topology_t anchor = [] {
+    hwloc_topology_t t = nullptr;
+    if (hwloc_topology_init(&t) != 0) return static_cast<hwloc_topology_t>(nullptr);
+    // Also run one XML import (of a tiny synthetic topology) so the XML backend and libxml2 are
+    // initialised here once rather than in every forked child (that alone made a forked import
+    // ~8x slower than an in-process one).
+    hwloc_topology_t synth = nullptr;
+    if (hwloc_topology_init(&synth) == 0) {
+      char* xml = nullptr;
+      int len = 0;
+      if (hwloc_topology_set_synthetic(synth, "pu:1") == 0 && hwloc_topology_load(synth) == 0 &&
+          hwloc_topology_export_xmlbuffer(synth, &xml, &len, 0) == 0) {
+        hwloc_topology_t back = nullptr;
+        if (hwloc_topology_init(&back) == 0) {
+          if (hwloc_topology_set_xmlbuffer(back, xml, len) == 0) (void)hwloc_topology_load(back);
+          hwloc_topology_destroy(back);
+        }
+        hwloc_free_xmlbuffer(synth, xml);
+      }
+      hwloc_topology_destroy(synth);
+    }
+    return t;  // intentionally never destroyed
+  }();
+  (void)anchor;
+}
+
 // Imports `buf` with libhwloc in this process.
 Result<ParsedExport> ImportInProcess(const std::string& buf, const std::string& format, const LoaderLimits& limits,
                                      LoadErrorReason* r) {
@@ -439,50 +471,76 @@ bool WriteAll(int fd, std::string_view data) {
   return true;
 }
 
-// Imports `buf` in a forked child so that a libhwloc crash or hang on hostile input (libhwloc's
-// XML importer is not hardened: mutated exports can make 2.9 dereference NULL bitmaps) costs a
-// refused export instead of the webhook process. The parent never calls libhwloc in this mode,
-// so no hwloc/libxml2 lock can be held by another parent thread at fork time.
-Result<ParsedExport> ImportIsolated(const std::string& buf, const std::string& format, const LoaderLimits& limits,
-                                    LoadErrorReason* r) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) {
-    *r = LoadErrorReason::kIo;
-    return Status::Unavailable(std::string("pipe2: ") + std::strerror(errno));
+// One export after screening: its bytes and detected dialect.
+struct Pending {
+  std::string_view xml;
+  std::string format;
+};
+
+// One result frame from the child: [u32 index][u8 'K'|'E'][u64 length][payload].
+void WriteFrame(int fd, uint32_t index, const Result<ParsedExport>& res, LoadErrorReason reason) {
+  std::string payload;
+  char kind = 'K';
+  if (res.ok()) {
+    payload = internal::EncodeExport(res.value());
+  } else {
+    kind = 'E';
+    payload += static_cast<char>(reason);
+    payload += static_cast<char>(res.status().code());
+    payload += res.status().message();
   }
+  std::string frame(13, '\0');
+  const uint64_t len = payload.size();
+  std::memcpy(frame.data(), &index, 4);
+  frame[4] = kind;
+  std::memcpy(frame.data() + 5, &len, 8);
+  frame += payload;
+  if (!WriteAll(fd, frame)) _exit(3);
+}
+
+// Runs the libhwloc imports of `items[first..]` in one forked child, storing results as they
+// arrive. Returns the index of the first item without a result (== items.size() when all done);
+// that item is the one the child died or hung on, and has already been given an error result.
+size_t RunChild(const std::vector<Pending>& items, size_t first, const LoaderLimits& limits,
+                std::vector<std::optional<Result<ParsedExport>>>& results, std::vector<LoadErrorReason>& reasons) {
+  auto fail_all = [&](Status s) {
+    for (size_t i = first; i < items.size(); ++i) {
+      results[i] = s;
+      reasons[i] = LoadErrorReason::kIo;
+    }
+    return items.size();
+  };
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return fail_all(Status::Unavailable(std::string("pipe2: ") + std::strerror(errno)));
   const pid_t pid = ::fork();
   if (pid < 0) {
     const int e = errno;
     ::close(fds[0]);
     ::close(fds[1]);
-    *r = LoadErrorReason::kIo;
-    return Status::Unavailable(std::string("fork: ") + std::strerror(e));
+    return fail_all(Status::Unavailable(std::string("fork: ") + std::strerror(e)));
   }
   if (pid == 0) {
+    // Child: single-threaded; import each item in order and stream the results.
     ::close(fds[0]);
-    const rlim_t cpu = std::max<rlim_t>(1, (limits.import_timeout_ms + 999) / 1000);
+    const rlim_t cpu = std::max<rlim_t>(1, (limits.import_timeout_ms + 999) / 1000 * (items.size() - first));
     struct rlimit rl {cpu, cpu + 1};
     ::setrlimit(RLIMIT_CPU, &rl);
-    LoadErrorReason cr = LoadErrorReason::kNone;
-    Result<ParsedExport> res = ImportInProcess(buf, format, limits, &cr);
-    std::string payload;
-    if (res.ok()) {
-      payload = "K" + internal::EncodeExport(res.value());
-    } else {
-      payload = "E";
-      payload += static_cast<char>(cr);
-      payload += static_cast<char>(res.status().code());
-      payload += res.status().message();
+    for (size_t i = first; i < items.size(); ++i) {
+      LoadErrorReason cr = LoadErrorReason::kNone;
+      const std::string buf(items[i].xml);
+      Result<ParsedExport> res = ImportInProcess(buf, items[i].format, limits, &cr);
+      WriteFrame(fds[1], static_cast<uint32_t>(i), res, cr);
     }
-    _exit(WriteAll(fds[1], payload) ? 0 : 1);
+    _exit(0);
   }
   ::close(fds[1]);
-  std::string out;
+  std::string in;
+  size_t next = first;  // the child handles items strictly in order
   bool timed_out = false;
-  bool too_big = false;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limits.import_timeout_ms);
+  bool garbage = false;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limits.import_timeout_ms);
   char chunk[65536];
-  for (;;) {
+  while (next < items.size()) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       timed_out = true;
@@ -491,59 +549,131 @@ Result<ParsedExport> ImportIsolated(const std::string& buf, const std::string& f
     pollfd pfd{fds[0], POLLIN, 0};
     const int pr = ::poll(&pfd, 1, static_cast<int>(left.count()));
     if (pr < 0 && errno == EINTR) continue;
-    if (pr <= 0) {
-      timed_out = pr == 0;
+    if (pr == 0) {
+      timed_out = true;
       break;
     }
+    if (pr < 0) break;
     const ssize_t n = ::read(fds[0], chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(chunk, static_cast<size_t>(n));
-    if (out.size() > (64u << 20)) {
-      too_big = true;
-      break;
+    if (n <= 0) break;  // EOF: the child exited or died
+    in.append(chunk, static_cast<size_t>(n));
+    // Consume complete frames.
+    size_t pos = 0;
+    while (in.size() - pos >= 13) {
+      uint32_t index = 0;
+      uint64_t len = 0;
+      std::memcpy(&index, in.data() + pos, 4);
+      const char kind = in[pos + 4];
+      std::memcpy(&len, in.data() + pos + 5, 8);
+      if (index != next || (kind != 'K' && kind != 'E') || len > (64u << 20)) {
+        garbage = true;
+        break;
+      }
+      if (in.size() - pos - 13 < len) break;
+      const std::string_view payload(in.data() + pos + 13, len);
+      if (kind == 'K') {
+        Result<ParsedExport> res = internal::DecodeExport(payload);
+        reasons[index] = res.ok() ? LoadErrorReason::kNone : LoadErrorReason::kMalformed;
+        results[index] = std::move(res);
+      } else if (payload.size() >= 2) {
+        auto reason = static_cast<LoadErrorReason>(static_cast<unsigned char>(payload[0]));
+        if (static_cast<size_t>(reason) >= kLoadErrorReasonCount || reason == LoadErrorReason::kNone) {
+          reason = LoadErrorReason::kMalformed;
+        }
+        reasons[index] = reason;
+        results[index] = Status(static_cast<StatusCode>(static_cast<unsigned char>(payload[1])),
+                                std::string(payload.substr(2)));
+      } else {
+        garbage = true;
+        break;
+      }
+      pos += 13 + len;
+      ++next;
+      deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limits.import_timeout_ms);
     }
+    in.erase(0, pos);
+    if (garbage) break;
   }
   ::close(fds[0]);
-  if (timed_out || too_big) ::kill(pid, SIGKILL);
+  if (next < items.size()) ::kill(pid, SIGKILL);
   int st = 0;
   while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
-  *r = LoadErrorReason::kMalformed;
+  if (next >= items.size()) return next;
+  // The child stopped at item `next`: that export is refused, the caller restarts after it.
+  reasons[next] = LoadErrorReason::kMalformed;
+  const std::string& format = items[next].format;
   if (timed_out) {
-    return Status::ResourceExhausted("hwloc import did not finish within " + std::to_string(limits.import_timeout_ms) +
-                                     " ms; refused");
+    results[next] = Status::ResourceExhausted("hwloc import did not finish within " +
+                                              std::to_string(limits.import_timeout_ms) + " ms; refused");
+  } else if (!garbage && WIFSIGNALED(st) && WTERMSIG(st) != SIGKILL) {
+    results[next] = Status::InvalidArgument("libhwloc crashed (signal " + std::to_string(WTERMSIG(st)) +
+                                            ") importing this export; it is not a valid hwloc " + format + " export");
+  } else {
+    results[next] = Status::Internal("isolated hwloc import failed without a result");
   }
-  if (WIFSIGNALED(st)) {
-    return Status::InvalidArgument("libhwloc crashed (signal " + std::to_string(WTERMSIG(st)) +
-                                   ") importing this export; it is not a valid hwloc " + format + " export");
-  }
-  if (too_big || out.empty() || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-    return Status::Internal("isolated hwloc import failed without a result");
-  }
-  if (out[0] == 'E' && out.size() >= 3) {
-    *r = static_cast<LoadErrorReason>(static_cast<unsigned char>(out[1]));
-    if (static_cast<size_t>(*r) >= kLoadErrorReasonCount || *r == LoadErrorReason::kNone) {
-      *r = LoadErrorReason::kMalformed;
-    }
-    return Status(static_cast<StatusCode>(static_cast<unsigned char>(out[2])), out.substr(3));
-  }
-  if (out[0] != 'K') return Status::Internal("isolated hwloc import returned garbage");
-  Result<ParsedExport> res = internal::DecodeExport(std::string_view(out).substr(1));
-  if (res.ok()) *r = LoadErrorReason::kNone;
-  return res;
+  return next + 1;
+}
+
+// Imports `items` in forked children so that a libhwloc crash or hang on hostile input
+// (libhwloc's XML importer is not hardened: mutated exports make 2.9 dereference NULL bitmaps)
+// costs one refused export instead of the webhook process. One child handles a whole batch (fork
+// is slow on small VMs); when it dies on an item, a new child continues after that item. The
+// parent calls libhwloc only in the once-only warm-up, so no hwloc/libxml2 lock can be held by
+// another parent thread at fork time.
+void ImportIsolated(const std::vector<Pending>& items, const LoaderLimits& limits,
+                    std::vector<std::optional<Result<ParsedExport>>>& results, std::vector<LoadErrorReason>& reasons) {
+  size_t first = 0;
+  while (first < items.size()) first = RunChild(items, first, limits, results, reasons);
 }
 
 }  // namespace
 
+std::vector<Result<ParsedExport>> ParseHwlocXmlBatch(const std::vector<std::string_view>& xmls,
+                                                     const LoaderLimits& limits,
+                                                     std::vector<LoadErrorReason>* reasons_out) {
+  std::vector<std::optional<Result<ParsedExport>>> results(xmls.size());
+  std::vector<LoadErrorReason> reasons(xmls.size(), LoadErrorReason::kNone);
+  std::vector<Pending> pending;
+  std::vector<size_t> pending_index;
+  for (size_t i = 0; i < xmls.size(); ++i) {
+    std::string format;
+    if (Status s = ScreenHwlocXml(xmls[i], limits, &reasons[i], &format); !s.ok()) {
+      results[i] = s;
+      continue;
+    }
+    pending.push_back({xmls[i], std::move(format)});
+    pending_index.push_back(i);
+  }
+  if (!pending.empty()) {
+    EnsureHwlocComponentsLoaded();
+    std::vector<std::optional<Result<ParsedExport>>> sub(pending.size());
+    std::vector<LoadErrorReason> sub_reasons(pending.size(), LoadErrorReason::kNone);
+    if (limits.isolate) {
+      ImportIsolated(pending, limits, sub, sub_reasons);
+    } else {
+      for (size_t k = 0; k < pending.size(); ++k) {
+        sub[k] = ImportInProcess(std::string(pending[k].xml), pending[k].format, limits, &sub_reasons[k]);
+      }
+    }
+    for (size_t k = 0; k < pending.size(); ++k) {
+      results[pending_index[k]] = std::move(sub[k]);
+      reasons[pending_index[k]] = sub_reasons[k];
+    }
+  }
+  std::vector<Result<ParsedExport>> out;
+  out.reserve(xmls.size());
+  for (auto& r : results) out.push_back(r.has_value() ? std::move(*r) : Result<ParsedExport>(Status::Internal("no result")));
+  if (reasons_out != nullptr) *reasons_out = std::move(reasons);
+  return out;
+}
+
 Result<ParsedExport> ParseHwlocXml(std::string_view xml, const LoaderLimits& limits, LoadErrorReason* reason) {
-  LoadErrorReason local = LoadErrorReason::kNone;
-  LoadErrorReason* r = reason != nullptr ? reason : &local;
-  *r = LoadErrorReason::kNone;
-  std::string format;
-  if (Status s = ScreenHwlocXml(xml, limits, r, &format); !s.ok()) return s;
-  const std::string buf(xml);
-  return limits.isolate ? ImportIsolated(buf, format, limits, r) : ImportInProcess(buf, format, limits, r);
+  std::vector<LoadErrorReason> reasons;
+  std::vector<Result<ParsedExport>> res = ParseHwlocXmlBatch({xml}, limits, &reasons);
+  if (reason != nullptr) *reason = reasons[0];
+  return std::move(res[0]);
 }
 
 Result<ParsedExport> ParseHwlocFile(const std::string& path, const LoaderLimits& limits, LoadErrorReason* reason) {

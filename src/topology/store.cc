@@ -214,43 +214,58 @@ Status Store::Reload() {
     Status status;
   };
   std::vector<Outcome> outcomes(todo.size());
-  auto parse_one = [&](size_t k) {
-    const SourceEntry& e = entries[todo[k]];
-    Outcome& out = outcomes[k];
-    Result<std::string> bytes = source_->Read(e, options_.limits.max_bytes);
-    if (!bytes.ok()) {
-      out.reason = bytes.status().code() == StatusCode::kResourceExhausted ? LoadErrorReason::kTooLarge
-                                                                           : LoadErrorReason::kIo;
-      out.status = bytes.status();
-      return;
+  // Exports are read and parsed in batches (one forked import child per batch when isolated),
+  // by up to parse_threads workers; a batch bounds the bytes held in memory at once.
+  constexpr size_t kBatch = 32;
+  auto parse_batch = [&](size_t begin, size_t end) {
+    std::vector<std::string> bytes;
+    std::vector<size_t> which;
+    for (size_t k = begin; k < end; ++k) {
+      const SourceEntry& e = entries[todo[k]];
+      Result<std::string> b = source_->Read(e, options_.limits.max_bytes);
+      if (!b.ok()) {
+        outcomes[k].reason = b.status().code() == StatusCode::kResourceExhausted ? LoadErrorReason::kTooLarge
+                                                                                 : LoadErrorReason::kIo;
+        outcomes[k].status = b.status();
+        continue;
+      }
+      bytes.push_back(std::move(b).value());
+      which.push_back(k);
     }
-    LoadErrorReason reason = LoadErrorReason::kNone;
-    Result<ParsedExport> parsed = ParseHwlocXml(bytes.value(), options_.limits, &reason);
-    if (!parsed.ok()) {
-      out.reason = reason;
-      out.status = Status(parsed.status().code(), e.origin + ": " + parsed.status().message());
-      return;
+    std::vector<std::string_view> views(bytes.begin(), bytes.end());
+    std::vector<LoadErrorReason> reasons;
+    std::vector<Result<ParsedExport>> parsed = ParseHwlocXmlBatch(views, options_.limits, &reasons);
+    for (size_t j = 0; j < which.size(); ++j) {
+      const size_t k = which[j];
+      const SourceEntry& e = entries[todo[k]];
+      Outcome& out = outcomes[k];
+      if (!parsed[j].ok()) {
+        out.reason = reasons[j];
+        out.status = Status(parsed[j].status().code(), e.origin + ": " + parsed[j].status().message());
+        continue;
+      }
+      std::string name = e.node;
+      if (name.empty()) name = parsed[j].value().host_name;
+      if (name.empty()) name = BaseName(e.origin);
+      out.node = MakeNodeTopology(std::move(parsed[j]).value(), std::move(name), e.origin, e.version, interner_);
     }
-    std::string name = e.node;
-    if (name.empty()) name = parsed.value().host_name;
-    if (name.empty()) name = BaseName(e.origin);
-    out.node = MakeNodeTopology(std::move(parsed).value(), std::move(name), e.origin, e.version, interner_);
   };
   if (!todo.empty()) {
-    // The first import runs alone: libxml2/hwloc one-time initialisation is not thread-safe.
-    parse_one(0);
+    const size_t batches = (todo.size() + kBatch - 1) / kBatch;
     unsigned threads = options_.parse_threads != 0 ? options_.parse_threads : std::thread::hardware_concurrency();
-    threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(todo.size() - 1)));
-    std::atomic<size_t> next{1};
+    threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(batches)));
+    // Spread work evenly: with few exports, batches shrink so every thread gets some.
+    const size_t batch = std::max<size_t>(1, std::min(kBatch, (todo.size() + threads - 1) / threads));
+    std::atomic<size_t> next{0};
     auto worker = [&] {
-      for (size_t k = next.fetch_add(1); k < todo.size(); k = next.fetch_add(1)) parse_one(k);
+      for (size_t b = next.fetch_add(batch); b < todo.size(); b = next.fetch_add(batch)) {
+        parse_batch(b, std::min(todo.size(), b + batch));
+      }
     };
-    if (todo.size() > 1) {
-      std::vector<std::thread> pool;
-      for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
-      worker();
-      for (auto& th : pool) th.join();
-    }
+    std::vector<std::thread> pool;
+    for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+    worker();
+    for (auto& th : pool) th.join();
   }
 
   std::vector<StoreProblem> problems;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "draguard/status.h"
 #include "draguard/topology/model.h"
@@ -63,6 +64,13 @@ struct ParsedExport {
 /// files, the fix); `reason` (optional) receives the LoadErrorReason (kNone on success).
 Result<ParsedExport> ParseHwlocXml(std::string_view xml, const LoaderLimits& limits = {},
                                    LoadErrorReason* reason = nullptr);
+
+/// Parses several exports; results (and `reasons`, optional) are parallel to `xmls`. With
+/// LoaderLimits::isolate one forked child imports the whole batch (a child that dies on one
+/// export is replaced and continues after it), which amortises the fork.
+std::vector<Result<ParsedExport>> ParseHwlocXmlBatch(const std::vector<std::string_view>& xmls,
+                                                     const LoaderLimits& limits = {},
+                                                     std::vector<LoadErrorReason>* reasons = nullptr);
 
 /// Reads `path` (refusing files over limits.max_bytes before reading them) and parses it.
 Result<ParsedExport> ParseHwlocFile(const std::string& path, const LoaderLimits& limits = {},
