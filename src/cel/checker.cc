@@ -1,10 +1,13 @@
 // CEL type checker and DRA reference extraction. See include/draguard/cel/checker.h.
 #include "draguard/cel/checker.h"
 
+#include "regex_cache.h"
+
 #include <algorithm>
 #include <optional>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 namespace draguard::cel {
 
@@ -180,6 +183,16 @@ const std::vector<Overload>& Overloads() {
     return t;
   }();
   return kTable;
+}
+
+// Overloads grouped by function name, built once.
+const std::unordered_map<std::string, std::vector<const Overload*>>& OverloadIndex() {
+  static const auto kIndex = [] {
+    std::unordered_map<std::string, std::vector<const Overload*>> idx;
+    for (const auto& o : Overloads()) idx[o.fn].push_back(&o);
+    return idx;
+  }();
+  return kIndex;
 }
 
 bool IsTypeIdent(const std::string& n) {
@@ -377,13 +390,14 @@ class Checker {
     if (!member && fn == "type" && ts.size() == 1) return Of(K::kType);
 
     // Table-driven overload resolution.
-    bool known = false;
     std::optional<K> result;
     bool ambiguous = false;
-    const std::vector<Overload>& table = Overloads();
-    for (const auto& o : table) {
-      if (fn != o.fn) continue;
-      known = true;
+    const auto& index = OverloadIndex();
+    auto found = index.find(fn);
+    bool known = found != index.end();
+    static const std::vector<const Overload*> kNone;
+    for (const Overload* op : known ? found->second : kNone) {
+      const Overload& o = *op;
       if (o.member != member || o.params.size() != ts.size()) continue;
       bool match = true;
       for (size_t i = 0; i < ts.size() && match; ++i) {
@@ -668,6 +682,7 @@ Result<CheckedExpr> Check(const Ast& ast, const Env& env) {
   CheckedExpr out;
   out.ast = ast;
   out.result_type = t;
+  out.regexes = PrecompileRegexes(*ast.root);
   if (env.Lookup("device") != nullptr && env.Lookup("device")->kind == K::kDevice) {
     RefCollector rc(ast, RequiredDriver(*ast.root));
     rc.Walk(*ast.root, {});

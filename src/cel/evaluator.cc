@@ -9,6 +9,8 @@
 #include <re2/re2.h>
 
 #include <algorithm>
+#include <array>
+#include <initializer_list>
 #include <cerrno>
 #include <charconv>
 #include <optional>
@@ -19,6 +21,7 @@
 #include <memory>
 
 #include "draguard/cel/debug_string.h"
+#include "regex_cache.h"
 
 namespace draguard::cel {
 
@@ -29,8 +32,33 @@ namespace {
 constexpr const char* kCostExceeded = "operation cancelled: actual cost limit exceeded";
 
 class Interp;
-using CallArgs = std::vector<Value>;
+// Call arguments (receiver first): up to four inline, more on the heap.
+class CallArgs {
+ public:
+  CallArgs() = default;
+  CallArgs(std::initializer_list<Value> vs) {
+    for (const auto& v : vs) push_back(v);
+  }
+  void push_back(Value v) {
+    if (n_ < inline_.size()) {
+      inline_[n_] = std::move(v);
+    } else {
+      if (heap_.empty()) heap_.assign(inline_.begin(), inline_.end());
+      heap_.push_back(std::move(v));
+    }
+    ++n_;
+  }
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  const Value& operator[](size_t i) const { return n_ > inline_.size() ? heap_[i] : inline_[i]; }
+
+ private:
+  std::array<Value, 4> inline_;
+  std::vector<Value> heap_;
+  size_t n_ = 0;
+};
 Value CallBuiltin(const std::string& fn, bool member, const CallArgs& args, Interp& in);
+Value CallOperator(OpCode op, const std::string& fn, const Value& a, const Value& b, Interp& in);
 Value NoOverload(const std::string& fn, const CallArgs& args);
 std::string ArgTypeList(const CallArgs& args);
 
@@ -58,7 +86,8 @@ const char* TypeIdent(const std::string& n) {
 
 class Interp {
  public:
-  Interp(const Activation& act, const EvalOptions& opts) : act_(act), opts_(opts) {}
+  Interp(const Activation& act, const EvalOptions& opts, const CompiledRegexes* pre)
+      : act_(act), opts_(opts), pre_(pre) {}
 
   Value Eval(const Expr& e) {
     if (exceeded_) return CostError();
@@ -155,8 +184,9 @@ class Interp {
 
   Value Call(const Expr& e) {
     const std::string& fn = e.name;
-    if (fn.size() == 4 && (fn == "_&&_" || fn == "_||_")) {
-      bool is_and = fn[1] == '&';
+    OpCode op = e.op;
+    if (op == OpCode::kAnd || op == OpCode::kOr) {
+      bool is_and = op == OpCode::kAnd;
       Value a = Eval(*e.args[0]);
       if (exceeded_) return CostError();
       if (a.kind() == ValueKind::kBool && a.bool_value() != is_and) return a;
@@ -168,24 +198,26 @@ class Interp {
       if (b.is_error()) return b;
       return NoOverload(fn, {a, b});
     }
-    if (fn == "_?_:_") {
+    if (op == OpCode::kCond) {
       Value c = Eval(*e.args[0]);
       if (c.is_error()) return c;
       if (c.kind() != ValueKind::kBool) return NoOverload(fn, {c});
       return Eval(*e.args[c.bool_value() ? 1 : 2]);
     }
-    if (fn == "@not_strictly_false") {
+    if (op == OpCode::kNotStrictlyFalse) {
       Value v = Eval(*e.args[0]);
       if (exceeded_) return CostError();
       if (v.kind() == ValueKind::kBool) return v;
       return Value::Bool(true);
     }
     // Namespaced global functions written as receiver calls on an undeclared identifier.
-    std::string name = fn;
+    std::string qualified;
+    const std::string* name = &fn;
     bool has_target = e.operand != nullptr;
-    if (has_target && e.operand->kind == ExprKind::kIdent && !IsLocal(e.operand->name) &&
-        IsNamespace(e.operand->name) && !IsBound(e.operand->name)) {
-      name = e.operand->name + "." + fn;
+    if (has_target && e.operand->kind == ExprKind::kIdent && IsNamespace(e.operand->name) &&
+        !IsLocal(e.operand->name) && !IsBound(e.operand->name)) {
+      qualified = e.operand->name + "." + fn;
+      name = &qualified;
       has_target = false;
     }
     CallArgs args;
@@ -199,7 +231,8 @@ class Interp {
       if (v.is_error()) return v;
       args.push_back(std::move(v));
     }
-    Value r = CallBuiltin(name, has_target, args, *this);
+    Value r = op != OpCode::kOther && args.size() == 2 ? CallOperator(op, fn, args[0], args[1], *this)
+                                                       : CallBuiltin(*name, has_target, args, *this);
     if (exceeded_) return CostError();
     return r;
   }
@@ -284,6 +317,10 @@ class Interp {
   }
   // Compiled regular expressions, cached for the duration of one evaluation.
   const re2::RE2* Regex(const std::string& pattern, std::string* error) {
+    if (pre_ != nullptr) {
+      auto p = pre_->by_pattern.find(pattern);
+      if (p != pre_->by_pattern.end()) return p->second.get();
+    }
     auto it = regex_.find(pattern);
     if (it == regex_.end()) {
       re2::RE2::Options o;
@@ -305,6 +342,7 @@ class Interp {
   bool exceeded_ = false;
   std::vector<std::pair<const std::string*, Value>> locals_;
   std::map<std::string, std::unique_ptr<re2::RE2>> regex_;
+  const CompiledRegexes* pre_ = nullptr;
 };
 
 // ---- builtins ----
@@ -843,10 +881,86 @@ Value FormatString(const std::string& f, const ListValue& args) {
   return Value::String(std::move(out));
 }
 
+// Binary operators, dispatched on the parser's OpCode.
+Value CallOperator(OpCode op, const std::string& fn, const Value& a, const Value& b, Interp& in) {
+  switch (op) {
+    case OpCode::kEq: return Equals(a, b);
+    case OpCode::kNe: {
+      Value e = Equals(a, b);
+      return e.is_error() ? e : Value::Bool(!e.bool_value());
+    }
+    case OpCode::kAdd:
+    case OpCode::kSub:
+    case OpCode::kMul:
+    case OpCode::kDiv:
+    case OpCode::kMod: return Arith(fn, a, b, in);
+    case OpCode::kLt:
+    case OpCode::kLe:
+    case OpCode::kGt:
+    case OpCode::kGe: {
+      bool unordered = false;
+      auto c = Order(a, b, &unordered);
+      if (!c) return NoOverload(fn, {a, b});
+      if (unordered) return Value::Bool(false);
+      if (op == OpCode::kLt) return Value::Bool(*c < 0);
+      if (op == OpCode::kLe) return Value::Bool(*c <= 0);
+      if (op == OpCode::kGt) return Value::Bool(*c > 0);
+      return Value::Bool(*c >= 0);
+    }
+    case OpCode::kIndex: return Index(a, b);
+    case OpCode::kIn: return In(a, b);
+    default: return NoOverload(fn, {a, b});
+  }
+}
+
 Value CallBuiltin(const std::string& fn, bool member, const CallArgs& a, Interp& in) {
   size_t n = a.size();
   auto k = [&](size_t i) { return a[i].kind(); };
   auto is = [&](size_t i, ValueKind kind) { return i < n && a[i].kind() == kind; };
+
+  // Quantity and Semver methods.
+  if (member && n >= 1 && (k(0) == ValueKind::kQuantity || k(0) == ValueKind::kSemver)) {
+    bool q = k(0) == ValueKind::kQuantity;
+    if ((fn == "compareTo" || fn == "isGreaterThan" || fn == "isLessThan") && n == 2 && k(1) == k(0)) {
+      int c = q ? a[0].quantity_value().Compare(a[1].quantity_value()) : a[0].semver_value().Compare(a[1].semver_value());
+      if (fn == "compareTo") return Value::Int(c);
+      return Value::Bool(fn == "isGreaterThan" ? c > 0 : c < 0);
+    }
+    if (q && n == 1) {
+      const Quantity& x = a[0].quantity_value();
+      if (fn == "asInteger") {
+        auto i = x.AsInt64();
+        if (!i) return Value::Error("cannot convert value to integer");
+        return Value::Int(*i);
+      }
+      if (fn == "isInteger") return Value::Bool(x.AsInt64().has_value());
+      if (fn == "asApproximateFloat") return Value::Double(x.AsApproximateFloat());
+      if (fn == "sign") return Value::Int(x.Sign());
+    }
+    if (q && n == 2 && (fn == "add" || fn == "sub")) {
+      Quantity y;
+      if (k(1) == ValueKind::kQuantity) y = a[1].quantity_value();
+      else if (k(1) == ValueKind::kInt) y = Quantity::FromInt64(a[1].int_value());
+      else return NoOverload(fn, a);
+      auto r = fn == "add" ? a[0].quantity_value().Add(y) : a[0].quantity_value().Sub(y);
+      if (!r.ok()) return Value::Error(r.status().message());
+      return Value::Quant(*r);
+    }
+    if (!q && n == 1) {
+      const Semver& s = a[0].semver_value();
+      if (fn == "major") return Value::Int(static_cast<int64_t>(s.major));
+      if (fn == "minor") return Value::Int(static_cast<int64_t>(s.minor));
+      if (fn == "patch") return Value::Int(static_cast<int64_t>(s.patch));
+    }
+    return NoOverload(fn, a);
+  }
+
+
+  if (!member && n == 1 && fn == "quantity" && is(0, ValueKind::kString)) {
+    auto q = Quantity::Parse(a[0].string_value());
+    if (!q.ok()) return Value::Error(q.status().message());
+    return Value::Quant(*q);
+  }
 
   // Operators.
   if (fn.size() >= 3 && fn[0] == '_') {
@@ -1017,43 +1131,6 @@ Value CallBuiltin(const std::string& fn, bool member, const CallArgs& a, Interp&
     if (fn == "isSemver") return Value::Bool(s.ok());
     if (!s.ok()) return Value::Error(s.status().message());
     return Value::Sem(*s);
-  }
-
-  // Quantity and Semver methods.
-  if (member && n >= 1 && (k(0) == ValueKind::kQuantity || k(0) == ValueKind::kSemver)) {
-    bool q = k(0) == ValueKind::kQuantity;
-    if ((fn == "compareTo" || fn == "isGreaterThan" || fn == "isLessThan") && n == 2 && k(1) == k(0)) {
-      int c = q ? a[0].quantity_value().Compare(a[1].quantity_value()) : a[0].semver_value().Compare(a[1].semver_value());
-      if (fn == "compareTo") return Value::Int(c);
-      return Value::Bool(fn == "isGreaterThan" ? c > 0 : c < 0);
-    }
-    if (q && n == 1) {
-      const Quantity& x = a[0].quantity_value();
-      if (fn == "asInteger") {
-        auto i = x.AsInt64();
-        if (!i) return Value::Error("cannot convert value to integer");
-        return Value::Int(*i);
-      }
-      if (fn == "isInteger") return Value::Bool(x.AsInt64().has_value());
-      if (fn == "asApproximateFloat") return Value::Double(x.AsApproximateFloat());
-      if (fn == "sign") return Value::Int(x.Sign());
-    }
-    if (q && n == 2 && (fn == "add" || fn == "sub")) {
-      Quantity y;
-      if (k(1) == ValueKind::kQuantity) y = a[1].quantity_value();
-      else if (k(1) == ValueKind::kInt) y = Quantity::FromInt64(a[1].int_value());
-      else return NoOverload(fn, a);
-      auto r = fn == "add" ? a[0].quantity_value().Add(y) : a[0].quantity_value().Sub(y);
-      if (!r.ok()) return Value::Error(r.status().message());
-      return Value::Quant(*r);
-    }
-    if (!q && n == 1) {
-      const Semver& s = a[0].semver_value();
-      if (fn == "major") return Value::Int(static_cast<int64_t>(s.major));
-      if (fn == "minor") return Value::Int(static_cast<int64_t>(s.minor));
-      if (fn == "patch") return Value::Int(static_cast<int64_t>(s.patch));
-    }
-    return NoOverload(fn, a);
   }
 
   // Strings.
@@ -1292,8 +1369,45 @@ Value CallBuiltin(const std::string& fn, bool member, const CallArgs& a, Interp&
 
 }  // namespace
 
+std::shared_ptr<const CompiledRegexes> PrecompileRegexes(const Expr& root) {
+  auto out = std::make_shared<CompiledRegexes>();
+  std::vector<const Expr*> stack{&root};
+  while (!stack.empty()) {
+    const Expr* e = stack.back();
+    stack.pop_back();
+    if (e->kind == ExprKind::kCall && e->name == "matches") {
+      const Expr* pat = nullptr;
+      if (e->operand && e->args.size() == 1) pat = e->args[0].get();
+      if (!e->operand && e->args.size() == 2) pat = e->args[1].get();
+      if (pat && pat->kind == ExprKind::kConst && pat->constant.kind == ConstKind::kString &&
+          out->by_pattern.find(pat->constant.s) == out->by_pattern.end()) {
+        re2::RE2::Options o;
+        o.set_log_errors(false);
+        auto re = std::make_unique<re2::RE2>(pat->constant.s, o);
+        if (re->ok()) out->by_pattern.emplace(pat->constant.s, std::move(re));
+      }
+    }
+    for (const ExprPtr* c : {&e->operand, &e->iter_range, &e->accu_init, &e->loop_cond, &e->loop_step, &e->result}) {
+      if (*c) stack.push_back(c->get());
+    }
+    for (const auto& a : e->args) stack.push_back(a.get());
+    for (const auto& en : e->entries) {
+      stack.push_back(en.key.get());
+      stack.push_back(en.value.get());
+    }
+    for (const auto& f : e->fields) stack.push_back(f.value.get());
+  }
+  if (out->by_pattern.empty()) return nullptr;
+  return out;
+}
+
 EvalOutcome Evaluate(const Ast& ast, const Activation& activation, const EvalOptions& options) {
-  Interp in(activation, options);
+  return EvaluateWithRegexes(ast, activation, options, nullptr);
+}
+
+EvalOutcome EvaluateWithRegexes(const Ast& ast, const Activation& activation, const EvalOptions& options,
+                                const CompiledRegexes* regexes) {
+  Interp in(activation, options, regexes);
   EvalOutcome out;
   out.value = in.Eval(*ast.root);
   if (in.exceeded()) out.value = in.CostError();
@@ -1308,7 +1422,7 @@ Result<bool> EvaluateSelector(const CheckedExpr& selector, const Device& device,
 Result<bool> EvaluateSelectorValue(const CheckedExpr& selector, const Value& device, const EvalOptions& options) {
   Activation act;
   act.vars.emplace_back("device", device);
-  EvalOutcome o = Evaluate(selector.ast, act, options);
+  EvalOutcome o = EvaluateWithRegexes(selector.ast, act, options, selector.regexes.get());
   if (o.value.is_error()) return Status::InvalidArgument(o.value.error_message());
   if (o.value.kind() != ValueKind::kBool) {
     return Status::InvalidArgument("selector evaluated to " + o.value.TypeName() + ", not bool");

@@ -524,6 +524,7 @@ class Parser {
   ExprPtr Call(const std::string& fn, int32_t offset, std::vector<ExprPtr> args, ExprPtr target = nullptr) {
     auto e = Node(ExprKind::kCall, offset);
     e->name = fn;
+    e->op = OpCodeOf(fn);
     int d = DepthOf(target.get());
     for (auto& a : args) d = std::max(d, DepthOf(a.get()));
     e->args = std::move(args);
@@ -1189,6 +1190,23 @@ class Parser {
 };
 
 }  // namespace
+
+OpCode OpCodeOf(const std::string& f) {
+  static constexpr struct {
+    const char* name;
+    OpCode op;
+  } kOps[] = {{"_&&_", OpCode::kAnd}, {"_||_", OpCode::kOr},   {"_?_:_", OpCode::kCond},
+              {"@not_strictly_false", OpCode::kNotStrictlyFalse},
+              {"_==_", OpCode::kEq},  {"_!=_", OpCode::kNe},   {"_<_", OpCode::kLt},   {"_<=_", OpCode::kLe},
+              {"_>_", OpCode::kGt},   {"_>=_", OpCode::kGe},   {"_+_", OpCode::kAdd},  {"_-_", OpCode::kSub},
+              {"_*_", OpCode::kMul},  {"_/_", OpCode::kDiv},   {"_%_", OpCode::kMod},  {"_[_]", OpCode::kIndex},
+              {"@in", OpCode::kIn},   {"!_", OpCode::kNot},    {"-_", OpCode::kNeg}};
+  if (f.empty() || (f[0] != '_' && f[0] != '@' && f[0] != '!' && f[0] != '-')) return OpCode::kOther;
+  for (const auto& o : kOps) {
+    if (f == o.name) return o.op;
+  }
+  return OpCode::kOther;
+}
 
 SourcePosition PositionOf(const std::string& source, int32_t offset) {
   SourcePosition p{1, 1};

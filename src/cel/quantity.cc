@@ -45,7 +45,7 @@ bool Pow10(int64_t n, U128* out) {
 
 struct ParsedString {
   bool positive = true;
-  std::string value, num, denom, suffix;
+  std::string_view value, num, denom, suffix;  // views into the input
 };
 
 // parseQuantityString.
@@ -72,13 +72,13 @@ bool ParseQuantityString(std::string_view str, ParsedString& p) {
   // numerator
   for (size_t i = pos;; ++i) {
     if (i >= end) {
-      p.num = std::string(str.substr(pos, end - pos));
-      p.value = std::string(str.substr(0, end));
+      p.num = str.substr(pos, end - pos);
+      p.value = str.substr(0, end);
       if (p.num.empty()) p.num = "0";
       return true;
     }
     if (!(str[i] >= '0' && str[i] <= '9')) {
-      p.num = std::string(str.substr(pos, i - pos));
+      p.num = str.substr(pos, i - pos);
       pos = i;
       break;
     }
@@ -88,22 +88,22 @@ bool ParseQuantityString(std::string_view str, ParsedString& p) {
     ++pos;
     for (size_t i = pos;; ++i) {
       if (i >= end) {
-        p.denom = std::string(str.substr(pos, end - pos));
-        p.value = std::string(str.substr(0, end));
+        p.denom = str.substr(pos, end - pos);
+        p.value = str.substr(0, end);
         return true;
       }
       if (!(str[i] >= '0' && str[i] <= '9')) {
-        p.denom = std::string(str.substr(pos, i - pos));
+        p.denom = str.substr(pos, i - pos);
         pos = i;
         break;
       }
     }
   }
-  p.value = std::string(str.substr(0, pos));
+  p.value = str.substr(0, pos);
   size_t suffix_start = pos;
   for (size_t i = pos;; ++i) {
     if (i >= end) {
-      p.suffix = std::string(str.substr(suffix_start));
+      p.suffix = str.substr(suffix_start);
       return true;
     }
     if (std::string_view("eEinumkKMGTP").find(str[i]) == std::string_view::npos) {
@@ -114,7 +114,7 @@ bool ParseQuantityString(std::string_view str, ParsedString& p) {
   if (pos < end && (str[pos] == '-' || str[pos] == '+')) ++pos;
   for (size_t i = pos;; ++i) {
     if (i >= end) {
-      p.suffix = std::string(str.substr(suffix_start));
+      p.suffix = str.substr(suffix_start);
       return true;
     }
     if (!(str[i] >= '0' && str[i] <= '9')) break;
@@ -123,7 +123,7 @@ bool ParseQuantityString(std::string_view str, ParsedString& p) {
 }
 
 // quantitySuffixer.interpret.
-bool InterpretSuffix(const std::string& s, int& base, int64_t& exponent, Quantity::Format& format) {
+bool InterpretSuffix(std::string_view s, int& base, int64_t& exponent, Quantity::Format& format) {
   static constexpr struct {
     const char* s;
     int base;
@@ -143,7 +143,7 @@ bool InterpretSuffix(const std::string& s, int& base, int64_t& exponent, Quantit
   }
   if (s.size() > 1 && (s[0] == 'e' || s[0] == 'E')) {
     // strconv.ParseInt(s[1:], 10, 64) then int32(...)
-    std::string_view d(s);
+    std::string_view d = s;
     d.remove_prefix(1);
     size_t i = 0;
     bool neg = false;
@@ -240,10 +240,10 @@ Result<Quantity> Quantity::Parse(std::string_view str) {
   if (precision >= 0) {
     scale -= static_cast<int64_t>(p.denom.size());
     if (scale >= -9) {
-      std::string shifted = p.num + p.denom;
-      // strconv.ParseInt(shifted, 10, 64): at most 18 digits here, so it fits.
+      // strconv.ParseInt(num + denom, 10, 64): at most 18 digits here, so it fits.
       int64_t value = 0;
-      for (char c : shifted) value = value * 10 + (c - '0');
+      for (char c : p.num) value = value * 10 + (c - '0');
+      for (char c : p.denom) value = value * 10 + (c - '0');
       // int64Multiply(value, 1 << shift)
       __int128 r = static_cast<__int128>(value) * (static_cast<__int128>(1) << mantissa_shift);
       if (r <= INT64_MAX) {
@@ -328,8 +328,23 @@ int Quantity::Compare(const Quantity& o) const {
   int sa = Sign(), sb = o.Sign();
   if (sa != sb) return sa < sb ? -1 : 1;
   if (sa == 0) return 0;
-  // Compare magnitudes.
+  // Compare magnitudes: scale the one with the larger exponent down to the other's exponent;
+  // if that overflows 128 bits it is the larger one.
   int mag_cmp;
+  {
+    const Quantity& hi = exp_ >= o.exp_ ? *this : o;
+    const Quantity& lo = exp_ >= o.exp_ ? o : *this;
+    U128 p, scaled;
+    if (Pow10(hi.exp_ - lo.exp_, &p) && !MulOverflow(hi.mag_, p, &scaled)) {
+      int c = scaled < lo.mag_ ? -1 : scaled > lo.mag_ ? 1 : 0;
+      mag_cmp = exp_ >= o.exp_ ? c : -c;
+      return neg_ ? -mag_cmp : mag_cmp;
+    }
+    if (hi.exp_ - lo.exp_ <= 38) {
+      mag_cmp = exp_ >= o.exp_ ? 1 : -1;  // hi overflowed, so it exceeds any 128-bit magnitude
+      return neg_ ? -mag_cmp : mag_cmp;
+    }
+  }
   std::string da = U128ToString(mag_), db = U128ToString(o.mag_);
   int64_t la = static_cast<int64_t>(da.size()) + exp_, lb = static_cast<int64_t>(db.size()) + o.exp_;
   if (la != lb) {

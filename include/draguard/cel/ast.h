@@ -32,6 +32,16 @@ enum class ExprKind : uint8_t {
 /// Kind of a literal.
 enum class ConstKind : uint8_t { kNull, kBool, kInt, kUint, kDouble, kString, kBytes };
 
+/// Operator code of a call node, resolved by the parser so evaluation need not compare names.
+/// kOther for every function that is not an operator.
+enum class OpCode : uint8_t {
+  kOther = 0, kAnd, kOr, kCond, kNotStrictlyFalse, kEq, kNe, kLt, kLe, kGt, kGe,
+  kAdd, kSub, kMul, kDiv, kMod, kIndex, kIn, kNot, kNeg,
+};
+
+/// The OpCode of a function name ("_&&_" -> kAnd, ...; kOther for non-operators).
+OpCode OpCodeOf(const std::string& function);
+
 /// A literal value as written in the source.
 struct Constant {
   ConstKind kind = ConstKind::kNull;  ///< which member is meaningful
@@ -65,6 +75,7 @@ struct Expr {
   int64_t id = 0;                ///< unique within one Ast, assigned in creation order
   int32_t offset = 0;            ///< byte offset in the source of the node's token
   ExprKind kind = ExprKind::kConst;
+  OpCode op = OpCode::kOther;    ///< kCall: operator code of `name`
   Constant constant;             ///< kConst
   std::string name;              ///< kIdent name, kSelect field, kCall function, kStruct type
   ExprPtr operand;               ///< kSelect operand, kCall receiver (null for global calls)

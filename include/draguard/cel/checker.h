@@ -92,11 +92,16 @@ struct AttributeReference {
   int column = 0;                 ///< 1-based column in code points
 };
 
+/// Regular expressions compiled at check time (opaque; defined in the implementation).
+struct CompiledRegexes;
+
 /// A type-checked expression ready for evaluation.
 struct CheckedExpr {
   Ast ast;                                     ///< the parsed tree
   Type result_type;                            ///< type of the whole expression
   std::vector<AttributeReference> references;  ///< DRA attribute / capacity reads, in source order
+  /// Literal `matches` patterns, compiled once and shared by all evaluations.
+  std::shared_ptr<const CompiledRegexes> regexes;
 };
 
 /// Type-checks `ast` in `env`. Errors are InvalidArgument with "ERROR: <input>:L:C: ..." lines.
