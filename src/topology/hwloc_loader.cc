@@ -18,6 +18,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <sys/socket.h>
 #include <unordered_map>
 
 #include "draguard/topology/loader.h"
@@ -628,7 +632,237 @@ void ImportIsolated(const std::vector<Pending>& items, const LoaderLimits& limit
   while (first < items.size()) first = RunChild(items, first, limits, results, reasons);
 }
 
+
+// ---- Long-lived import workers (ImportPool) ----
+
+bool ReadAll(int fd, char* data, size_t n) {
+  while (n > 0) {
+    const ssize_t k = ::read(fd, data, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    data += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+bool SendAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);  // never SIGPIPE the webhook
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// Child side: read requests [u64 len][u32 format len][xml][format], answer with one frame each,
+// exit on EOF (the parent closed its end or died).
+[[noreturn]] void WorkerLoop(int fd, const LoaderLimits& limits) {
+  for (;;) {
+    uint64_t len = 0;
+    uint32_t flen = 0;
+    if (!ReadAll(fd, reinterpret_cast<char*>(&len), 8) || !ReadAll(fd, reinterpret_cast<char*>(&flen), 4) ||
+        len > (256u << 20) || flen > 16) {
+      _exit(0);
+    }
+    std::string buf(len, '\0');
+    std::string format(flen, '\0');
+    if (!ReadAll(fd, buf.data(), len) || !ReadAll(fd, format.data(), flen)) _exit(0);
+    LoadErrorReason r = LoadErrorReason::kNone;
+    Result<ParsedExport> res = ImportInProcess(buf, format, limits, &r);
+    WriteFrame(fd, 0, res, r);
+  }
+}
+
 }  // namespace
+
+struct ImportPool::Impl {
+  struct Slot {
+    pid_t pid = -1;
+    int fd = -1;  // parent end of the socketpair
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Slot> slots;   // GUARDED_BY(mu) for the free list; a taken slot is owned by its user
+  std::vector<size_t> free;  // GUARDED_BY(mu)
+
+  static void Stop(Slot& s) {
+    if (s.fd >= 0) ::close(s.fd);  // EOF makes an idle worker exit
+    if (s.pid > 0) {
+      ::kill(s.pid, SIGKILL);
+      int st = 0;
+      while (::waitpid(s.pid, &st, 0) < 0 && errno == EINTR) {
+      }
+    }
+    s = Slot{};
+  }
+
+  static Status Start(Slot& s, const LoaderLimits& limits) {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+      return Status::Unavailable(std::string("socketpair: ") + std::strerror(errno));
+    }
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      const int e = errno;
+      ::close(sv[0]);
+      ::close(sv[1]);
+      return Status::Unavailable(std::string("fork: ") + std::strerror(e));
+    }
+    if (pid == 0) {
+      // Keep only stdio and our socket: the worker must not hold the server's listening socket,
+      // other workers' sockets or the inotify descriptor.
+      if (::dup2(sv[1], 3) < 0) _exit(4);
+      ::close_range(4, ~0u, 0);
+      WorkerLoop(3, limits);
+    }
+    ::close(sv[1]);
+    s.pid = pid;
+    s.fd = sv[0];
+    return Status::Ok();
+  }
+
+  // Imports one screened export on `s`, (re)starting its worker as needed.
+  static Result<ParsedExport> Import(Slot& s, const Pending& item, const LoaderLimits& limits, LoadErrorReason* r) {
+    *r = LoadErrorReason::kMalformed;
+    if (s.pid < 0) {
+      if (Status st = Start(s, limits); !st.ok()) {
+        *r = LoadErrorReason::kIo;
+        return st;
+      }
+    }
+    std::string req(12, '\0');
+    const uint64_t len = item.xml.size();
+    const uint32_t flen = static_cast<uint32_t>(item.format.size());
+    std::memcpy(req.data(), &len, 8);
+    std::memcpy(req.data() + 8, &flen, 4);
+    bool ok = SendAll(s.fd, req) && SendAll(s.fd, item.xml) && SendAll(s.fd, item.format);
+    // Read one frame: 13-byte header, then the payload, under one deadline.
+    std::string in;
+    bool timed_out = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limits.import_timeout_ms);
+    size_t want = 13;
+    char chunk[65536];
+    while (ok && in.size() < want) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        timed_out = true;
+        break;
+      }
+      pollfd pfd{s.fd, POLLIN, 0};
+      const int pr = ::poll(&pfd, 1, static_cast<int>(left.count()));
+      if (pr < 0 && errno == EINTR) continue;
+      if (pr == 0) {
+        timed_out = true;
+        break;
+      }
+      const ssize_t n = pr < 0 ? -1 : ::read(s.fd, chunk, std::min(sizeof chunk, want - in.size()));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        ok = false;
+        break;
+      }
+      in.append(chunk, static_cast<size_t>(n));
+      if (in.size() == 13 && want == 13) {
+        uint64_t plen = 0;
+        std::memcpy(&plen, in.data() + 5, 8);
+        if ((in[4] != 'K' && in[4] != 'E') || plen > (64u << 20)) {
+          ok = false;
+          break;
+        }
+        want = 13 + plen;
+      }
+    }
+    if (!ok || timed_out || in.size() < want) {
+      // The worker died, hung or sent garbage on this export: replace it.
+      int st = 0;
+      if (!timed_out && s.pid > 0) {
+        // Give a crashing worker a moment to be reaped to report its signal.
+        for (int i = 0; i < 100 && ::waitpid(s.pid, &st, WNOHANG) == 0; ++i) ::usleep(1000);
+      }
+      const bool signaled = st != 0 && WIFSIGNALED(st);
+      if (signaled) s.pid = -1;  // already reaped
+      Stop(s);
+      if (timed_out) {
+        return Status::ResourceExhausted("hwloc import did not finish within " +
+                                         std::to_string(limits.import_timeout_ms) + " ms; refused");
+      }
+      if (signaled) {
+        return Status::InvalidArgument("libhwloc crashed (signal " + std::to_string(WTERMSIG(st)) +
+                                       ") importing this export; it is not a valid hwloc " + item.format + " export");
+      }
+      return Status::InvalidArgument("the hwloc import worker died importing this export; it is not a valid hwloc " +
+                                     item.format + " export");
+    }
+    const std::string_view payload = std::string_view(in).substr(13);
+    if (in[4] == 'K') {
+      Result<ParsedExport> res = internal::DecodeExport(payload);
+      *r = res.ok() ? LoadErrorReason::kNone : LoadErrorReason::kMalformed;
+      return res;
+    }
+    if (payload.size() < 2) return Status::Internal("hwloc import worker sent a short error");
+    auto reason = static_cast<LoadErrorReason>(static_cast<unsigned char>(payload[0]));
+    if (static_cast<size_t>(reason) >= kLoadErrorReasonCount || reason == LoadErrorReason::kNone) {
+      reason = LoadErrorReason::kMalformed;
+    }
+    *r = reason;
+    return Status(static_cast<StatusCode>(static_cast<unsigned char>(payload[1])), std::string(payload.substr(2)));
+  }
+};
+
+ImportPool::ImportPool(unsigned slots) : impl_(std::make_unique<Impl>()) {
+  impl_->slots.resize(std::max(1u, slots));
+  for (size_t i = 0; i < impl_->slots.size(); ++i) impl_->free.push_back(i);
+}
+
+ImportPool::~ImportPool() {
+  for (Impl::Slot& s : impl_->slots) Impl::Stop(s);
+}
+
+std::vector<Result<ParsedExport>> ImportPool::ParseBatch(const std::vector<std::string_view>& xmls,
+                                                         const LoaderLimits& limits,
+                                                         std::vector<LoadErrorReason>* reasons_out) {
+  std::vector<std::optional<Result<ParsedExport>>> results(xmls.size());
+  std::vector<LoadErrorReason> reasons(xmls.size(), LoadErrorReason::kNone);
+  std::vector<size_t> todo;
+  std::vector<Pending> pending;
+  for (size_t i = 0; i < xmls.size(); ++i) {
+    std::string format;
+    if (Status s = ScreenHwlocXml(xmls[i], limits, &reasons[i], &format); !s.ok()) {
+      results[i] = s;
+      continue;
+    }
+    pending.push_back({xmls[i], std::move(format)});
+    todo.push_back(i);
+  }
+  if (!pending.empty()) {
+    EnsureHwlocComponentsLoaded();
+    size_t slot = 0;
+    {
+      std::unique_lock<std::mutex> lock(impl_->mu);
+      impl_->cv.wait(lock, [&] { return !impl_->free.empty(); });
+      slot = impl_->free.back();
+      impl_->free.pop_back();
+    }
+    for (size_t k = 0; k < pending.size(); ++k) {
+      LoadErrorReason r = LoadErrorReason::kNone;
+      results[todo[k]] = limits.isolate ? Impl::Import(impl_->slots[slot], pending[k], limits, &r)
+                                        : ImportInProcess(std::string(pending[k].xml), pending[k].format, limits, &r);
+      reasons[todo[k]] = r;
+    }
+    {
+      std::lock_guard<std::mutex> lock(impl_->mu);
+      impl_->free.push_back(slot);
+    }
+    impl_->cv.notify_one();
+  }
+  std::vector<Result<ParsedExport>> out;
+  out.reserve(xmls.size());
+  for (auto& r : results) out.push_back(r.has_value() ? std::move(*r) : Result<ParsedExport>(Status::Internal("no result")));
+  if (reasons_out != nullptr) *reasons_out = std::move(reasons);
+  return out;
+}
 
 std::vector<Result<ParsedExport>> ParseHwlocXmlBatch(const std::vector<std::string_view>& xmls,
                                                      const LoaderLimits& limits,

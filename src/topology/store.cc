@@ -134,7 +134,12 @@ std::unique_ptr<Source> MakeFileSource(std::string path) { return std::make_uniq
 
 // ---- Store ----
 
-Store::Store(StoreOptions options) : options_(std::move(options)) { current_.store(Snapshot::Create({}, 0)); }
+Store::Store(StoreOptions options)
+    : options_(std::move(options)),
+      pool_(std::make_unique<ImportPool>(options_.parse_threads != 0 ? options_.parse_threads
+                                                                     : std::max(1u, std::thread::hardware_concurrency()))) {
+  current_.store(Snapshot::Create({}, 0));
+}
 
 Store::~Store() { Stop(); }
 
@@ -234,7 +239,7 @@ Status Store::Reload() {
     }
     std::vector<std::string_view> views(bytes.begin(), bytes.end());
     std::vector<LoadErrorReason> reasons;
-    std::vector<Result<ParsedExport>> parsed = ParseHwlocXmlBatch(views, options_.limits, &reasons);
+    std::vector<Result<ParsedExport>> parsed = pool_->ParseBatch(views, options_.limits, &reasons);
     for (size_t j = 0; j < which.size(); ++j) {
       const size_t k = which[j];
       const SourceEntry& e = entries[todo[k]];

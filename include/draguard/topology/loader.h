@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,6 +72,27 @@ Result<ParsedExport> ParseHwlocXml(std::string_view xml, const LoaderLimits& lim
 std::vector<Result<ParsedExport>> ParseHwlocXmlBatch(const std::vector<std::string_view>& xmls,
                                                      const LoaderLimits& limits = {},
                                                      std::vector<LoadErrorReason>* reasons = nullptr);
+
+/// Long-lived isolated import workers, reused across calls; what the Store uses. Each slot is a
+/// forked child process that imports exports sent over a socket and is replaced when it crashes
+/// or hangs (the export it was working on is refused). Forking once per slot instead of once per
+/// batch avoids the copy-on-write storm a busy parent suffers while children come and go.
+/// Thread-safe; at most `slots` imports run at once. The destructor stops the workers.
+class ImportPool {
+ public:
+  /// Creates a pool with `slots` (>= 1) workers, started lazily.
+  explicit ImportPool(unsigned slots);
+  ~ImportPool();
+  ImportPool(const ImportPool&) = delete;
+  ImportPool& operator=(const ImportPool&) = delete;
+  /// Like ParseHwlocXmlBatch, on one worker of the pool (in-process when !limits.isolate).
+  std::vector<Result<ParsedExport>> ParseBatch(const std::vector<std::string_view>& xmls, const LoaderLimits& limits,
+                                               std::vector<LoadErrorReason>* reasons = nullptr);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 /// Reads `path` (refusing files over limits.max_bytes before reading them) and parses it.
 Result<ParsedExport> ParseHwlocFile(const std::string& path, const LoaderLimits& limits = {},

@@ -177,6 +177,7 @@ class Store {
   void Log(LogLevel level, const std::string& msg) const;
 
   StoreOptions options_;
+  std::unique_ptr<ImportPool> pool_;  // isolated import workers, one per parse thread
   ShapeInterner interner_;
   std::atomic<std::shared_ptr<const Snapshot>> current_;
 

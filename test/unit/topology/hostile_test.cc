@@ -169,6 +169,19 @@ TEST(HostileTest, LibhwlocCrashIsContainedAndBatchContinues) {
     EXPECT_EQ(reasons[i], LoadErrorReason::kMalformed);
     EXPECT_NE(res[i].status().message().find("libhwloc crashed"), std::string::npos) << res[i].status().message();
   }
+
+  // The long-lived worker pool replaces a crashed worker and keeps going, across calls too.
+  ImportPool pool(1);
+  for (int round = 0; round < 2; ++round) {
+    auto pr = pool.ParseBatch({good, crash, good}, {}, &reasons);
+    ASSERT_EQ(pr.size(), 3u);
+    EXPECT_TRUE(pr[0].ok());
+    ASSERT_FALSE(pr[1].ok());
+    EXPECT_EQ(reasons[1], LoadErrorReason::kMalformed);
+    EXPECT_NE(pr[1].status().message().find("libhwloc crashed"), std::string::npos) << pr[1].status().message();
+    ASSERT_TRUE(pr[2].ok()) << pr[2].status().ToString();
+    EXPECT_EQ(pr[2]->shape.gpus.size(), 4u);
+  }
 }
 
 // Deterministic mutations of a real export never crash; each outcome is a value or a reason.
