@@ -63,6 +63,7 @@ Result<Device> FromJson(const json& j) {
   if (j.contains("attributes")) {
     for (const auto& [domain, names] : j["attributes"].items()) {
       if (!names.is_object()) return Status::InvalidArgument("device.attributes[" + domain + "]: expected an object");
+      d.attributes[domain];  // a domain listed explicitly exists, even when empty
       for (const auto& [name, v] : names.items()) {
         std::string where = "device.attributes[" + domain + "][" + name + "]";
         auto a = ParseAttribute(v, where);
@@ -75,6 +76,7 @@ Result<Device> FromJson(const json& j) {
   if (j.contains("capacity")) {
     for (const auto& [domain, names] : j["capacity"].items()) {
       if (!names.is_object()) return Status::InvalidArgument("device.capacity[" + domain + "]: expected an object");
+      d.capacity[domain];
       for (const auto& [name, v] : names.items()) {
         std::string where = "device.capacity[" + domain + "][" + name + "]";
         const json* q = &v;
