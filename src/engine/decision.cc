@@ -1,6 +1,7 @@
-#include "draguard/engine/engine.h"
-
 #include <string>
+
+#include "draguard/admission/response.h"
+#include "draguard/engine/engine.h"
 
 namespace draguard::engine {
 namespace {
@@ -11,24 +12,54 @@ std::string AnnotationKey(const Rule& rule) {
   return key + "-" + std::string(rule.name());
 }
 
-std::string JoinFindings(const RuleResult& r) {
+std::string Join(const std::vector<const Finding*>& findings) {
   std::string out;
-  for (const auto& f : r.findings) {
+  for (const auto* f : findings) {
     if (!out.empty()) out += "; ";
-    out += f.message;
+    out += f->message;
   }
   return out;
 }
 
-// "DG001 legacy-gpu-resource: <findings>. Fix: <fix>".
-std::string DenySentence(const Rule& rule, const RuleResult& r) {
-  std::string s = std::string(rule.id()) + " " + std::string(rule.name()) + ": ";
-  if (r.status == RuleStatus::kError) return s + "could not be evaluated: " + r.error;
-  s += JoinFindings(r);
-  if (!r.findings.empty() && !r.findings.front().fix.empty()) {
-    s += ". Fix: " + r.findings.front().fix;
+std::string Header(const Rule& rule) { return std::string(rule.id()) + " " + std::string(rule.name()) + ": "; }
+
+// One denying rule: its findings split by effective action.
+struct DenyEntry {
+  const Rule* rule = nullptr;
+  std::vector<const Finding*> findings;  // empty for a rule error
+  std::string error;
+};
+
+// "DG001 legacy-gpu-resource: <findings>. Fix: <fix>"; compact drops all but the first finding.
+std::string Sentence(const DenyEntry& e, bool compact) {
+  std::string s = Header(*e.rule);
+  if (e.findings.empty()) return s + "could not be evaluated: " + e.error;
+  if (compact) {
+    s += e.findings.front()->message;
+    if (e.findings.size() > 1) s += " (+" + std::to_string(e.findings.size() - 1) + " more)";
+  } else {
+    s += Join(e.findings);
   }
+  if (!e.findings.front()->fix.empty()) s += ". Fix: " + e.findings.front()->fix;
   return s;
+}
+
+// Every denying rule, most important first, within kMaxDenyMessage bytes: full sentences when they
+// fit, else one finding per rule, else the first rule's sentence cut short plus the other IDs.
+std::string DenyMessage(const std::vector<DenyEntry>& entries) {
+  for (bool compact : {false, true}) {
+    std::string msg;
+    for (const auto& e : entries) msg += (msg.empty() ? "" : " ") + Sentence(e, compact);
+    if (msg.size() <= kMaxDenyMessage) return msg;
+  }
+  std::string tail;
+  for (std::size_t i = 1; i < entries.size(); ++i) {
+    tail += (tail.empty() ? " Also denied by: " : ", ") + std::string(entries[i].rule->id());
+  }
+  std::string first = Sentence(entries.front(), true);
+  std::size_t room = kMaxDenyMessage > tail.size() + 4 ? kMaxDenyMessage - tail.size() - 4 : 0;
+  if (first.size() > room) first = admission::TruncateUtf8(first, room) + "...";
+  return admission::TruncateUtf8(first + tail, kMaxDenyMessage);
 }
 
 }  // namespace
@@ -41,7 +72,11 @@ Decision Decide(const EngineResult& result, const policy::Policy& policy) {
     admission::AddAuditAnnotation(d.response, "exempt", result.exemption);
     return d;
   }
-  std::string deny_message;
+  if (!result.rule_exemption.empty()) {
+    admission::AddAuditAnnotation(d.response, "exempt-rules", result.rule_exemption);
+  }
+  for (const auto& note : result.notes) admission::AddWarning(d.response, note);
+  std::vector<DenyEntry> denies;
   for (const auto& o : result.outcomes) {
     const Rule& rule = *o.rule;
     const RuleResult& r = o.result;
@@ -51,8 +86,7 @@ Decision Decide(const EngineResult& result, const policy::Policy& policy) {
       if (policy.rule_errors == policy::RuleErrorPolicy::kDeny &&
           policy.mode == policy::Mode::kEnforce) {
         d.denied_rules.emplace_back(rule.id());
-        if (!deny_message.empty()) deny_message += " ";
-        deny_message += DenySentence(rule, r);
+        denies.push_back({&rule, {}, r.error});
       } else {
         admission::AddWarning(d.response,
                               std::string(rule.id()) + " could not be evaluated: " + r.error);
@@ -60,25 +94,32 @@ Decision Decide(const EngineResult& result, const policy::Policy& policy) {
       continue;
     }
     if (r.status != RuleStatus::kFail) continue;
-    const char* action = policy::ActionName(o.action);
-    admission::AddAuditAnnotation(d.response, AnnotationKey(rule),
-                                  std::string(action) + ": " + JoinFindings(r));
-    switch (o.action) {
-      case policy::Action::kDeny:
-        d.denied_rules.emplace_back(rule.id());
-        if (!deny_message.empty()) deny_message += " ";
-        deny_message += DenySentence(rule, r);
-        break;
-      case policy::Action::kWarn:
-        d.warned_rules.emplace_back(rule.id());
-        for (const auto& f : r.findings) {
-          admission::AddWarning(d.response, std::string(rule.id()) + ": " + f.message);
-        }
-        break;
-      case policy::Action::kAudit:
-      case policy::Action::kOff:
-        d.audited_rules.emplace_back(rule.id());
-        break;
+    std::vector<const Finding*> by_action[4];
+    for (const auto& f : r.findings) {
+      by_action[static_cast<int>(EffectiveAction(o.action, f))].push_back(&f);
+    }
+    std::string annotation;
+    int groups = 0;
+    for (int a = 0; a < 3; ++a) groups += by_action[a].empty() ? 0 : 1;
+    for (int a = 0; a < 3; ++a) {
+      if (by_action[a].empty()) continue;
+      if (!annotation.empty()) annotation += " | ";
+      annotation += std::string(policy::ActionName(static_cast<policy::Action>(a))) + ": " +
+                    Join(by_action[a]);
+    }
+    if (groups > 0) admission::AddAuditAnnotation(d.response, AnnotationKey(rule), annotation);
+    if (!by_action[static_cast<int>(policy::Action::kDeny)].empty()) {
+      d.denied_rules.emplace_back(rule.id());
+      denies.push_back({&rule, by_action[static_cast<int>(policy::Action::kDeny)], ""});
+    }
+    if (!by_action[static_cast<int>(policy::Action::kWarn)].empty()) {
+      d.warned_rules.emplace_back(rule.id());
+      for (const auto* f : by_action[static_cast<int>(policy::Action::kWarn)]) {
+        admission::AddWarning(d.response, std::string(rule.id()) + ": " + f->message);
+      }
+    }
+    if (!by_action[static_cast<int>(policy::Action::kAudit)].empty()) {
+      d.audited_rules.emplace_back(rule.id());
     }
   }
   if (policy.mode == policy::Mode::kAudit) {
@@ -87,7 +128,7 @@ Decision Decide(const EngineResult& result, const policy::Policy& policy) {
   if (!d.denied_rules.empty()) {
     auto warnings = std::move(d.response.warnings);
     auto annotations = std::move(d.response.audit_annotations);
-    d.response = admission::Denied(deny_message);
+    d.response = admission::Denied(DenyMessage(denies));
     d.response.warnings = std::move(warnings);
     d.response.audit_annotations = std::move(annotations);
     d.verdict = "deny";

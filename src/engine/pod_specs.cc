@@ -1,6 +1,84 @@
 #include "pod_specs.h"
 
 namespace draguard::engine {
+namespace {
+
+using admission::Json;
+
+// Expands a dotted template path ("spec.replicatedJobs[].template.spec.template") from `root`.
+void Expand(const Json& node, const std::string& pointer, const std::vector<std::string>& tokens,
+            std::size_t i, std::vector<std::pair<std::string, const Json*>>* out) {
+  if (i == tokens.size()) {
+    if (node.is_object()) out->emplace_back(pointer, &node);
+    return;
+  }
+  if (!node.is_object()) return;
+  const std::string& tok = tokens[i];
+  if (tok == "*") {
+    for (const auto& [k, v] : node.items()) Expand(v, pointer + "/" + EscapePointerToken(k), tokens, i + 1, out);
+    return;
+  }
+  bool list = tok.size() > 2 && tok.compare(tok.size() - 2, 2, "[]") == 0;
+  std::string key = list ? tok.substr(0, tok.size() - 2) : tok;
+  auto it = node.find(key);
+  if (it == node.end()) return;
+  std::string p = pointer + "/" + EscapePointerToken(key);
+  if (!list) {
+    Expand(*it, p, tokens, i + 1, out);
+    return;
+  }
+  if (!it->is_array()) return;
+  for (std::size_t j = 0; j < it->size(); ++j) Expand((*it)[j], p + "/" + std::to_string(j), tokens, i + 1, out);
+}
+
+std::vector<std::string> SplitPath(const std::string& path) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (true) {
+    std::size_t dot = path.find('.', start);
+    out.push_back(path.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return out;
+}
+
+// Adds the pod spec of a PodTemplateSpec ({metadata, spec}) or of a bare PodSpec at `pointer`.
+void AddTemplate(const Json& node, const std::string& pointer, const std::string& owner, PodObjects* out) {
+  if (!node.is_object()) return;
+  if (node.contains("containers") || node.contains("initContainers")) {
+    out->specs.push_back({pointer, &node, nullptr, true, owner});
+    return;
+  }
+  auto spec = node.find("spec");
+  if (spec == node.end() || !spec->is_object()) return;
+  out->specs.push_back({pointer + "/spec", &*spec, Member(&node, "metadata"), true, owner});
+}
+
+const Json* AtPointer(const Json& root, const std::string& pointer) {
+  try {
+    Json::json_pointer p(pointer);
+    if (!root.contains(p)) return nullptr;
+    return &root.at(p);
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+struct Builtin {
+  const char* group;
+  const char* kind;
+  const char* path;  // dotted, to the PodTemplateSpec
+};
+
+constexpr Builtin kBuiltins[] = {
+    {"apps", "Deployment", "spec.template"},   {"apps", "StatefulSet", "spec.template"},
+    {"apps", "DaemonSet", "spec.template"},    {"apps", "ReplicaSet", "spec.template"},
+    {"", "ReplicationController", "spec.template"}, {"batch", "Job", "spec.template"},
+    {"batch", "CronJob", "spec.jobTemplate.spec.template"}, {"", "PodTemplate", "template"},
+};
+
+}  // namespace
 
 std::string EscapePointerToken(const std::string& token) {
   std::string out;
@@ -17,15 +95,122 @@ std::string EscapePointerToken(const std::string& token) {
   return out;
 }
 
-std::vector<PodSpecRef> FindPodSpecs(const admission::AdmissionRequest& request) {
-  std::vector<PodSpecRef> out;
-  const auto& obj = request.object;
-  if (!obj.is_object()) return out;
-  if (request.kind.group.empty() && request.kind.kind == "Pod") {
-    auto it = obj.find("spec");
-    if (it != obj.end() && it->is_object()) out.push_back({"/spec", &*it});
+const Json* Member(const Json* obj, const char* key) {
+  if (obj == nullptr || !obj->is_object()) return nullptr;
+  auto it = obj->find(key);
+  return it == obj->end() ? nullptr : &*it;
+}
+
+std::string StringMember(const Json* obj, const char* key) {
+  const Json* m = Member(obj, key);
+  return m != nullptr && m->is_string() ? m->get<std::string>() : std::string();
+}
+
+std::map<std::string, std::string> StringMapAt(const Json& root, std::initializer_list<const char*> path) {
+  std::map<std::string, std::string> out;
+  const Json* node = &root;
+  for (const char* k : path) {
+    node = Member(node, k);
+    if (node == nullptr) return out;
+  }
+  if (!node->is_object()) return out;
+  for (const auto& [k, v] : node->items()) {
+    if (v.is_string()) out[k] = v.get<std::string>();
   }
   return out;
+}
+
+std::string OwnerName(const admission::AdmissionRequest& request) {
+  std::string name = StringMember(Member(&request.object, "metadata"), "name");
+  if (name.empty()) name = request.name;
+  if (name.empty()) name = StringMember(Member(&request.object, "metadata"), "generateName");
+  return request.kind.kind + " \"" + name + "\"";
+}
+
+bool IsLatencySensitive(const policy::Policy& policy, const std::map<std::string, std::string>& labels,
+                        const std::string& priority_class) {
+  const auto& sel = policy.latency_sensitive;
+  if (!sel.labels.empty()) {
+    bool all = true;
+    for (const auto& [k, v] : sel.labels) {
+      auto it = labels.find(k);
+      all = all && it != labels.end() && it->second == v;
+    }
+    if (all) return true;
+  }
+  if (!priority_class.empty()) {
+    for (const auto& pc : sel.priority_class_names) {
+      if (pc == priority_class) return true;
+    }
+  }
+  return false;
+}
+
+PodObjects FindPodObjects(const admission::AdmissionRequest& request, const policy::Policy& policy) {
+  PodObjects out;
+  const auto& obj = request.object;
+  if (!obj.is_object()) return out;
+  if (request.operation != admission::Operation::kCreate &&
+      request.operation != admission::Operation::kUpdate) {
+    return out;
+  }
+  const auto& gvk = request.kind;
+  out.owner = OwnerName(request);
+  if (gvk.group.empty() && gvk.kind == "Pod") {
+    // Containers' resources and spec.resourceClaims of a Pod are immutable: judge on CREATE.
+    if (request.operation != admission::Operation::kCreate) return out;
+    auto it = obj.find("spec");
+    if (it != obj.end() && it->is_object()) out.specs.push_back({"/spec", &*it, Member(&obj, "metadata"), false, ""});
+    return out;
+  }
+  out.workload = true;
+  std::vector<std::string> templates, containers;
+  for (const auto& b : kBuiltins) {
+    if (gvk.group == b.group && gvk.kind == b.kind) templates.push_back(b.path);
+  }
+  for (const auto& cr : policy.custom_resources) {
+    if (cr.group == gvk.group && cr.kind == gvk.kind) {
+      templates.insert(templates.end(), cr.pod_templates.begin(), cr.pod_templates.end());
+      containers.insert(containers.end(), cr.containers.begin(), cr.containers.end());
+    }
+  }
+  bool update = request.operation == admission::Operation::kUpdate;
+  // On UPDATE, only what changed is judged: scaling or relabelling an admitted workload passes.
+  auto unchanged = [&](const std::string& pointer, const Json& node) {
+    if (!update) return false;
+    const Json* old = AtPointer(request.old_object, pointer);
+    return old != nullptr && *old == node;
+  };
+  for (const auto& t : templates) {
+    std::vector<std::pair<std::string, const Json*>> found;
+    Expand(obj, "", SplitPath(t), 0, &found);
+    for (const auto& [p, node] : found) {
+      if (unchanged(p, *node)) continue;
+      AddTemplate(*node, p, out.owner, &out);
+    }
+  }
+  for (const auto& c : containers) {
+    std::vector<std::pair<std::string, const Json*>> found;
+    Expand(obj, "", SplitPath(c), 0, &found);
+    for (const auto& [p, node] : found) {
+      if (unchanged(p, *node)) continue;
+      ContainerRef ref;
+      ref.pointer = p;
+      ref.container = node;
+      ref.kind = "container";
+      ref.name = StringMember(node, "name");
+      if (ref.name.empty()) {
+        auto slash = p.rfind('/');
+        ref.name = p.substr(slash + 1);
+      }
+      out.loose_containers.push_back(std::move(ref));
+    }
+  }
+  return out;
+}
+
+std::vector<PodSpecRef> FindPodSpecs(const admission::AdmissionRequest& request, const policy::Policy& policy) {
+  return FindPodObjects(request, policy).specs;
 }
 
 std::vector<ContainerRef> Containers(const PodSpecRef& spec) {

@@ -1,20 +1,31 @@
-// Locating pod specs inside reviewed objects (internal to the engine module).
+// Locating pod specs and containers inside reviewed objects (internal to the engine module).
+//
+// Pods, the pod templates of every built-in workload (Deployment, StatefulSet, DaemonSet,
+// ReplicaSet, ReplicationController, Job, CronJob, PodTemplate) and of the custom resources the
+// policy lists. On UPDATE only templates that changed are returned (Pod specs cannot change the
+// fields the rules judge, so Pods are judged on CREATE only).
 #pragma once
 
+#include <initializer_list>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "draguard/admission/review.h"
+#include "draguard/policy/policy.h"
 
 namespace draguard::engine {
 
 /// A pod spec found in an object.
 struct PodSpecRef {
-  std::string pointer;                 ///< JSON Pointer of the spec, e.g. "/spec"
+  std::string pointer;                  ///< JSON Pointer of the spec, e.g. "/spec/template/spec"
   const admission::Json* spec = nullptr;
+  const admission::Json* metadata = nullptr;  ///< metadata of the pod / template, or null
+  bool workload = false;                ///< a template (its Pods are created later), not a Pod
+  std::string owner;                    ///< "" for a Pod, else e.g. `Deployment "web"`
 };
 
-/// A container found in a pod spec.
+/// A container found in a pod spec (or a container-like object of a custom resource).
 struct ContainerRef {
   std::string pointer;                 ///< e.g. "/spec/containers/0"
   std::string kind;                    ///< "container", "initContainer" or "sidecar"
@@ -22,13 +33,42 @@ struct ContainerRef {
   const admission::Json* container = nullptr;
 };
 
-/// The pod specs of a Pod object (currently "/spec" of kind Pod).
-std::vector<PodSpecRef> FindPodSpecs(const admission::AdmissionRequest& request);
+/// Everything pod-like in a reviewed object.
+struct PodObjects {
+  std::vector<PodSpecRef> specs;       ///< pod specs (a Pod's own spec or templates)
+  /// Container-like objects of custom resources (policy customResources[].containers).
+  std::vector<ContainerRef> loose_containers;
+  std::string owner;                   ///< `Kind "name"` of the reviewed object
+  bool workload = false;               ///< the object is not a Pod
+};
+
+/// The pod specs of the reviewed object, per the policy's customResources for CRDs.
+PodObjects FindPodObjects(const admission::AdmissionRequest& request, const policy::Policy& policy);
+
+/// Compatibility helper: the pod specs only.
+std::vector<PodSpecRef> FindPodSpecs(const admission::AdmissionRequest& request, const policy::Policy& policy);
 
 /// containers and initContainers of a pod spec, in order.
 std::vector<ContainerRef> Containers(const PodSpecRef& spec);
 
 /// Escapes one JSON Pointer token ('~' → "~0", '/' → "~1").
 std::string EscapePointerToken(const std::string& token);
+
+/// The string-valued entries of the object at `path` (e.g. {"metadata", "labels"}).
+std::map<std::string, std::string> StringMapAt(const admission::Json& root,
+                                               std::initializer_list<const char*> path);
+
+/// The member `key` of `obj` when obj is an object and has it, else null.
+const admission::Json* Member(const admission::Json* obj, const char* key);
+
+/// The string at obj[key], or "".
+std::string StringMember(const admission::Json* obj, const char* key);
+
+/// `Kind "name"` of the reviewed object (name from metadata.name, else the request name).
+std::string OwnerName(const admission::AdmissionRequest& request);
+
+/// True when the pod / template / object labels put it in the latency-sensitive class.
+bool IsLatencySensitive(const policy::Policy& policy, const std::map<std::string, std::string>& labels,
+                        const std::string& priority_class);
 
 }  // namespace draguard::engine

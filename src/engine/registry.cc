@@ -20,7 +20,21 @@ const Rule* Registry::Find(std::string_view id) const {
 
 Registry DefaultRegistry() {
   Registry r;
+  // Most important first: the order of rules in deny messages.
   r.Add(rules::MakeLegacyGpuResource());
+  r.Add(rules::MakeGpuDeviceClass());
+  r.Add(rules::MakeMemoryReservation());
+  r.Add(rules::MakeMigProfilePinned());
+  r.Add(rules::MakeTopologyAlignment());
+  r.Add(rules::MakeInterconnectDeclared());
+  r.Add(rules::MakeLatencySensitiveIsolation());
+  r.Add(rules::MakeSharingLimits());
+  r.Add(rules::MakeNoAdminAccess());
+  r.Add(rules::MakeNoAllocationModeAll());
+  r.Add(rules::MakeSelectorValidity());
+  r.Add(rules::MakeClaimApiVersion());
+  r.Add(rules::MakeClaimStaticLimits());
+  r.Add(rules::MakePodClaimReferences());
   return r;
 }
 

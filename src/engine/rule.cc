@@ -14,6 +14,12 @@ const char* RuleStatusName(RuleStatus status) {
   return "unknown";
 }
 
+policy::Action EffectiveAction(policy::Action rule_action, const Finding& finding) {
+  // Enum order is deny < warn < audit < off, i.e. decreasing severity.
+  if (!finding.cap) return rule_action;
+  return static_cast<int>(*finding.cap) > static_cast<int>(rule_action) ? *finding.cap : rule_action;
+}
+
 RuleResult Pass() { return RuleResult{}; }
 
 RuleResult Skip() {

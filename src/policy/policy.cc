@@ -6,6 +6,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "draguard/cel/quantity.h"
 #include "draguard/glob.h"
 
 namespace draguard::policy {
@@ -117,13 +118,60 @@ bool IsRuleId(const std::string& s) {
   return true;
 }
 
+// A dotted path of field names, "*" (every map value) and "name[]" (every list item).
+bool ValidTemplatePath(const std::string& path) {
+  if (path.empty()) return false;
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    std::size_t dot = path.find('.', start);
+    std::string tok = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (tok.empty()) return false;
+    if (tok.size() >= 2 && tok.compare(tok.size() - 2, 2, "[]") == 0) tok.resize(tok.size() - 2);
+    if (tok.empty() || tok.find_first_of("[]") != std::string::npos) return false;
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return true;
+}
+
+Status ParseSelector(const YAML::Node& n, const std::string& path, const Parser& p, LabelSelector* out) {
+  DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(n, path));
+  DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(n, path, {"matchLabels", "matchExpressions"}));
+  if (auto l = n["matchLabels"]) DRAGUARD_RETURN_IF_ERROR(p.StringMap(l, path + ".matchLabels", &out->match_labels));
+  if (auto e = n["matchExpressions"]; e && !e.IsNull()) {
+    if (!e.IsSequence()) return p.Error(e, path + ".matchExpressions", "must be a list");
+    for (std::size_t i = 0; i < e.size(); ++i) {
+      std::string ep = path + ".matchExpressions[" + std::to_string(i) + "]";
+      DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(e[i], ep));
+      DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(e[i], ep, {"key", "operator", "values"}));
+      LabelSelectorRequirement r;
+      if (!e[i]["key"]) return p.Error(e[i], ep + ".key", "is required");
+      DRAGUARD_RETURN_IF_ERROR(p.String(e[i]["key"], ep + ".key", &r.key));
+      if (!e[i]["operator"]) return p.Error(e[i], ep + ".operator", "is required");
+      DRAGUARD_RETURN_IF_ERROR(p.String(e[i]["operator"], ep + ".operator", &r.op));
+      if (r.op != "In" && r.op != "NotIn" && r.op != "Exists" && r.op != "DoesNotExist") {
+        return p.Error(e[i]["operator"], ep + ".operator", "must be one of In | NotIn | Exists | DoesNotExist");
+      }
+      if (auto v = e[i]["values"]) DRAGUARD_RETURN_IF_ERROR(p.StringList(v, ep + ".values", &r.values));
+      bool set_op = r.op == "In" || r.op == "NotIn";
+      if (set_op && r.values.empty()) return p.Error(e[i], ep + ".values", "must be non-empty for " + r.op);
+      if (!set_op && !r.values.empty()) return p.Error(e[i], ep + ".values", "must be empty for " + r.op);
+      out->match_expressions.push_back(std::move(r));
+    }
+  }
+  return Status::Ok();
+}
+
 Result<Policy> ParseDocument(const YAML::Node& root, const Parser& p) {
   Policy pol;
   if (!root.IsDefined() || root.IsNull()) return p.Error(root, "(document)", "policy is empty");
   DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(root, "(document)"));
   DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(root, "",
                                  {"apiVersion", "kind", "mode", "legacyResources", "rules",
-                                  "ruleErrors", "exemptions", "workloadClasses", "mutation"}));
+                                  "ruleErrors", "exemptions", "workloadClasses", "mutation",
+                                  "extendedResourceMapping", "customResources", "deviceClasses",
+                                  "memoryReservation", "topologyAlignment", "adminAccess",
+                                  "allocationModeAll"}));
   std::string api_version, kind;
   if (!root["apiVersion"]) return p.Error(root, "apiVersion", "is required (draguard.io/v1alpha1)");
   DRAGUARD_RETURN_IF_ERROR(p.String(root["apiVersion"], "apiVersion", &api_version));
@@ -171,7 +219,16 @@ Result<Policy> ParseDocument(const YAML::Node& root, const Parser& p) {
   }
   if (auto n = root["exemptions"]; n && !n.IsNull()) {
     DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(n, "exemptions"));
-    DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(n, "exemptions", {"namespaces", "users", "groups"}));
+    DRAGUARD_RETURN_IF_ERROR(
+        p.CheckKeys(n, "exemptions", {"namespaces", "users", "groups", "objectSelectors"}));
+    if (auto e = n["objectSelectors"]; e && !e.IsNull()) {
+      if (!e.IsSequence()) return p.Error(e, "exemptions.objectSelectors", "must be a list of label selectors");
+      for (std::size_t i = 0; i < e.size(); ++i) {
+        LabelSelector sel;
+        DRAGUARD_RETURN_IF_ERROR(ParseSelector(e[i], "exemptions.objectSelectors[" + std::to_string(i) + "]", p, &sel));
+        pol.exemptions.object_selectors.push_back(std::move(sel));
+      }
+    }
     if (auto e = n["namespaces"]) {
       DRAGUARD_RETURN_IF_ERROR(p.StringList(e, "exemptions.namespaces", &pol.exemptions.namespaces));
     }
@@ -207,6 +264,91 @@ Result<Policy> ParseDocument(const YAML::Node& root, const Parser& p) {
           &pol.mutation.templates));
     }
   }
+  if (auto n = root["extendedResourceMapping"]) {
+    DRAGUARD_RETURN_IF_ERROR(p.Enum<ExtendedResourceMapping>(
+        n, "extendedResourceMapping",
+        {{"deny", ExtendedResourceMapping::kDeny},
+         {"warn", ExtendedResourceMapping::kWarn},
+         {"allow", ExtendedResourceMapping::kAllow}},
+        &pol.extended_resource_mapping));
+  }
+  if (auto n = root["customResources"]) {
+    pol.custom_resources.clear();
+    if (!n.IsNull() && !n.IsSequence()) return p.Error(n, "customResources", "must be a list");
+    for (std::size_t i = 0; n.IsSequence() && i < n.size(); ++i) {
+      const YAML::Node& e = n[i];
+      std::string path = "customResources[" + std::to_string(i) + "]";
+      DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(e, path));
+      DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(e, path, {"group", "kind", "podTemplates", "containers"}));
+      CustomResource cr;
+      if (!e["group"]) return p.Error(e, path + ".group", "is required");
+      if (!e["kind"]) return p.Error(e, path + ".kind", "is required");
+      DRAGUARD_RETURN_IF_ERROR(p.String(e["group"], path + ".group", &cr.group));
+      DRAGUARD_RETURN_IF_ERROR(p.String(e["kind"], path + ".kind", &cr.kind));
+      if (cr.kind.empty()) return p.Error(e["kind"], path + ".kind", "must not be empty");
+      if (auto t = e["podTemplates"]) {
+        DRAGUARD_RETURN_IF_ERROR(p.StringList(t, path + ".podTemplates", &cr.pod_templates));
+      }
+      if (auto c = e["containers"]) {
+        DRAGUARD_RETURN_IF_ERROR(p.StringList(c, path + ".containers", &cr.containers));
+      }
+      for (const auto* list : {&cr.pod_templates, &cr.containers}) {
+        for (const auto& tp : *list) {
+          if (!ValidTemplatePath(tp)) {
+            return p.Error(e, path, "invalid path \"" + tp +
+                                        "\" (dotted field names; \"*\" for map values, \"name[]\" for list items)");
+          }
+        }
+      }
+      if (cr.pod_templates.empty() && cr.containers.empty()) {
+        return p.Error(e, path, "needs podTemplates or containers");
+      }
+      pol.custom_resources.push_back(std::move(cr));
+    }
+  }
+  if (auto n = root["deviceClasses"]; n && !n.IsNull()) {
+    DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(n, "deviceClasses"));
+    DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(n, "deviceClasses", {"gpu", "mig", "passthrough"}));
+    if (auto e = n["gpu"]) DRAGUARD_RETURN_IF_ERROR(p.StringList(e, "deviceClasses.gpu", &pol.device_classes.gpu));
+    if (auto e = n["mig"]) DRAGUARD_RETURN_IF_ERROR(p.StringList(e, "deviceClasses.mig", &pol.device_classes.mig));
+    if (auto e = n["passthrough"]) {
+      DRAGUARD_RETURN_IF_ERROR(p.StringList(e, "deviceClasses.passthrough", &pol.device_classes.passthrough));
+    }
+  }
+  if (auto n = root["memoryReservation"]; n && !n.IsNull()) {
+    DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(n, "memoryReservation"));
+    DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(n, "memoryReservation", {"minimum"}));
+    if (auto m = n["minimum"]) {
+      DRAGUARD_RETURN_IF_ERROR(p.String(m, "memoryReservation.minimum", &pol.memory_minimum));
+      auto q = cel::Quantity::Parse(pol.memory_minimum);
+      if (!q.ok() || q->Sign() < 0) {
+        return p.Error(m, "memoryReservation.minimum",
+                       "\"" + pol.memory_minimum + "\" is not a non-negative quantity (e.g. 40Gi)");
+      }
+    }
+  }
+  if (auto n = root["topologyAlignment"]; n && !n.IsNull()) {
+    DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(n, "topologyAlignment"));
+    DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(n, "topologyAlignment", {"exemptClasses"}));
+    if (auto e = n["exemptClasses"]) {
+      DRAGUARD_RETURN_IF_ERROR(p.StringList(e, "topologyAlignment.exemptClasses", &pol.alignment_exempt_classes));
+    }
+  }
+  if (auto n = root["adminAccess"]; n && !n.IsNull()) {
+    DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(n, "adminAccess"));
+    DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(n, "adminAccess", {"allowedNamespaces"}));
+    if (auto e = n["allowedNamespaces"]) {
+      DRAGUARD_RETURN_IF_ERROR(p.StringList(e, "adminAccess.allowedNamespaces", &pol.admin_access_namespaces));
+    }
+  }
+  if (auto n = root["allocationModeAll"]; n && !n.IsNull()) {
+    DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(n, "allocationModeAll"));
+    DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(n, "allocationModeAll", {"allowedNamespaces"}));
+    if (auto e = n["allowedNamespaces"]) {
+      DRAGUARD_RETURN_IF_ERROR(
+          p.StringList(e, "allocationModeAll.allowedNamespaces", &pol.allocation_mode_all_namespaces));
+    }
+  }
   return pol;
 }
 
@@ -234,6 +376,69 @@ Action Policy::ActionFor(std::string_view rule_id, Action default_action) const 
   auto it = rules.find(std::string(rule_id));
   if (it != rules.end() && it->second.action) return *it->second.action;
   return default_action;
+}
+
+bool LabelSelector::Matches(const std::map<std::string, std::string>& labels) const {
+  for (const auto& [k, v] : match_labels) {
+    auto it = labels.find(k);
+    if (it == labels.end() || it->second != v) return false;
+  }
+  for (const auto& r : match_expressions) {
+    auto it = labels.find(r.key);
+    bool has = it != labels.end();
+    bool in = false;
+    if (has) {
+      for (const auto& v : r.values) in = in || v == it->second;
+    }
+    if (r.op == "In" && !in) return false;
+    if (r.op == "NotIn" && in) return false;
+    if (r.op == "Exists" && !has) return false;
+    if (r.op == "DoesNotExist" && has) return false;
+  }
+  return true;
+}
+
+bool DeviceClasses::IsGpuClass(std::string_view name) const {
+  for (const auto* list : {&gpu, &mig, &passthrough}) {
+    for (const auto& c : *list) {
+      if (c == name) return true;
+    }
+  }
+  return false;
+}
+
+std::vector<CustomResource> DefaultCustomResources() {
+  const std::vector<std::string> kserve_frameworks = {
+      "model", "pytorch", "tensorflow", "sklearn", "xgboost", "onnx", "triton",
+      "huggingface", "lightgbm", "paddle", "pmml"};
+  std::vector<std::string> kserve_containers;
+  for (const auto& f : kserve_frameworks) kserve_containers.push_back("spec.predictor." + f);
+  return {
+      {"kubeflow.org", "PyTorchJob", {"spec.pytorchReplicaSpecs.*.template"}, {}},
+      {"kubeflow.org", "TFJob", {"spec.tfReplicaSpecs.*.template"}, {}},
+      {"kubeflow.org", "MPIJob", {"spec.mpiReplicaSpecs.*.template"}, {}},
+      {"kubeflow.org", "PaddleJob", {"spec.paddleReplicaSpecs.*.template"}, {}},
+      {"kubeflow.org", "XGBoostJob", {"spec.xgbReplicaSpecs.*.template"}, {}},
+      {"trainer.kubeflow.org", "TrainJob", {}, {"spec.trainer"}},
+      {"trainer.kubeflow.org", "TrainingRuntime", {"spec.template.spec.replicatedJobs[].template.spec.template"}, {}},
+      {"trainer.kubeflow.org", "ClusterTrainingRuntime",
+       {"spec.template.spec.replicatedJobs[].template.spec.template"}, {}},
+      {"ray.io", "RayCluster", {"spec.headGroupSpec.template", "spec.workerGroupSpecs[].template"}, {}},
+      {"ray.io", "RayJob",
+       {"spec.rayClusterSpec.headGroupSpec.template", "spec.rayClusterSpec.workerGroupSpecs[].template",
+        "spec.submitterPodTemplate"},
+       {}},
+      {"ray.io", "RayService",
+       {"spec.rayClusterConfig.headGroupSpec.template", "spec.rayClusterConfig.workerGroupSpecs[].template"}, {}},
+      {"leaderworkerset.x-k8s.io", "LeaderWorkerSet",
+       {"spec.leaderWorkerTemplate.leaderTemplate", "spec.leaderWorkerTemplate.workerTemplate"}, {}},
+      {"jobset.x-k8s.io", "JobSet", {"spec.replicatedJobs[].template.spec.template"}, {}},
+      {"serving.kserve.io", "InferenceService", {"spec.predictor", "spec.transformer", "spec.explainer"},
+       kserve_containers},
+      {"serving.kserve.io", "LLMInferenceService",
+       {"spec.template", "spec.worker", "spec.prefill.template", "spec.prefill.worker"}, {}},
+      {"batch.volcano.sh", "Job", {"spec.tasks[].template"}, {}},
+  };
 }
 
 bool Policy::IsLegacyResource(std::string_view resource_name) const {

@@ -1,7 +1,10 @@
 // The engine: runs every rule over a request and turns findings into an admission decision.
 #pragma once
 
+#include <chrono>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "draguard/admission/response.h"
@@ -21,9 +24,26 @@ struct RuleOutcome {
 
 /// Result of running the registry over a request.
 struct EngineResult {
-  std::vector<RuleOutcome> outcomes;  ///< one per rule that is not off
+  std::vector<RuleOutcome> outcomes;  ///< one per rule that is not off or exempted
   std::string exemption;              ///< non-empty when the request is exempt: why
+  /// Per-object exception (annotation draguard.io/exempt) in effect: "DG003,DG005 (reason: ...)".
+  std::string rule_exemption;
+  std::vector<std::string> exempted_rules;  ///< rule IDs skipped because of that exception
+  std::vector<std::string> notes;           ///< warnings about the exception itself (expired, ...)
 };
+
+/// Annotation that lists the rules an object is exempt from ("DG003,DG005").
+inline constexpr const char* kExemptAnnotation = "draguard.io/exempt";
+/// Required justification of a draguard.io/exempt exception.
+inline constexpr const char* kExemptReasonAnnotation = "draguard.io/exempt-reason";
+/// Optional RFC 3339 expiry of a draguard.io/exempt exception.
+inline constexpr const char* kExemptUntilAnnotation = "draguard.io/exempt-until";
+
+/// Parses an RFC 3339 timestamp ("2026-01-31T00:00:00Z", offsets and fractions allowed).
+std::optional<std::chrono::system_clock::time_point> ParseRfc3339(std::string_view text);
+
+/// Maximum length of a deny message (kubectl shows it on one screen).
+inline constexpr std::size_t kMaxDenyMessage = 1024;
 
 /// Runs every enabled rule. A rule that throws is reported as kError (never propagates).
 EngineResult Evaluate(const RuleInput& input, const Registry& registry);

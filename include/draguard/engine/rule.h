@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,7 +36,14 @@ struct Finding {
   std::string pointer;  ///< RFC 6901 JSON Pointer into the reviewed object
   std::string message;  ///< what is wrong, naming the container / field
   std::string fix;      ///< how to fix it
+  /// The most severe action this finding may take (deny > warn > audit). Unset: the rule's
+  /// action. A rule sets `kWarn` for findings that must never deny (e.g. DG001 on a workload
+  /// whose Pods mutation will convert); a rule configured as audit or off stays audit or off.
+  std::optional<policy::Action> cap;
 };
+
+/// The action a finding takes under `rule_action`: the less severe of the two.
+policy::Action EffectiveAction(policy::Action rule_action, const Finding& finding);
 
 /// What a rule returns.
 struct RuleResult {

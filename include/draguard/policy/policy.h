@@ -31,11 +31,52 @@ const char* ActionName(Action action);
 /// Parses "deny" | "warn" | "audit" | "off".
 std::optional<Action> ParseAction(std::string_view text);
 
+/// How a legacy name backed by DRA through DeviceClass.extendedResourceName (KEP-5004) is treated.
+enum class ExtendedResourceMapping { kDeny, kWarn, kAllow };
+
+/// One matchExpressions entry of a Kubernetes label selector.
+struct LabelSelectorRequirement {
+  std::string key;                  ///< label key
+  std::string op;                   ///< In | NotIn | Exists | DoesNotExist
+  std::vector<std::string> values;  ///< for In / NotIn
+};
+
+/// A Kubernetes label selector (matchLabels AND matchExpressions).
+struct LabelSelector {
+  std::map<std::string, std::string> match_labels;      ///< all must match
+  std::vector<LabelSelectorRequirement> match_expressions;  ///< all must hold
+  /// True when `labels` satisfies the selector (an empty selector matches everything).
+  bool Matches(const std::map<std::string, std::string>& labels) const;
+};
+
 /// Who and what is exempt from the policy.
 struct Exemptions {
   std::vector<std::string> namespaces;  ///< names or globs ("*", "?")
   std::vector<std::string> users;       ///< userInfo.username, globs allowed
   std::vector<std::string> groups;      ///< userInfo.groups entries, globs allowed
+  std::vector<LabelSelector> object_selectors;  ///< any matching the object's labels exempts it
+};
+
+/// A custom resource kind that embeds pod templates or containers.
+struct CustomResource {
+  std::string group;                       ///< API group, e.g. "kubeflow.org"
+  std::string kind;                        ///< kind, e.g. "PyTorchJob"
+  /// Dotted paths to PodTemplateSpecs or PodSpecs; `*` = every map value, `name[]` = every item.
+  std::vector<std::string> pod_templates;
+  /// Dotted paths to single container-like objects (with `resources`), e.g. KServe's predictor.model.
+  std::vector<std::string> containers;
+};
+
+/// The built-in list of custom resources (Kubeflow, Ray, LWS, JobSet, KServe, Volcano, ...).
+std::vector<CustomResource> DefaultCustomResources();
+
+/// DRA DeviceClass names that allocate NVIDIA GPUs.
+struct DeviceClasses {
+  std::vector<std::string> gpu = {"gpu.nvidia.com"};               ///< full GPUs (DG003)
+  std::vector<std::string> mig = {"mig.nvidia.com"};               ///< MIG devices (DG004)
+  std::vector<std::string> passthrough = {"vfio.gpu.nvidia.com"};  ///< VFIO passthrough GPUs
+  /// True when `name` is in any of the three lists.
+  bool IsGpuClass(std::string_view name) const;
 };
 
 /// How latency-sensitive workloads are recognised.
@@ -58,13 +99,25 @@ struct RuleConfig {
 /// A parsed, validated policy.
 struct Policy {
   Mode mode = Mode::kEnforce;
-  std::vector<std::string> legacy_resources = {"nvidia.com/gpu", "nvidia.com/gpu.shared",
-                                               "nvidia.com/mig-*"};
+  std::vector<std::string> legacy_resources = {
+      "nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*", "nvidia.com/gpumem",
+      "nvidia.com/gpucores", "nvidia.com/gpumem-percentage"};
   std::map<std::string, RuleConfig> rules;      ///< keyed by rule ID ("DG001")
   Exemptions exemptions;
   WorkloadClassSelector latency_sensitive;
   MutationConfig mutation;
   RuleErrorPolicy rule_errors = RuleErrorPolicy::kAllow;
+  ExtendedResourceMapping extended_resource_mapping = ExtendedResourceMapping::kDeny;
+  std::vector<CustomResource> custom_resources = DefaultCustomResources();
+  DeviceClasses device_classes;
+  /// DG003: the lowest acceptable memory floor of a full-GPU request (a Kubernetes quantity).
+  std::string memory_minimum = "1Gi";
+  /// DG005: classes whose requests need no pcieRoot alignment (e.g. IMEX channels).
+  std::vector<std::string> alignment_exempt_classes = {
+      "compute-domain-default-channel.nvidia.com", "compute-domain-channel.nvidia.com",
+      "compute-domain-daemon.nvidia.com"};
+  std::vector<std::string> admin_access_namespaces;       ///< DG009: namespaces (globs) allowed adminAccess
+  std::vector<std::string> allocation_mode_all_namespaces;  ///< DG010: namespaces (globs) allowed All
 
   /// The action for `rule_id`: the override if any, else `default_action`.
   Action ActionFor(std::string_view rule_id, Action default_action) const;

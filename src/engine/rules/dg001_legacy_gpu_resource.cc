@@ -1,7 +1,8 @@
-// DG001 legacy-gpu-resource: Pods must not request device-plugin GPU resources.
+// DG001 legacy-gpu-resource: Pods and pod templates must not request device-plugin GPU resources.
 #include <string>
 #include <vector>
 
+#include "draguard/cel/quantity.h"
 #include "pod_specs.h"
 #include "rules/rules.h"
 
@@ -16,21 +17,50 @@ std::string QuantityText(const Json& q) {
   return "?";
 }
 
+// A quantity that asks for nothing (0, "0", "0m") is not a GPU request.
+bool IsZero(const Json& q) {
+  if (q.is_number()) return q.get<double>() == 0;
+  if (q.is_string()) {
+    auto parsed = cel::Quantity::Parse(q.get<std::string>());
+    return parsed.ok() && parsed->Sign() == 0;
+  }
+  return false;
+}
+
 constexpr const char* kFix =
     "request GPUs with a DRA ResourceClaimTemplate (class gpu.nvidia.com) in spec.resourceClaims";
 constexpr const char* kMigFix =
     "request the MIG profile with a DRA ResourceClaimTemplate (class mig.nvidia.com, "
     "profile selector) in spec.resourceClaims";
+constexpr const char* kSharingFix =
+    "HAMi sharing limits are not enforced by DRA: request a DRA claim with a memory selector "
+    "(class gpu.nvidia.com) or an MPS sharing config instead";
+constexpr const char* kImplicitPrefix = "deviceclass.resource.kubernetes.io/";
+
+// HAMi's per-GPU sharing dimensions count memory / cores, not devices: no DeviceClass backs them.
+bool IsSharingDimension(const std::string& name) {
+  return name == "nvidia.com/gpumem" || name == "nvidia.com/gpucores" || name == "nvidia.com/gpumem-percentage";
+}
+
+struct Context {
+  const policy::Policy& policy;
+  std::string prefix;       // "" for Pods, `Deployment "web": ` for templates
+  bool workload = false;
+  std::vector<Finding>* findings;
+};
 
 // Appends one finding per legacy entry of resources.{limits,requests} at `resources`.
 void CheckResources(const Json& resources, const std::string& pointer, const std::string& who,
-                    const policy::Policy& policy, std::vector<Finding>* findings) {
+                    const Context& ctx) {
   if (!resources.is_object()) return;
   for (const char* section : {"limits", "requests"}) {
     auto it = resources.find(section);
     if (it == resources.end() || !it->is_object()) continue;
     for (const auto& [name, qty] : it->items()) {
-      if (!policy.IsLegacyResource(name)) continue;
+      bool implicit = name.rfind(kImplicitPrefix, 0) == 0 &&
+                      ctx.policy.device_classes.IsGpuClass(name.substr(std::string(kImplicitPrefix).size()));
+      if (!implicit && !ctx.policy.IsLegacyResource(name)) continue;
+      if (IsZero(qty)) continue;
       // A limit and a request of the same resource are one finding, reported at the limit.
       if (std::string(section) == "requests") {
         auto lim = resources.find("limits");
@@ -38,9 +68,31 @@ void CheckResources(const Json& resources, const std::string& pointer, const std
       }
       Finding f;
       f.pointer = pointer + "/" + section + "/" + EscapePointerToken(name);
-      f.message = who + " requests " + name + " (" + section + ": " + QuantityText(qty) + ")";
-      f.fix = name.find("/mig-") != std::string::npos ? kMigFix : kFix;
-      findings->push_back(std::move(f));
+      f.message = ctx.prefix + who + " requests " + name + " (" + section + ": " + QuantityText(qty) + ")";
+      f.fix = IsSharingDimension(name) ? kSharingFix : name.find("/mig-") != std::string::npos ? kMigFix : kFix;
+      // KEP-5004: the name may be backed by DRA through DeviceClass.extendedResourceName (or is
+      // the implicit deviceclass.resource.kubernetes.io/<class> name): DRA-allocated, but still
+      // without memory floor or topology constraint.
+      if (!IsSharingDimension(name)) {
+        switch (ctx.policy.extended_resource_mapping) {
+          case policy::ExtendedResourceMapping::kAllow:
+            continue;
+          case policy::ExtendedResourceMapping::kWarn:
+            f.cap = policy::Action::kWarn;
+            f.message += "; if a DeviceClass maps it (extendedResourceName), it still has no memory floor or topology constraint";
+            break;
+          case policy::ExtendedResourceMapping::kDeny:
+            if (implicit) f.message += " (DRA-backed through the class, but with no selector, memory floor or topology constraint)";
+            break;
+        }
+      }
+      if (ctx.workload) {
+        if (ctx.policy.mutation.enabled) {
+          f.cap = policy::Action::kWarn;
+          f.message += "; it will be converted when its Pods are created";
+        }
+      }
+      ctx.findings->push_back(std::move(f));
     }
   }
 }
@@ -52,24 +104,31 @@ class LegacyGpuResource final : public Rule {
   policy::Action default_action() const override { return policy::Action::kDeny; }
 
   RuleResult Evaluate(const RuleInput& input) const override {
-    const auto& req = input.request;
-    // Extended resources of an existing Pod cannot change; only creation is judged.
-    if (req.operation != admission::Operation::kCreate) return Skip();
-    auto specs = FindPodSpecs(req);
-    if (specs.empty()) return Skip();
+    auto objects = FindPodObjects(input.request, input.policy);
+    if (objects.specs.empty() && objects.loose_containers.empty()) return Skip();
     std::vector<Finding> findings;
-    for (const auto& spec : specs) {
+    for (const auto& spec : objects.specs) {
+      Context ctx{input.policy, "", spec.workload, &findings};
+      if (spec.workload) ctx.prefix = spec.owner + " " + spec.pointer + ": ";
       for (const auto& c : Containers(spec)) {
         auto res = c.container->find("resources");
         if (res == c.container->end()) continue;
         std::string who = c.kind + " \"" + c.name + "\"";
-        CheckResources(*res, c.pointer + "/resources", who, input.policy, &findings);
+        CheckResources(*res, c.pointer + "/resources", who, ctx);
       }
       // Pod-level resources (PodLevelResources, Kubernetes 1.32+).
       auto pod_res = spec.spec->find("resources");
       if (pod_res != spec.spec->end()) {
-        CheckResources(*pod_res, spec.pointer + "/resources", "pod-level spec.resources", input.policy,
-                       &findings);
+        CheckResources(*pod_res, spec.pointer + "/resources", "pod-level spec.resources", ctx);
+      }
+    }
+    for (const auto& c : objects.loose_containers) {
+      Context ctx{input.policy, objects.owner + " " + c.pointer + ": ", true, &findings};
+      std::string who = "container \"" + c.name + "\"";
+      // TrainJob's trainer carries resourcesPerNode instead of resources.
+      for (const char* field : {"resources", "resourcesPerNode"}) {
+        auto res = c.container->find(field);
+        if (res != c.container->end()) CheckResources(*res, c.pointer + "/" + field, who, ctx);
       }
     }
     return Fail(std::move(findings));

@@ -1,0 +1,59 @@
+// DG005 topology-alignment: a claim that allocates several devices aligns them on one PCIe root.
+#include "rules/rules.h"
+#include "rules/util.h"
+
+namespace draguard::engine::rules {
+namespace {
+
+constexpr std::size_t kMaxCombinations = 4096;
+
+class TopologyAlignment final : public Rule {
+ public:
+  std::string_view id() const override { return "DG005"; }
+  std::string_view name() const override { return "topology-alignment"; }
+  policy::Action default_action() const override { return policy::Action::kDeny; }
+
+  RuleResult Evaluate(const RuleInput& input) const override {
+    auto claim = FindClaim(input.request);
+    if (!claim) return Skip();
+    const auto& pol = input.policy;
+    bool gpu = false;
+    for (const auto& r : claim->requests) {
+      for (const auto& a : r.alternatives) gpu = gpu || pol.device_classes.IsGpuClass(a.device_class);
+    }
+    if (!gpu) return Skip();
+    std::vector<Finding> findings;
+    std::size_t uncovered = 0;
+    bool bounded = ForEachCombination(*claim, kMaxCombinations, [&](const Combination& combo) {
+      std::vector<const Alternative*> counted;
+      int64_t devices = 0;
+      for (const auto* a : combo) {
+        if (InList(pol.alignment_exempt_classes, a->device_class) || DeviceCount(*a) == 0) continue;
+        counted.push_back(a);
+        devices += DeviceCount(*a);
+      }
+      if (devices < 2 || PcieRootCovers(*claim, counted)) return;
+      if (uncovered++ > 0) return;  // one finding per claim; the count goes into the message
+      Finding f;
+      f.pointer = claim->spec_pointer + "/devices" + (claim->constraints.empty() ? "" : "/constraints");
+      bool alternatives = false;
+      for (const auto* a : counted) alternatives = alternatives || !a->name.empty();
+      f.message = claim->owner + (alternatives ? " alternative " : " ") + "allocates " + std::to_string(devices) +
+                  " devices (" + DescribeCombination(counted) + ") without a matchAttribute " + kPcieRoot +
+                  " constraint covering them";
+      f.fix = "add constraints: [{requests: [...all of them...], matchAttribute: resource.kubernetes.io/pcieRoot}]";
+      findings.push_back(std::move(f));
+    });
+    if (!bounded) return Error("more than 4096 firstAvailable combinations; cannot check alignment");
+    if (uncovered > 1) {
+      findings.front().message += " (and " + std::to_string(uncovered - 1) + " more firstAvailable combinations)";
+    }
+    return Fail(std::move(findings));
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Rule> MakeTopologyAlignment() { return std::make_unique<TopologyAlignment>(); }
+
+}  // namespace draguard::engine::rules

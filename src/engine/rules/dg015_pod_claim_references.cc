@@ -1,0 +1,90 @@
+// DG015 pod-claim-references: containers reference the Pod's resourceClaims correctly.
+#include <set>
+
+#include "pod_specs.h"
+#include "rules/rules.h"
+#include "rules/util.h"
+
+namespace draguard::engine::rules {
+namespace {
+
+using admission::Json;
+
+class PodClaimReferences final : public Rule {
+ public:
+  std::string_view id() const override { return "DG015"; }
+  std::string_view name() const override { return "pod-claim-references"; }
+  policy::Action default_action() const override { return policy::Action::kDeny; }
+
+  RuleResult Evaluate(const RuleInput& input) const override {
+    auto objects = FindPodObjects(input.request, input.policy);
+    if (objects.specs.empty()) return Skip();
+    std::vector<Finding> findings;
+    for (const auto& spec : objects.specs) {
+      std::string prefix = spec.workload ? spec.owner + " " + spec.pointer + ": " : "";
+      auto add = [&](std::string pointer, std::string message, std::string fix) {
+        findings.push_back({std::move(pointer), prefix + message, std::move(fix), std::nullopt});
+      };
+      std::set<std::string> declared;
+      const Json* claims = Member(spec.spec, "resourceClaims");
+      for (std::size_t i = 0; claims != nullptr && claims->is_array() && i < claims->size(); ++i) {
+        const Json& e = (*claims)[i];
+        std::string p = spec.pointer + "/resourceClaims/" + std::to_string(i);
+        std::string name = StringMember(&e, "name");
+        if (!IsDnsLabel(name)) {
+          add(p + "/name", "spec.resourceClaims entry name \"" + name + "\" is not a DNS label",
+              "use lower-case letters, digits and '-'");
+        } else if (!declared.insert(name).second) {
+          add(p + "/name", "spec.resourceClaims has two entries named \"" + name + "\"", "make the names unique");
+        }
+        bool by_name = !StringMember(&e, "resourceClaimName").empty();
+        bool by_template = !StringMember(&e, "resourceClaimTemplateName").empty();
+        if (by_name == by_template) {
+          add(p, "spec.resourceClaims entry \"" + name + "\" must set exactly one of resourceClaimName and "
+              "resourceClaimTemplateName", "keep resourceClaimTemplateName (one claim per Pod)");
+        }
+      }
+      for (const auto& c : Containers(spec)) {
+        const Json* list = Member(Member(c.container, "resources"), "claims");
+        if (list == nullptr || !list->is_array()) continue;
+        std::set<std::string> whole, parts;
+        std::string who = c.kind + " \"" + c.name + "\"";
+        for (std::size_t i = 0; i < list->size(); ++i) {
+          const Json& e = (*list)[i];
+          std::string p = c.pointer + "/resources/claims/" + std::to_string(i);
+          std::string name = StringMember(&e, "name");
+          std::string request = StringMember(&e, "request");
+          if (!declared.count(name)) {
+            add(p + "/name", who + " uses claim \"" + name + "\", which spec.resourceClaims does not declare",
+                "add {name: " + name + ", resourceClaimTemplateName: ...} to spec.resourceClaims");
+            continue;
+          }
+          if (!request.empty() && !IsDnsLabel(request)) {
+            add(p + "/request", who + " claim \"" + name + "\" request \"" + request +
+                "\" is not a DNS label (only main request names, no \"req/sub\")", "name a main request of the claim");
+            continue;
+          }
+          bool dup = request.empty() ? (whole.count(name) || [&] {
+            for (const auto& x : parts) {
+              if (x.rfind(name + "/", 0) == 0) return true;
+            }
+            return false;
+          }()) : (whole.count(name) || parts.count(name + "/" + request));
+          if (dup) {
+            add(p, who + " uses claim \"" + name + "\"" + (request.empty() ? "" : " request \"" + request + "\"") +
+                " more than once", "list each claim (or claim request) once per container");
+          }
+          if (request.empty()) whole.insert(name);
+          else parts.insert(name + "/" + request);
+        }
+      }
+    }
+    return Fail(std::move(findings));
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Rule> MakePodClaimReferences() { return std::make_unique<PodClaimReferences>(); }
+
+}  // namespace draguard::engine::rules

@@ -1,0 +1,89 @@
+// Small helpers shared by the built-in rules (internal to the engine module).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "claims.h"
+#include "pod_specs.h"
+#include "draguard/glob.h"
+#include "draguard/policy/policy.h"
+
+namespace draguard::engine::rules {
+
+/// True when `value` is one of `list`.
+inline bool InList(const std::vector<std::string>& list, const std::string& value) {
+  for (const auto& v : list) {
+    if (v == value) return true;
+  }
+  return false;
+}
+
+/// True when a glob of `patterns` matches `ns`.
+inline bool NamespaceAllowed(const std::vector<std::string>& patterns, const std::string& ns) {
+  for (const auto& p : patterns) {
+    if (GlobMatch(p, ns)) return true;
+  }
+  return false;
+}
+
+/// RFC 1123 DNS label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 characters.
+bool IsDnsLabel(const std::string& s);
+
+/// RFC 1123 DNS subdomain: dot-separated labels, at most 253 characters.
+bool IsDnsSubdomain(const std::string& s);
+
+/// A C identifier of at most 32 characters (DRA attribute / capacity names).
+bool IsCIdentifier(const std::string& s);
+
+/// One allocation of a claim: the alternative chosen for each request (null = none).
+using Combination = std::vector<const Alternative*>;
+
+/// Calls `fn` for every combination of alternatives (one per request with alternatives).
+/// Returns false (without finishing) when there are more than `limit` combinations.
+bool ForEachCombination(const ClaimRef& claim, std::size_t limit,
+                        const std::function<void(const Combination&)>& fn);
+
+/// Devices an alternative allocates for counting purposes (All counts as 1, malformed as 0).
+inline int64_t DeviceCount(const Alternative& a) {
+  if (a.all) return 1;
+  return a.count > 0 ? a.count : 0;
+}
+
+/// True when `constraint` is a pcieRoot matchAttribute covering every alternative of `alts`.
+bool CoversAll(const ConstraintRef& constraint, const std::vector<const Alternative*>& alts);
+
+/// Standard attribute used for PCIe locality constraints.
+inline constexpr const char* kPcieRoot = "resource.kubernetes.io/pcieRoot";
+
+/// True when the claim has a pcieRoot matchAttribute covering every alternative of `alts`.
+bool PcieRootCovers(const ClaimRef& claim, const std::vector<const Alternative*>& alts);
+
+/// "request \"gpus\" x2, request \"nic\"" for messages.
+std::string DescribeCombination(const std::vector<const Alternative*>& alts);
+
+}  // namespace draguard::engine::rules
+
+namespace draguard::engine::rules {
+
+/// The sharing settings of an NVIDIA opaque config (GpuConfig / MigDeviceConfig).
+struct SharingInfo {
+  std::string kind;                 ///< parameters.kind
+  std::string strategy;             ///< sharing.strategy ("" when no sharing)
+  bool has_sharing = false;         ///< a sharing object is present
+  bool has_thread_percentage = false;  ///< mpsConfig.defaultActiveThreadPercentage set
+  bool has_pinned_limit = false;    ///< defaultPinnedDeviceMemoryLimit or per-device limits set
+  bool has_time_slicing_config = false;  ///< sharing.timeSlicingConfig present
+};
+
+/// Reads the sharing settings of a config for driver gpu.nvidia.com; nullopt for other drivers
+/// or parameters that are not an object.
+std::optional<SharingInfo> ReadSharing(const ConfigRef& config);
+
+/// The alternatives a config applies to (every alternative when config.requests is empty).
+std::vector<const Alternative*> ConfigTargets(const ClaimRef& claim, const ConfigRef& config);
+
+}  // namespace draguard::engine::rules

@@ -1,0 +1,36 @@
+// Static analysis of DRA CEL selectors (internal to the engine module): which device-memory
+// floor and which MIG profiles a selector guarantees, read from the parsed tree of draguard_cel.
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+
+#include "draguard/cel/ast.h"
+#include "draguard/cel/quantity.h"
+
+namespace draguard::engine {
+
+/// A lower bound on a capacity: value ≥ `value` (or > when strict).
+struct LowerBound {
+  cel::Quantity value;
+  bool strict = false;
+};
+
+/// The lower bound that `root` (a selector that must be true) guarantees on
+/// device.capacity[domain][name], or nullopt. `domain` also matches `device.capacity[device.driver]`.
+/// Understands compareTo against quantity('..') with any comparison (either side), isGreaterThan,
+/// isLessThan, negation, && (the stronger bound) and || (the weaker, if every branch bounds).
+std::optional<LowerBound> CapacityLowerBound(const cel::Expr& root, const std::string& domain,
+                                             const std::string& name);
+
+/// The values `root` allows for the string attribute device.attributes[domain][name]:
+/// nullopt when unconstrained, else the set (empty = contradictory). Understands ==, `in [..]`,
+/// && (intersection) and || (union when every branch constrains).
+std::optional<std::set<std::string>> AttributeValues(const cel::Expr& root, const std::string& domain,
+                                                     const std::string& name);
+
+/// True when `root` contains `device.driver == '<driver>'` (either side) anywhere.
+bool ComparesDriver(const cel::Expr& root, const std::string& driver);
+
+}  // namespace draguard::engine
