@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "draguard/topology/dra_devices.h"
 #include "draguard/topology/loader.h"
 #include "draguard/topology/snapshot.h"
 
@@ -331,6 +332,63 @@ TEST(LoaderTest, SnapshotQueryApi) {
   const ShapeGroup* g = snap->FindShape(snap->Find("g4dn-1")->shape->fingerprint);
   ASSERT_NE(g, nullptr);
   EXPECT_EQ(g->nodes, (std::vector<std::string>{"g4dn-1", "g4dn-2"}));
+}
+
+const SimulatedAttribute* Attr(const SimulatedDevice& d, const std::string& domain, const std::string& name) {
+  for (const auto& a : d.attributes) {
+    if (a.domain == domain && a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+TEST(SimulatedDevicesTest, AttributesFromTheExportAndUnknownsMarked) {
+  ShapeInterner interner;
+  auto node = MakeNodeTopology(Load(kPower8), "minsky", kPower8, "1", interner);
+  auto devs = SimulateDraDevices(*node);
+  ASSERT_EQ(devs.size(), 4u);
+  const SimulatedDevice& d = devs[2];
+  EXPECT_EQ(d.name, "gpu-2");
+  EXPECT_EQ(d.driver, "gpu.nvidia.com");
+  EXPECT_EQ(std::get<std::string>(Attr(d, "gpu.nvidia.com", "type")->value), "gpu");
+  EXPECT_EQ(std::get<std::string>(Attr(d, "resource.kubernetes.io", "pcieRoot")->value), "pci000a:00");
+  EXPECT_EQ(std::get<std::string>(Attr(d, "resource.kubernetes.io", "pciBusID")->value), "000a:01:00.0");
+  EXPECT_EQ(std::get<std::string>(Attr(d, "gpu.nvidia.com", "productName")->value), "Tesla P100-SXM2-16GB");
+  EXPECT_EQ(std::get<std::string>(Attr(d, "gpu.nvidia.com", "uuid")->value).rfind("GPU-", 0), 0u);
+  ASSERT_EQ(d.capacity.size(), 1u);
+  EXPECT_EQ(d.capacity[0].source, "CUDAGlobalMemorySize");  // P100 is not in the NVML table
+  EXPECT_EQ(d.capacity[0].bytes, *node->shape->gpus[2].memory_bytes);
+  EXPECT_NE(std::find(d.unknown.begin(), d.unknown.end(), "gpu.nvidia.com/driverVersion"), d.unknown.end());
+
+  // DGX-2: nvml only, no memory size in the export -> memory is unknown, not invented.
+  auto dgx = MakeNodeTopology(Load(kDgx2), "dgx", kDgx2, "1", interner);
+  auto ddevs = SimulateDraDevices(*dgx);
+  ASSERT_EQ(ddevs.size(), 16u);
+  EXPECT_TRUE(ddevs[0].capacity.empty());
+  EXPECT_NE(std::find(ddevs[0].unknown.begin(), ddevs[0].unknown.end(), "gpu.nvidia.com/memory"), ddevs[0].unknown.end());
+
+  // AMD GPUs are not simulated as gpu.nvidia.com devices.
+  auto tioga = MakeNodeTopology(Load(kTioga), "tioga", kTioga, "1", interner);
+  EXPECT_TRUE(SimulateDraDevices(*tioga).empty());
+}
+
+TEST(SimulatedDevicesTest, NvmlTableUsedForKnownDevices) {
+  // An H100 SXM5 (10de:2330) export says CUDAGlobalMemorySize = 81081 MiB; the driver publishes
+  // NVML Total = 81559 MiB.
+  std::string xml = ReadFile(kDir + kG4dn);
+  xml = ReplaceAll(xml, "0302 [10de:1eb8]", "0302 [10de:2330]");
+  xml = ReplaceAll(xml, "name=\"CUDAGlobalMemorySize\" value=\"15472384\"", "name=\"CUDAGlobalMemorySize\" value=\"83026944\"");
+  auto p = ParseHwlocXml(xml);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->shape.gpus[0].device_id, 0x2330);
+  EXPECT_EQ(p->shape.gpus[0].memory_bytes, std::optional<uint64_t>(81081ull << 20));
+  ShapeInterner interner;
+  auto node = MakeNodeTopology(std::move(p).value(), "h100", "h100.xml", "1", interner);
+  auto devs = SimulateDraDevices(*node);
+  ASSERT_EQ(devs.size(), 8u);
+  ASSERT_EQ(devs[0].capacity.size(), 1u);
+  EXPECT_EQ(devs[0].capacity[0].bytes, 81559ull << 20);
+  EXPECT_EQ(devs[0].capacity[0].source, "nvml-table");
+  EXPECT_EQ(NvmlTotalMemoryBytes(0x1eb8), 0u);
 }
 
 }  // namespace

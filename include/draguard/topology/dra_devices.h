@@ -1,0 +1,55 @@
+// Simulated DRA devices: for each NVIDIA GPU of a node, the attributes and capacities the NVIDIA
+// DRA driver (gpu.nvidia.com) would publish for the full GPU, as far as an hwloc export can tell,
+// so that selectors can be evaluated against real topologies. Attribute names follow the
+// driver's deviceinfo.go (see docs/topology.md); what the export cannot know is listed in
+// `unknown`, never invented.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "draguard/topology/model.h"
+
+namespace draguard::topology {
+
+/// Driver name of the NVIDIA DRA driver.
+inline constexpr std::string_view kNvidiaDriver = "gpu.nvidia.com";
+
+/// One attribute: domain ("gpu.nvidia.com", "resource.kubernetes.io"), name and value.
+struct SimulatedAttribute {
+  std::string domain;
+  std::string name;
+  std::variant<std::string, int64_t, bool> value;
+};
+
+/// One capacity in bytes, and where the figure came from.
+struct SimulatedCapacity {
+  std::string domain;
+  std::string name;
+  uint64_t bytes = 0;
+  /// "nvml-table" (NVML Total from the cited table in dra_devices.cc, what the driver publishes)
+  /// or the export attribute used ("CUDAGlobalMemorySize", a few hundred MiB below NVML Total).
+  std::string source;
+};
+
+/// One device as the driver would publish it in a ResourceSlice.
+struct SimulatedDevice {
+  std::string name;        ///< "gpu-<n>", n = position in PCI bus order (NVML's default order)
+  uint32_t gpu_index = 0;  ///< index into shape->gpus
+  std::string driver;      ///< kNvidiaDriver
+  std::vector<SimulatedAttribute> attributes;
+  std::vector<SimulatedCapacity> capacity;
+  /// Attributes/capacities the driver publishes but the export cannot provide (e.g.
+  /// "gpu.nvidia.com/driverVersion", "gpu.nvidia.com/memory" when no size is known).
+  std::vector<std::string> unknown;
+};
+
+/// The simulated devices of `node` (NVIDIA GPUs only; AMD GPUs are not simulated).
+std::vector<SimulatedDevice> SimulateDraDevices(const NodeTopology& node);
+
+/// NVML total memory in bytes for a known PCI device (vendor 0x10de), or 0 when not in the table.
+uint64_t NvmlTotalMemoryBytes(uint16_t device_id);
+
+}  // namespace draguard::topology

@@ -1,0 +1,79 @@
+// Simulated NVIDIA DRA devices (see dra_devices.h).
+#include "draguard/topology/dra_devices.h"
+
+namespace draguard::topology {
+namespace {
+
+// NVML `GetMemoryInfo().Total` (what the NVIDIA DRA driver publishes as capacity `memory`) by PCI
+// device id. Figures: shared/docs/dra-reference.md §8 pitfall 1, citing `nvidia-smi` output in
+// NVIDIA/nccl#1264 and modal-labs/modal-client PR #2797: H100 80GB HBM3 = 81559 MiB, A100 80GB =
+// 81920 MiB. Device ids from the PCI ID database: 2330 = GH100 [H100 SXM5 80GB], 20b2 = GA100
+// [A100 SXM4 80GB], 20b5 = GA100 [A100 PCIe 80GB]. Exports give CUDAGlobalMemorySize instead,
+// a few hundred MiB less (81081 MiB for the H100).
+struct NvmlMemory {
+  uint16_t device_id;
+  uint64_t mib;
+};
+constexpr NvmlMemory kNvmlMemory[] = {
+    {0x2330, 81559},
+    {0x20b2, 81920},
+    {0x20b5, 81920},
+};
+
+// Attributes the driver publishes for a full GPU that no hwloc export carries.
+constexpr const char* kNeverInExport[] = {"gpu.nvidia.com/brand", "gpu.nvidia.com/architecture",
+                                          "gpu.nvidia.com/cudaComputeCapability", "gpu.nvidia.com/driverVersion",
+                                          "gpu.nvidia.com/cudaDriverVersion"};
+
+}  // namespace
+
+uint64_t NvmlTotalMemoryBytes(uint16_t device_id) {
+  for (const NvmlMemory& m : kNvmlMemory) {
+    if (m.device_id == device_id) return m.mib << 20;
+  }
+  return 0;
+}
+
+std::vector<SimulatedDevice> SimulateDraDevices(const NodeTopology& node) {
+  std::vector<SimulatedDevice> out;
+  const Shape& s = *node.shape;
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < s.gpus.size(); ++i) {
+    const Gpu& g = s.gpus[i];
+    if (g.vendor != GpuVendor::kNvidia) continue;
+    SimulatedDevice d;
+    d.name = "gpu-" + std::to_string(n++);
+    d.gpu_index = i;
+    d.driver = std::string(kNvidiaDriver);
+    const std::string dom(kNvidiaDriver);
+    d.attributes.push_back({dom, "type", std::string("gpu")});
+    if (auto uuid = node.GpuUuid(i)) {
+      d.attributes.push_back({dom, "uuid", std::string(*uuid)});
+    } else {
+      d.unknown.push_back(dom + "/uuid");
+    }
+    if (!g.model.empty()) {
+      d.attributes.push_back({dom, "productName", g.model});
+    } else {
+      d.unknown.push_back(dom + "/productName");
+    }
+    d.attributes.push_back({"resource.kubernetes.io", "pciBusID", g.pci_bus_id});
+    if (const std::string& root = s.PcieRootId(g); !root.empty()) {
+      d.attributes.push_back({"resource.kubernetes.io", "pcieRoot", root});
+    } else {
+      d.unknown.push_back("resource.kubernetes.io/pcieRoot");
+    }
+    if (const uint64_t nvml = NvmlTotalMemoryBytes(g.device_id); nvml != 0) {
+      d.capacity.push_back({dom, "memory", nvml, "nvml-table"});
+    } else if (g.memory_bytes.has_value()) {
+      d.capacity.push_back({dom, "memory", *g.memory_bytes, MemorySourceName(g.memory_source)});
+    } else {
+      d.unknown.push_back(dom + "/memory");
+    }
+    for (const char* a : kNeverInExport) d.unknown.emplace_back(a);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace draguard::topology
