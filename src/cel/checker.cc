@@ -205,7 +205,7 @@ bool IsTypeIdent(const std::string& n) {
 
 class Checker {
  public:
-  Checker(const Ast& ast, const Env& env) : ast_(ast), env_(env) {}
+  explicit Checker(const Env& env) : env_(env) {}
 
   Type Check(const Expr& e) {
     switch (e.kind) {
@@ -462,7 +462,6 @@ class Checker {
     return result;
   }
 
-  const Ast& ast_;
   const Env& env_;
   std::vector<Diagnostic> errors_;
   std::vector<std::pair<std::string, Type>> scopes_;
@@ -669,7 +668,7 @@ std::string RequiredDriver(const Expr& root) {
 
 Result<CheckedExpr> Check(const Ast& ast, const Env& env) {
   if (!ast.root) return Status::InvalidArgument("empty expression");
-  Checker c(ast, env);
+  Checker c(env);
   Type t = c.Check(*ast.root);
   if (c.errors().empty() && env.require_bool() && t.kind != K::kBool && t.kind != K::kDyn) {
     c.Error(ast.root->offset, "must evaluate to bool, not " + t.ToString());

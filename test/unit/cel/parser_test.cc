@@ -5,7 +5,9 @@
 
 #include <string>
 
+#include "draguard/cel/checker.h"
 #include "draguard/cel/debug_string.h"
+#include "draguard/cel/evaluator.h"
 
 namespace draguard::cel {
 namespace {
@@ -69,6 +71,27 @@ TEST(CelParser, DeepNestingIsAnErrorNotACrash) {
   EXPECT_TRUE(Parse(neg).ok());  // unary runs are folded, not nested
   std::string lists(3000, '[');
   EXPECT_FALSE(Parse(lists).ok());
+}
+
+TEST(CelParser, NestingJustBelowTheLimitWorksEndToEnd) {
+  // Deep but legal input must parse, and every later pass must handle it.
+  std::string parens = std::string(200, '(') + "true" + std::string(200, ')');
+  auto a = Parse(parens);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  std::string deep = "1";
+  for (int i = 0; i < 200; ++i) deep = "(" + deep + " + 1)";
+  auto c = Compile(deep + " == 201", Env());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EvalOutcome o = Evaluate(c->ast, Activation{});
+  ASSERT_EQ(o.value.kind(), ValueKind::kBool);
+  EXPECT_TRUE(o.value.bool_value());
+  std::string lists = std::string(120, '[') + "1" + std::string(120, ']');
+  auto b = Parse("size(" + lists + ") == 1");
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_FALSE(ToDebugString(*b->root).empty());
+  std::string negs = "!";
+  for (int i = 0; i < 100; ++i) negs = "!(" + negs;
+  EXPECT_FALSE(Parse(negs).ok());  // incomplete input, but no crash
 }
 
 TEST(CelParser, LogicalChainsAreBalanced) {
