@@ -241,6 +241,7 @@ class Lexer {
     return false;
   }
 
+  // `...` (escaped identifier): lexed so it can be reported as unsupported syntax.
   bool EscIdent(Token& t) {
     size_t j = i_ + 1;
     while (j < s_.size() && (IsIdentStart(s_[j]) || IsDigit(s_[j]) || s_[j] == '.' || s_[j] == '-' ||
@@ -254,18 +255,15 @@ class Lexer {
       t.end = static_cast<int32_t>(i_);
       return true;
     }
-    size_t end = std::min(j + 1, s_.size());
-    if (j < s_.size() && s_[j] != '`') end = j + 1;
-    Error(i_, std::min(i_ + 2, s_.size()), "");
-    i_ = std::min(i_ + 2, s_.size());
-    (void)end;
+    size_t end = std::min(i_ + 2, s_.size());
+    Error(i_, end, "");
+    i_ = end;
     return false;
   }
 
   bool Number(Token& t) {
     size_t start = i_;
-    if (s_[i_] == '0' && i_ + 2 < s_.size() + 1 && i_ + 1 < s_.size() &&
-        (s_[i_ + 1] == 'x' || s_[i_ + 1] == 'X') && i_ + 2 < s_.size() && IsHex(s_[i_ + 2])) {
+    if (s_[i_] == '0' && i_ + 2 < s_.size() && (s_[i_ + 1] == 'x' || s_[i_ + 1] == 'X') && IsHex(s_[i_ + 2])) {
       i_ += 2;
       while (i_ < s_.size() && IsHex(s_[i_])) ++i_;
       t.kind = Tok::kInt;
@@ -356,7 +354,7 @@ class Lexer {
           case '?': out.push_back('?'); break;
           case 'x':
           case 'X': {
-            if (j + 1 < s_.size() + 0 && j + 1 <= s_.size() - 1 && IsHex(s_[j]) && IsHex(s_[j + 1])) {
+            if (j + 1 < s_.size() && IsHex(s_[j]) && IsHex(s_[j + 1])) {
               int v = HexVal(s_[j]) * 16 + HexVal(s_[j + 1]);
               j += 2;
               if (bytes) out.push_back(static_cast<char>(v));
@@ -392,8 +390,8 @@ class Lexer {
             break;
           }
           default:
-            if (e >= '0' && e <= '3' && j + 1 < s_.size() + 0 && j + 1 <= s_.size() - 1 &&
-                s_[j] >= '0' && s_[j] <= '7' && s_[j + 1] >= '0' && s_[j + 1] <= '7') {
+            if (e >= '0' && e <= '3' && j + 1 < s_.size() && s_[j] >= '0' && s_[j] <= '7' && s_[j + 1] >= '0' &&
+                s_[j + 1] <= '7') {
               int v = (e - '0') * 64 + (s_[j] - '0') * 8 + (s_[j + 1] - '0');
               j += 2;
               if (bytes) out.push_back(static_cast<char>(v));
@@ -904,7 +902,6 @@ class Parser {
 
   ExprPtr IdentLike() {
     std::string name;
-    int32_t first_off = Peek().offset;
     bool leading_dot = false;
     if (Peek().kind == Tok::kDot) {
       Advance();
@@ -933,7 +930,6 @@ class Parser {
       if (IsReserved(id.text)) SoftError(id_off, "reserved identifier: " + id.text);
       return GlobalCallOrMacro(name, open, std::move(args));
     }
-    (void)first_off;
     if (IsReserved(id.text)) SoftError(id_off, "reserved identifier: " + id.text);
     return Ident(name, id_off);
   }

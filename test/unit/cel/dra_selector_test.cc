@@ -47,7 +47,7 @@ std::map<std::string, Device> LoadDevices() {
   return out;
 }
 
-TEST(DraSelectors, RealManifestsAndPitfalls) {
+TEST(CelDraSelectors, RealManifestsAndPitfalls) {
   auto devices = LoadDevices();
   ASSERT_EQ(devices.size(), 4u);
   json cases = LoadJson("selectors.json");
@@ -87,7 +87,7 @@ TEST(DraSelectors, RealManifestsAndPitfalls) {
   EXPECT_GT(evaluations, 60);
 }
 
-TEST(DraSelectors, AllowMultipleAllocationsWithGate) {
+TEST(CelDraSelectors, AllowMultipleAllocationsWithGate) {
   DraEnvOptions gate;
   gate.allow_multiple_allocations = true;
   auto c = CompileSelector("device.allowMultipleAllocations", gate);
@@ -98,7 +98,7 @@ TEST(DraSelectors, AllowMultipleAllocationsWithGate) {
   EXPECT_TRUE(*EvaluateSelector(*c, d));
 }
 
-TEST(DraSelectors, CostLimitIsNotAbsorbed) {
+TEST(CelDraSelectors, CostLimitIsNotAbsorbed) {
   // A budget error must not be swallowed by `|| true`.
   auto c = CompileSelector("[1,2,3,4,5,6,7,8,9,10].all(a, [1,2,3,4,5,6,7,8,9,10].all(b, a + b > 0)) || true");
   ASSERT_TRUE(c.ok());
@@ -111,7 +111,7 @@ TEST(DraSelectors, CostLimitIsNotAbsorbed) {
   EXPECT_TRUE(*EvaluateSelector(*c, d));  // within the default budget
 }
 
-TEST(DraSelectors, DeviceJsonErrors) {
+TEST(CelDraSelectors, DeviceJsonErrors) {
   EXPECT_FALSE(ParseDeviceJson("{").ok());
   EXPECT_FALSE(ParseDeviceJson(R"({"driver": 1})").ok());
   EXPECT_FALSE(ParseDeviceJson(R"({"drivr": "x"})").ok());
