@@ -671,7 +671,8 @@ Result<CheckedExpr> Check(const Ast& ast, const Env& env) {
   Checker c(env);
   Type t = c.Check(*ast.root);
   if (c.errors().empty() && env.require_bool() && t.kind != K::kBool && t.kind != K::kDyn) {
-    c.Error(ast.root->offset, "must evaluate to bool, not " + t.ToString());
+    // Kubernetes' wording (dynamic-resource-allocation cel/compile.go).
+    c.Error(ast.root->offset, "must evaluate to bool or the unknown type, not " + t.ToString());
   }
   if (!c.errors().empty()) {
     auto errs = c.errors();
