@@ -1,8 +1,9 @@
 #!/bin/sh
 # Installs the npm packages used only by draguard's test suite into test/tools/node_modules
-# (git-ignored): @bufbuild/cel-spec (CEL conformance data, Apache-2.0) and @marcbachmann/cel-js
-# (an independent CEL implementation for differential tests, MIT). Versions are pinned in
-# test/tools/package.json and package-lock.json. Needs node >= 18 and npm.
+# (git-ignored), exactly as pinned in test/tools/package.json and package-lock.json (shared by the
+# modules' tests). For CEL: @bufbuild/cel-spec (CEL conformance data, Apache-2.0) and
+# @marcbachmann/cel-js (an independent CEL implementation for differential tests, MIT).
+# Needs node >= 18 and npm; CI runs this before the tests.
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 command -v npm >/dev/null 2>&1 || { echo "install-test-tools: npm not found" >&2; exit 1; }
