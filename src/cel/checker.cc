@@ -481,8 +481,31 @@ const std::string* StringLit(const Expr& e) {
   return nullptr;
 }
 
-// A domain map expression: device.attributes[D] / device.capacity[D] (or .D). Fills kind and domain.
-bool DomainMap(const Expr& e, int& kind, std::string& domain, bool& is_driver) {
+// A variable bound by cel.bind (or shadowing one): `valid` when it names a domain map.
+struct Alias {
+  std::string name;
+  bool valid = false;
+  int kind = 0;
+  std::string domain;
+  bool is_driver = false;
+};
+using Aliases = std::vector<Alias>;
+
+// A domain map expression: device.attributes[D] / device.capacity[D] (or .D), or a cel.bind
+// variable holding one. Fills kind and domain.
+bool DomainMap(const Expr& e, int& kind, std::string& domain, bool& is_driver, const Aliases& al) {
+  if (e.kind == ExprKind::kIdent) {
+    for (size_t i = al.size(); i-- > 0;) {
+      if (al[i].name == e.name) {
+        if (!al[i].valid) return false;
+        kind = al[i].kind;
+        domain = al[i].domain;
+        is_driver = al[i].is_driver;
+        return true;
+      }
+    }
+    return false;
+  }
   const Expr* base = nullptr;
   const Expr* dom = nullptr;
   std::string field_domain;
@@ -525,9 +548,9 @@ struct RefMatch {
 };
 
 // Matches a read (R.N, R[N]) or a presence test (has(R.N), N in R).
-bool MatchRef(const Expr& e, RefMatch& m) {
+bool MatchRef(const Expr& e, RefMatch& m, const Aliases& al) {
   if (e.kind == ExprKind::kSelect) {
-    if (!DomainMap(*e.operand, m.kind, m.domain, m.is_driver)) return false;
+    if (!DomainMap(*e.operand, m.kind, m.domain, m.is_driver, al)) return false;
     m.name = e.name;
     m.presence = e.test_only;
     m.offset = e.offset;
@@ -536,7 +559,7 @@ bool MatchRef(const Expr& e, RefMatch& m) {
   if (e.kind == ExprKind::kCall && !e.operand && e.args.size() == 2) {
     if (e.name == "_[_]") {
       const std::string* n = StringLit(*e.args[1]);
-      if (n == nullptr || !DomainMap(*e.args[0], m.kind, m.domain, m.is_driver)) return false;
+      if (n == nullptr || !DomainMap(*e.args[0], m.kind, m.domain, m.is_driver, al)) return false;
       m.name = *n;
       m.presence = false;
       m.offset = e.offset;
@@ -544,7 +567,7 @@ bool MatchRef(const Expr& e, RefMatch& m) {
     }
     if (e.name == "@in") {
       const std::string* n = StringLit(*e.args[0]);
-      if (n == nullptr || !DomainMap(*e.args[1], m.kind, m.domain, m.is_driver)) return false;
+      if (n == nullptr || !DomainMap(*e.args[1], m.kind, m.domain, m.is_driver, al)) return false;
       m.name = *n;
       m.presence = true;
       m.offset = e.offset;
@@ -566,21 +589,21 @@ void Flatten(const Expr& e, const char* op, std::vector<const Expr*>& out) {
 }
 
 // Presence tests that hold when `e` is true (positive) or when it is false (negated).
-void Tests(const Expr& e, bool positive, std::set<RefKey>& out) {
+void Tests(const Expr& e, bool positive, std::set<RefKey>& out, const Aliases& al) {
   RefMatch m;
-  if (MatchRef(e, m) && m.presence) {
+  if (MatchRef(e, m, al) && m.presence) {
     if (positive) out.insert(KeyOf(m));
     return;
   }
   if (e.kind == ExprKind::kCall && !e.operand) {
     if (e.name == "!_" && e.args.size() == 1) {
-      Tests(*e.args[0], !positive, out);
+      Tests(*e.args[0], !positive, out, al);
     } else if (e.name == "_&&_" && positive) {
-      Tests(*e.args[0], true, out);
-      Tests(*e.args[1], true, out);
+      Tests(*e.args[0], true, out, al);
+      Tests(*e.args[1], true, out, al);
     } else if (e.name == "_||_" && !positive) {
-      Tests(*e.args[0], false, out);
-      Tests(*e.args[1], false, out);
+      Tests(*e.args[0], false, out, al);
+      Tests(*e.args[1], false, out, al);
     }
   }
 }
@@ -591,7 +614,7 @@ class RefCollector {
 
   void Walk(const Expr& e, const std::set<RefKey>& guards) {
     RefMatch m;
-    if (MatchRef(e, m)) {
+    if (MatchRef(e, m, aliases_)) {
       AttributeReference r;
       r.kind = m.kind == 0 ? AttributeReference::Kind::kAttribute : AttributeReference::Kind::kCapacity;
       r.domain_is_driver = m.is_driver;
@@ -611,15 +634,15 @@ class RefCollector {
       std::vector<const Expr*> parts;
       Flatten(e, e.name.c_str(), parts);
       std::set<RefKey> g = guards;
-      for (const Expr* p : parts) Tests(*p, is_and, g);
+      for (const Expr* p : parts) Tests(*p, is_and, g, aliases_);
       for (const Expr* p : parts) Walk(*p, g);
       return;
     }
     if (e.kind == ExprKind::kCall && !e.operand && e.name == "_?_:_" && e.args.size() == 3) {
       Walk(*e.args[0], guards);
       std::set<RefKey> then_g = guards, else_g = guards;
-      Tests(*e.args[0], true, then_g);
-      Tests(*e.args[0], false, else_g);
+      Tests(*e.args[0], true, then_g, aliases_);
+      Tests(*e.args[0], false, else_g, aliases_);
       Walk(*e.args[1], then_g);
       Walk(*e.args[2], else_g);
       return;
@@ -627,6 +650,23 @@ class RefCollector {
     auto walk = [&](const ExprPtr& c) {
       if (c) Walk(*c, guards);
     };
+    if (e.kind == ExprKind::kComprehension) {
+      // cel.bind(v, init, body) expands to a comprehension over an empty list whose accumulator
+      // is v: a bound domain map makes `v.name` / `'name' in v` references too.
+      walk(e.iter_range);
+      walk(e.accu_init);
+      size_t mark = aliases_.size();
+      Alias accu{e.accu_var};
+      accu.valid = DomainMap(*e.accu_init, accu.kind, accu.domain, accu.is_driver, aliases_);
+      aliases_.push_back(accu);
+      aliases_.push_back(Alias{e.iter_var});
+      if (!e.iter_var2.empty()) aliases_.push_back(Alias{e.iter_var2});
+      walk(e.loop_cond);
+      walk(e.loop_step);
+      walk(e.result);
+      aliases_.resize(mark);
+      return;
+    }
     walk(e.operand);
     for (const auto& a : e.args) walk(a);
     for (const auto& en : e.entries) {
@@ -646,6 +686,7 @@ class RefCollector {
  private:
   const Ast& ast_;
   std::string driver_;
+  Aliases aliases_;
 };
 
 // The driver required by a top-level conjunct `device.driver == '...'`, or empty.
