@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -143,7 +144,10 @@ class ServerTest : public ::testing::Test {
 
   fs::path dir_;
   server::PemPair ca_;
-  policy::PolicyStore policies_{{"draguard"}};
+  std::atomic<int> policy_failures_{0};
+  policy::PolicyStore policies_{{"draguard"}, [this](const Status& st) {
+                                  if (!st.ok()) policy_failures_++;
+                                }};
   engine::Registry registry_ = engine::DefaultRegistry();
   webhook::Reviewer reviewer_{registry_};
   metrics::Registry metric_registry_;
@@ -464,6 +468,26 @@ TEST_F(ServerTest, ManyConcurrentKeepAliveConnections) {
     Post(*c, "/validate", ReviewData("DG001/plain-pod-allowed"));
   }
   for (auto& c : conns) Post(*c, "/validate", ReviewData("DG001/legacy-limit"));
+}
+
+TEST_F(ServerTest, PolicyFileIsHotReloadedAndABadOneIsRefused) {
+  std::ofstream(Path("policy.yaml")) << "apiVersion: draguard.io/v1alpha1\nkind: Policy\nmode: enforce\n";
+  ASSERT_TRUE(policies_.LoadFile(Path("policy.yaml")).ok());
+  Start();
+  auto c = Connect();
+  EXPECT_EQ(Post(*c, "/validate", ReviewData("DG001/legacy-limit"))["response"]["allowed"], false);
+  auto before = policies_.Current();
+  // A bad file is refused; the enforcing policy keeps serving.
+  ASSERT_TRUE(server::WriteFileAtomic(Path("policy.yaml"),
+                                      "apiVersion: draguard.io/v1alpha1\nkind: Policy\nmode: loose\n").ok());
+  ASSERT_TRUE(Eventually([&] { return policy_failures_.load() >= 1; }));
+  EXPECT_EQ(policies_.Current(), before);
+  EXPECT_EQ(Post(*c, "/validate", ReviewData("DG001/legacy-limit"))["response"]["allowed"], false);
+  // A good file takes effect without a restart.
+  ASSERT_TRUE(server::WriteFileAtomic(Path("policy.yaml"),
+                                      "apiVersion: draguard.io/v1alpha1\nkind: Policy\nmode: audit\n").ok());
+  ASSERT_TRUE(Eventually([&] { return policies_.Current()->mode == policy::Mode::kAudit; }));
+  EXPECT_EQ(Post(*c, "/validate", ReviewData("DG001/legacy-limit"))["response"]["allowed"], true);
 }
 
 TEST(ParseGoDuration, ApiServerForms) {
