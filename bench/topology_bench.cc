@@ -132,9 +132,7 @@ BENCHMARK(BM_LoadCluster)
 // Exact retained bytes of the model per node (shared shapes counted once), independent of RSS.
 void BM_ModelBytesPerNode(benchmark::State& state) {
   const fs::path dir = MakeCluster(1000);
-  StoreOptions opts;
-  opts.limits.isolate = false;
-  Store store(opts);
+  Store store;
   (void)store.Start(MakeDirectorySource(dir.string()), false);
   auto snap = store.Current();
   auto str = [](const std::string& s) { return s.capacity() > 15 ? s.capacity() + 1 : 0; };
@@ -153,13 +151,10 @@ BENCHMARK(BM_ModelBytesPerNode)->Iterations(1);
 // Lookup of one node's derived answers in a 5,000-node snapshot.
 void BM_LookupDerived(benchmark::State& state) {
   const fs::path dir = MakeCluster(5000);
-  StoreOptions opts;
-  opts.limits.isolate = false;
-  Store store(opts);
+  Store store;
   (void)store.Start(MakeDirectorySource(dir.string()), false);
   std::vector<std::string> names;
   for (const auto& n : store.Current()->nodes()) names.push_back(n->name);
-  std::mt19937 rng(7);
   size_t i = 0;
   for (auto _ : state) {
     auto snap = store.Current();
