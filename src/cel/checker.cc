@@ -180,6 +180,17 @@ const std::vector<Overload>& Overloads() {
     add("indexOf", true, {K::kList, K::kDyn}, K::kInt);
     add("lastIndexOf", true, {K::kList, K::kDyn}, K::kInt);
     for (const char* f : {"sum", "min", "max"}) add(f, true, {K::kList}, K::kDyn);
+    // cel-go ext.Lists (version 3) and the Kubernetes regex library.
+    add("slice", true, {K::kList, K::kInt, K::kInt}, K::kList);
+    add("flatten", true, {K::kList}, K::kList);
+    add("flatten", true, {K::kList, K::kInt}, K::kList);
+    add("distinct", true, {K::kList}, K::kList);
+    add("reverse", true, {K::kList}, K::kList);
+    add("sort", true, {K::kList}, K::kList);
+    add("lists.range", false, {K::kInt}, K::kList);
+    add("find", true, {K::kString, K::kString}, K::kString);
+    add("findAll", true, {K::kString, K::kString}, K::kList);
+    add("findAll", true, {K::kString, K::kString, K::kInt}, K::kList);
     return t;
   }();
   return kTable;
@@ -325,7 +336,7 @@ class Checker {
     // Namespaced functions (strings.quote, sets.contains) parse as receiver calls.
     if (member && e.operand->kind == ExprKind::kIdent && Local(e.operand->name) == nullptr &&
         env_.Lookup(e.operand->name) == nullptr &&
-        (e.operand->name == "strings" || e.operand->name == "sets")) {
+        (e.operand->name == "strings" || e.operand->name == "sets" || e.operand->name == "lists")) {
       fn = e.operand->name + "." + fn;
       member = false;
     }
@@ -419,7 +430,12 @@ class Checker {
     if (!result) return NoOverload(e, fn, ts);
     if (ambiguous || *result == K::kDyn) return Dyn();
     if (*result == K::kList) {
-      if (fn == "split") return Type::ListOf(Of(K::kString));
+      if (fn == "split" || fn == "findAll") return Type::ListOf(Of(K::kString));
+      if ((fn == "slice" || fn == "distinct" || fn == "reverse" || fn == "sort") && !ts.empty() &&
+          ts[0].kind == K::kList) {
+        return ts[0];
+      }
+      if (fn == "lists.range") return Type::ListOf(Of(K::kInt));
       return Type::ListOf(Dyn());
     }
     return Of(*result);

@@ -16,6 +16,7 @@
 #include <optional>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -243,7 +244,9 @@ class Interp {
     }
     return false;
   }
-  static bool IsNamespace(const std::string& n) { return n == "strings" || n == "sets" || n == "math" || n == "cel"; }
+  static bool IsNamespace(const std::string& n) {
+    return n == "strings" || n == "sets" || n == "lists" || n == "math" || n == "cel";
+  }
 
   Value Comprehension(const Expr& e) {
     Value range = Eval(*e.iter_range);
@@ -1143,6 +1146,30 @@ Value CallBuiltin(const std::string& fn, bool member, const CallArgs& a, Interp&
       if (fn == "startsWith") return Value::Bool(s.compare(0, t.size(), t) == 0 && s.size() >= t.size());
       if (fn == "endsWith") return Value::Bool(s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0);
     }
+    if ((fn == "find" && n == 2 && k(1) == ValueKind::kString) ||
+        (fn == "findAll" && (n == 2 || n == 3) && k(1) == ValueKind::kString && (n == 2 || k(2) == ValueKind::kInt))) {
+      // Kubernetes regex library: first match ("" if none) / all matches (at most n when n >= 0).
+      std::string err;
+      const re2::RE2* re = in.Regex(a[1].string_value(), &err);
+      if (re == nullptr) return Value::Error("invalid regular expression: " + err);
+      if (!in.Charge(static_cast<int64_t>(s.size()))) return in.CostError();
+      re2::StringPiece input(s);
+      re2::StringPiece match;
+      if (fn == "find") {
+        if (!re->Match(input, 0, input.size(), re2::RE2::UNANCHORED, &match, 1)) return Value::String("");
+        return Value::String(std::string(match.data(), match.size()));
+      }
+      int64_t limit = n == 3 ? a[2].int_value() : -1;
+      ListValue out;
+      size_t pos = 0;
+      while ((limit < 0 || static_cast<int64_t>(out.size()) < limit) && pos <= s.size() &&
+             re->Match(input, pos, input.size(), re2::RE2::UNANCHORED, &match, 1)) {
+        out.push_back(Value::String(std::string(match.data(), match.size())));
+        size_t end = static_cast<size_t>(match.data() - s.data()) + match.size();
+        pos = match.empty() ? end + 1 : end;
+      }
+      return Value::List(std::move(out));
+    }
     if (fn == "format" && n == 2 && k(1) == ValueKind::kList) {
       if (!in.Charge(static_cast<int64_t>(a[1].list_value().size()))) return in.CostError();
       return FormatString(s, a[1].list_value());
@@ -1278,6 +1305,15 @@ Value CallBuiltin(const std::string& fn, bool member, const CallArgs& a, Interp&
   if (!member && fn == "matches" && n == 2 && is(0, ValueKind::kString) && is(1, ValueKind::kString)) {
     return CallBuiltin(fn, true, a, in);
   }
+  if (!member && fn == "lists.range" && n == 1 && is(0, ValueKind::kInt)) {
+    int64_t count = a[0].int_value();
+    if (count < 0) return Value::Error("lists.range() requires a non-negative count");
+    if (!in.Charge(count)) return in.CostError();
+    ListValue out;
+    out.reserve(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) out.push_back(Value::Int(i));
+    return Value::List(std::move(out));
+  }
   if (!member && fn == "strings.quote" && n == 1 && is(0, ValueKind::kString)) {
     return Value::String(QuoteString(a[0].string_value()));
   }
@@ -1303,6 +1339,65 @@ Value CallBuiltin(const std::string& fn, bool member, const CallArgs& a, Interp&
         if (e.kind() == ValueKind::kBool && e.bool_value()) return Value::Int(static_cast<int64_t>(i));
       }
       return Value::Int(-1);
+    }
+    // cel-go ext.Lists (Kubernetes base environment, ListsVersion 3).
+    if (fn == "slice" && n == 3 && k(1) == ValueKind::kInt && k(2) == ValueKind::kInt) {
+      int64_t b = a[1].int_value(), e = a[2].int_value(), len = static_cast<int64_t>(l.size());
+      if (b < 0 || e < 0) return Value::Error("cannot slice(" + std::to_string(b) + ", " + std::to_string(e) + "), negative indexes not supported");
+      if (b > e) return Value::Error("cannot slice(" + std::to_string(b) + ", " + std::to_string(e) + "), start index must be less than or equal to end index");
+      if (e > len) return Value::Error("cannot slice(" + std::to_string(b) + ", " + std::to_string(e) + "), list is length " + std::to_string(len));
+      return Value::List(ListValue(l.begin() + b, l.begin() + e));
+    }
+    if (fn == "flatten" && (n == 1 || (n == 2 && k(1) == ValueKind::kInt))) {
+      int64_t depth = n == 2 ? a[1].int_value() : 1;
+      if (depth < 0) return Value::Error("level must be non-negative");
+      ListValue out;
+      // Recursion is bounded: list values cannot nest deeper than the expression that built them.
+      std::function<void(const ListValue&, int64_t)> flat = [&](const ListValue& src, int64_t d) {
+        for (const auto& x : src) {
+          if (x.kind() == ValueKind::kList && d > 0) flat(x.list_value(), d - 1);
+          else out.push_back(x);
+        }
+      };
+      flat(l, depth);
+      if (!in.Charge(static_cast<int64_t>(out.size()))) return in.CostError();
+      return Value::List(std::move(out));
+    }
+    if (fn == "distinct" && n == 1) {
+      ListValue out;
+      for (const auto& x : l) {
+        bool seen = false;
+        for (const auto& y : out) {
+          Value eq = Equals(x, y);
+          if (eq.kind() == ValueKind::kBool && eq.bool_value()) {
+            seen = true;
+            break;
+          }
+        }
+        if (!seen) out.push_back(x);
+      }
+      if (!in.Charge(static_cast<int64_t>(l.size() * out.size()))) return in.CostError();
+      return Value::List(std::move(out));
+    }
+    if (fn == "reverse" && n == 1) return Value::List(ListValue(l.rbegin(), l.rend()));
+    if (fn == "sort" && n == 1) {
+      ListValue out = l;
+      bool bad = false;
+      for (size_t i = 1; i < out.size() && !bad; ++i) {
+        bool unordered = false;
+        bad = !Order(out[0], out[i], &unordered).has_value() || out[0].kind() != out[i].kind();
+      }
+      if (bad) return Value::Error("list elements must have the same type");
+      bool unordered_first = false;
+      if (!out.empty() && !Order(out[0], out[0], &unordered_first).has_value()) {
+        return Value::Error("list elements must be comparable");
+      }
+      std::stable_sort(out.begin(), out.end(), [](const Value& x, const Value& y) {
+        bool unordered = false;
+        return Order(x, y, &unordered).value_or(0) < 0;
+      });
+      if (!in.Charge(static_cast<int64_t>(out.size()))) return in.CostError();
+      return Value::List(std::move(out));
     }
     if ((fn == "min" || fn == "max" || fn == "isSorted" || fn == "sum") && n == 1) {
       if (fn == "sum") {
