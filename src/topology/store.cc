@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <thread>
 
 namespace draguard::topology {
@@ -313,6 +314,7 @@ Status Store::Reload() {
   }
   // One node per name: the most recently modified export wins.
   std::map<std::string, std::pair<const Cached*, std::string>> winners;  // name -> (cached, origin)
+  std::set<std::string> conflicts;  // "loser\nwinner" origins
   for (const auto& [origin, c] : cache_) {
     if (c->last_good == nullptr) continue;
     const std::string& name = c->last_good->name;
@@ -324,13 +326,17 @@ Status Store::Reload() {
     const std::string loser = newer ? it->second.second : origin;
     const std::string winner = newer ? origin : it->second.second;
     if (newer) it->second = {c.get(), origin};
-    ++new_errors[static_cast<size_t>(LoadErrorReason::kConflict)];
     problems.push_back({loser, name, LoadErrorReason::kConflict,
                         Status::FailedPrecondition("exports " + loser + " and " + winner + " both claim node " + name +
                                                    "; using the newer " + winner)});
-    Log(LogLevel::kWarn, "topology: exports " + loser + " and " + winner + " both claim node " + name +
-                             "; using the newer " + winner);
+    conflicts.insert(loser + "\n" + winner);
+    if (conflicts_.count(loser + "\n" + winner) == 0) {  // log and count each conflict once
+      ++new_errors[static_cast<size_t>(LoadErrorReason::kConflict)];
+      Log(LogLevel::kWarn, "topology: exports " + loser + " and " + winner + " both claim node " + name +
+                               "; using the newer " + winner);
+    }
   }
+  conflicts_ = std::move(conflicts);
   std::vector<std::shared_ptr<const NodeTopology>> nodes;
   nodes.reserve(winners.size());
   for (const auto& [name, w] : winners) nodes.push_back(w.first->last_good);

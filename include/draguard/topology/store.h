@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -185,6 +186,7 @@ class Store {
   std::unique_ptr<Source> source_;                          // GUARDED_BY(reload_mu_)
   std::map<std::string, std::shared_ptr<Cached>> cache_;    // by origin; GUARDED_BY(reload_mu_)
   uint64_t generation_ = 0;                                 // GUARDED_BY(reload_mu_)
+  std::set<std::string> conflicts_;  // conflicts already counted; GUARDED_BY(reload_mu_)
 
   mutable std::mutex stats_mu_;
   StoreMetrics metrics_;                           // GUARDED_BY(stats_mu_)
