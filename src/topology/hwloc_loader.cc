@@ -465,6 +465,18 @@ Result<ParsedExport> ImportInProcess(const std::string& buf, const std::string& 
   return res;
 }
 
+// In a forked import child: default signal dispositions, so that a crash in libhwloc is reported
+// to the parent as a signal rather than running the webhook's own handlers (crash reporters,
+// graceful-shutdown handlers) in the child.
+void ResetSignalsInChild() {
+  for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD}) {
+    ::signal(sig, SIG_DFL);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
 bool WriteAll(int fd, std::string_view data) {
   while (!data.empty()) {
     const ssize_t n = ::write(fd, data.data(), data.size());
@@ -525,6 +537,7 @@ size_t RunChild(const std::vector<Pending>& items, size_t first, const LoaderLim
   }
   if (pid == 0) {
     // Child: single-threaded; import each item in order and stream the results.
+    ResetSignalsInChild();
     ::close(fds[0]);
     const rlim_t cpu = std::max<rlim_t>(1, (limits.import_timeout_ms + 999) / 1000 * (items.size() - first));
     struct rlimit rl {cpu, cpu + 1};
@@ -615,7 +628,8 @@ size_t RunChild(const std::vector<Pending>& items, size_t first, const LoaderLim
     results[next] = Status::InvalidArgument("libhwloc crashed (signal " + std::to_string(WTERMSIG(st)) +
                                             ") importing this export; it is not a valid hwloc " + format + " export");
   } else {
-    results[next] = Status::Internal("isolated hwloc import failed without a result");
+    results[next] = Status::InvalidArgument("the hwloc import worker died (status " + std::to_string(st) +
+                                            ") importing this export; it is not a valid hwloc " + format + " export");
   }
   return next + 1;
 }
@@ -713,6 +727,7 @@ struct ImportPool::Impl {
     if (pid == 0) {
       // Keep only stdio and our socket: the worker must not hold the server's listening socket,
       // other workers' sockets or the inotify descriptor.
+      ResetSignalsInChild();
       if (::dup2(sv[1], 3) < 0) _exit(4);
       ::close_range(4, ~0u, 0);
       WorkerLoop(3, limits);
