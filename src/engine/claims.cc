@@ -80,7 +80,8 @@ std::optional<ClaimRef> FindClaim(const admission::AdmissionRequest& request) {
   }
   const Json* devices = Member(spec, "devices");
   std::string dp = c.spec_pointer + "/devices";
-  bool flat = c.version == "v1beta1";
+  // v1alpha3 (1.31) and v1beta1 (1.32) have flat requests; v1beta2 and v1 wrap them in `exactly`.
+  bool flat = c.version == "v1beta1" || c.version == "v1alpha3";
   if (const Json* reqs = Member(devices, "requests"); reqs != nullptr && reqs->is_array()) {
     for (std::size_t i = 0; i < reqs->size(); ++i) {
       const Json& r = (*reqs)[i];

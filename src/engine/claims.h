@@ -1,7 +1,7 @@
 // ResourceClaim / ResourceClaimTemplate views (internal to the engine module).
 //
 // Reads resource.k8s.io v1, v1beta2 (requests wrap ExactDeviceRequest in `exactly`) and v1beta1
-// (flat requests, `firstAvailable` as a sibling) into one shape, keeping the JSON Pointer of every
+// and v1alpha3 (flat requests, `firstAvailable` as a sibling) into one shape, keeping the JSON Pointer of every
 // field so findings point at the object as it was sent.
 #pragma once
 
@@ -69,7 +69,7 @@ struct ConfigRef {
 /// A claim or a template's claim spec.
 struct ClaimRef {
   std::string kind;          ///< "ResourceClaim" or "ResourceClaimTemplate"
-  std::string version;       ///< "v1", "v1beta2" or "v1beta1" (the shape read)
+  std::string version;       ///< "v1", "v1beta2", "v1beta1" or "v1alpha3" (the shape read)
   std::string owner;         ///< `ResourceClaimTemplate "name"`
   std::string spec_pointer;  ///< pointer of the ResourceClaimSpec ("/spec" or "/spec/spec")
   std::vector<DeviceRequestRef> requests;

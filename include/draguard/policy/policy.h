@@ -101,7 +101,7 @@ struct Policy {
   Mode mode = Mode::kEnforce;
   std::vector<std::string> legacy_resources = {
       "nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*", "nvidia.com/gpumem",
-      "nvidia.com/gpucores", "nvidia.com/gpumem-percentage"};
+      "nvidia.com/gpucores", "nvidia.com/gpumem-percentage", "nvidia.com/gpu-*"};
   std::map<std::string, RuleConfig> rules;      ///< keyed by rule ID ("DG001")
   Exemptions exemptions;
   WorkloadClassSelector latency_sensitive;

@@ -43,7 +43,7 @@ Published Capacities(DeviceType t) {
     case DeviceType::kFull:
       return {{}, {"memory", "multiprocessors", "copyEngines", "decoders", "encoders", "jpegEngines", "ofaEngines"}};
     case DeviceType::kMig:
-      return {{"multiprocessors", "copyEngines", "decoders", "encoders", "jpegEngines", "ofaEngines"}, {"memory"}};
+      return {{"memory", "multiprocessors", "copyEngines", "decoders", "encoders", "jpegEngines", "ofaEngines"}, {}};
     case DeviceType::kVfio:
       return {{}, {"addressableMemory"}};
   }

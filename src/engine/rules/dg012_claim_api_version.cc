@@ -16,12 +16,15 @@ class ClaimApiVersion final : public Rule {
     if (!claim) return Skip();
     // The version the client sent (requestKind, when the apiserver converted the object).
     std::string version = input.request.request_kind ? input.request.request_kind->version : claim->version;
-    if (version != "v1beta1" && version != "v1beta2") return Pass();
+    if (version == "v1") return Pass();
     Finding f;
     f.pointer = "/apiVersion";
     f.message = claim->owner + " uses resource.k8s.io/" + version +
-                ", which is served only when enabled with --runtime-config (v1 is GA since Kubernetes 1.34)";
-    f.fix = version == "v1beta1"
+                (version == "v1beta1" || version == "v1beta2"
+                     ? ", which is served only when enabled with --runtime-config"
+                     : ", which current Kubernetes no longer serves for claims") +
+                " (v1 is GA since Kubernetes 1.34)";
+    f.fix = version != "v1beta2"
                 ? "use apiVersion resource.k8s.io/v1 and wrap each request's fields in exactly: {...}"
                 : "use apiVersion resource.k8s.io/v1 (same shape as v1beta2)";
     return Fail({std::move(f)});

@@ -57,7 +57,7 @@ class ClaimStaticLimits final : public Rule {
       c.Add(dp + "/config", "has " + std::to_string(claim->configs.size()) + " config entries (limit 32)",
             "merge config entries");
     }
-    bool flat = claim->version == "v1beta1";
+    bool flat = claim->version == "v1beta1" || claim->version == "v1alpha3";
     std::set<std::string> names;
     // Valid constraint / config references: "main" and "main/sub".
     std::set<std::string> refs;

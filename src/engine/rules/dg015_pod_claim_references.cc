@@ -39,7 +39,10 @@ class PodClaimReferences final : public Rule {
         }
         bool by_name = !StringMember(&e, "resourceClaimName").empty();
         bool by_template = !StringMember(&e, "resourceClaimTemplateName").empty();
-        if (by_name == by_template) {
+        if (Member(&e, "source") != nullptr && !by_name && !by_template) {
+          add(p + "/source", "spec.resourceClaims entry \"" + name + "\" uses the removed source: wrapper "
+              "(Kubernetes 1.30 and older)", "set resourceClaimName or resourceClaimTemplateName directly on the entry");
+        } else if (by_name == by_template) {
           add(p, "spec.resourceClaims entry \"" + name + "\" must set exactly one of resourceClaimName and "
               "resourceClaimTemplateName", "keep resourceClaimTemplateName (one claim per Pod)");
         }
