@@ -400,19 +400,20 @@ Result<ParsedExport> Convert(hwloc_topology_t topo, const LoaderLimits& limits, 
 
 
 // Keeps libhwloc's components (and the plugins it dlopen()s: xml_libxml, pci, opencl, gl) loaded
-// for the life of the process. Without it every hwloc_topology_destroy() that drops the component
+// until the process exits. Without it every hwloc_topology_destroy() that drops the component
 // refcount to zero unloads the plugins and the next import loads them again, and each forked
 // import would pay the full plugin load (about 30 ms). Created once, never modified afterwards;
 // called before any fork so no hwloc lock can be held by a parent thread at fork time.
 void EnsureHwlocComponentsLoaded() {
-  static const hwloc_topology_t anchor = [] {
-    hwloc_topology_t t = nullptr;
-    if (hwloc_topology_init(&t) != 0) return static_cast<hwloc_topology_t>(nullptr);
-    // Also run one XML import (of a tiny synthetic topology) so the XML backend and libxml2 are
-    // initialised here once rather than in every forked child (that alone made a forked import
-    // ~8x slower than an in-process one).
-    hwloc_topology_t synth = nullptr;
-    if (hwloc_topology_init(&synth) == 0) {
+  // Function-local static: initialised once (thread-safe), immutable afterwards, destroyed at exit.
+  struct Anchor {
+    hwloc_topology_t topo = nullptr;
+    Anchor() {
+      if (hwloc_topology_init(&topo) != 0) topo = nullptr;
+      // Also run one XML import (of a tiny synthetic topology) so the XML backend and libxml2 are
+      // initialised here once rather than in every forked child.
+      hwloc_topology_t synth = nullptr;
+      if (hwloc_topology_init(&synth) != 0) return;
       char* xml = nullptr;
       int len = 0;
       if (hwloc_topology_set_synthetic(synth, "pu:1") == 0 && hwloc_topology_load(synth) == 0 &&
@@ -426,8 +427,11 @@ void EnsureHwlocComponentsLoaded() {
       }
       hwloc_topology_destroy(synth);
     }
-    return t;  // intentionally never destroyed
-  }();
+    ~Anchor() {
+      if (topo != nullptr) hwloc_topology_destroy(topo);
+    }
+  };
+  static const Anchor anchor;
   (void)anchor;
 }
 
