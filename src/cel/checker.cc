@@ -18,6 +18,8 @@ Type Type::MapOf(Type key, Type value) {
   return Type{K::kMap, std::make_shared<const Type>(std::move(value)), std::make_shared<const Type>(std::move(key))};
 }
 
+Type Type::OptionalOf(Type value) { return Type{K::kOptional, std::make_shared<const Type>(std::move(value)), nullptr}; }
+
 std::string Type::ToString() const {
   switch (kind) {
     case K::kDyn: return "dyn";
@@ -34,6 +36,7 @@ std::string Type::ToString() const {
     case K::kQuantity: return "kubernetes.Quantity";
     case K::kSemver: return "kubernetes.Semver";
     case K::kDevice: return "kubernetes.DRADevice";
+    case K::kOptional: return "optional_type(" + (elem ? elem->ToString() : "dyn") + ")";
   }
   return "?";
 }
@@ -72,7 +75,7 @@ Type Of(K k) { return Type::Of(k); }
 bool Compatible(const Type& a, const Type& b) {
   if (a.kind == K::kDyn || b.kind == K::kDyn) return true;
   if (a.kind != b.kind) return false;
-  if (a.kind == K::kList || a.kind == K::kMap) {
+  if (a.kind == K::kList || a.kind == K::kMap || a.kind == K::kOptional) {
     if (a.elem && b.elem && !Compatible(*a.elem, *b.elem)) return false;
     if (a.key && b.key && !Compatible(*a.key, *b.key)) return false;
   }
@@ -87,6 +90,11 @@ Type Join(const Type& a, const Type& b) {
     if (!a.elem) return b;
     if (!b.elem) return a;
     return Type::ListOf(Join(*a.elem, *b.elem));
+  }
+  if (a.kind == K::kOptional) {
+    if (!a.elem) return b;
+    if (!b.elem) return a;
+    return Type::OptionalOf(Join(*a.elem, *b.elem));
   }
   if (a.kind == K::kMap) {
     if (!a.elem && !a.key) return b;
@@ -180,6 +188,14 @@ const std::vector<Overload>& Overloads() {
     add("indexOf", true, {K::kList, K::kDyn}, K::kInt);
     add("lastIndexOf", true, {K::kList, K::kDyn}, K::kInt);
     for (const char* f : {"sum", "min", "max"}) add(f, true, {K::kList}, K::kDyn);
+    // cel-go OptionalTypes.
+    add("optional.of", false, {K::kDyn}, K::kOptional);
+    add("optional.ofNonZeroValue", false, {K::kDyn}, K::kOptional);
+    add("optional.none", false, {}, K::kOptional);
+    add("hasValue", true, {K::kOptional}, K::kBool);
+    add("value", true, {K::kOptional}, K::kDyn);
+    add("orValue", true, {K::kOptional, K::kDyn}, K::kDyn);
+    add("or", true, {K::kOptional, K::kOptional}, K::kOptional);
     // cel-go ext.Lists (version 3) and the Kubernetes regex library.
     add("slice", true, {K::kList, K::kInt, K::kInt}, K::kList);
     add("flatten", true, {K::kList}, K::kList);
@@ -207,7 +223,8 @@ const std::unordered_map<std::string, std::vector<const Overload*>>& OverloadInd
 }
 
 bool IsTypeIdent(const std::string& n) {
-  static constexpr const char* kTypes[] = {"int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type"};
+  static constexpr const char* kTypes[] = {"int",   "uint", "double",    "bool", "string",       "bytes",
+                                           "list",  "map",  "null_type", "type", "optional_type"};
   for (const char* t : kTypes) {
     if (n == t) return true;
   }
@@ -236,8 +253,15 @@ class Checker {
       case ExprKind::kCall: return Call(e);
       case ExprKind::kList: {
         std::optional<Type> elem;
-        for (const auto& a : e.args) {
-          Type t = Check(*a);
+        for (size_t i = 0; i < e.args.size(); ++i) {
+          Type t = Check(*e.args[i]);
+          if (std::find(e.optional_indices.begin(), e.optional_indices.end(), static_cast<int32_t>(i)) !=
+              e.optional_indices.end()) {
+            if (t.kind != K::kOptional && t.kind != K::kDyn) {
+              Error(e.args[i]->offset, "expected type 'optional_type' but found '" + t.ToString() + "'");
+            }
+            t = t.kind == K::kOptional && t.elem ? *t.elem : Dyn();
+          }
           elem = elem ? Join(*elem, t) : t;
         }
         return elem ? Type::ListOf(*elem) : Type::Of(K::kList);
@@ -247,6 +271,12 @@ class Checker {
         for (const auto& en : e.entries) {
           Type k = Check(*en.key);
           Type v = Check(*en.value);
+          if (en.optional) {
+            if (v.kind != K::kOptional && v.kind != K::kDyn) {
+              Error(en.value->offset, "expected type 'optional_type' but found '" + v.ToString() + "'");
+            }
+            v = v.kind == K::kOptional && v.elem ? *v.elem : Dyn();
+          }
           if (k.kind != K::kDyn && k.kind != K::kString && k.kind != K::kInt && k.kind != K::kUint && k.kind != K::kBool) {
             Error(en.key->offset, "unsupported map key type: " + k.ToString());
           }
@@ -292,6 +322,12 @@ class Checker {
     }
     Type obj = Check(*e.operand);
     Type out = Dyn();
+    bool wrap = false;
+    if (obj.kind == K::kOptional) {
+      // Optional chaining: select on the value, the result stays optional.
+      obj = obj.elem ? *obj.elem : Dyn();
+      wrap = true;
+    }
     switch (obj.kind) {
       case K::kDevice:
         if (e.name == "driver") {
@@ -316,7 +352,8 @@ class Checker {
       default:
         Error(e.offset, "type '" + obj.ToString() + "' does not support field selection");
     }
-    return e.test_only ? Of(K::kBool) : out;
+    if (e.test_only) return Of(K::kBool);
+    return wrap ? Type::OptionalOf(out) : out;
   }
 
   std::string Sig(const std::vector<Type>& ts) {
@@ -336,7 +373,8 @@ class Checker {
     // Namespaced functions (strings.quote, sets.contains) parse as receiver calls.
     if (member && e.operand->kind == ExprKind::kIdent && Local(e.operand->name) == nullptr &&
         env_.Lookup(e.operand->name) == nullptr &&
-        (e.operand->name == "strings" || e.operand->name == "sets" || e.operand->name == "lists")) {
+        (e.operand->name == "strings" || e.operand->name == "sets" || e.operand->name == "lists" ||
+         e.operand->name == "optional")) {
       fn = e.operand->name + "." + fn;
       member = false;
     }
@@ -360,6 +398,30 @@ class Checker {
       if (!ok) return NoOverload(e, fn, ts);
       return Of(K::kBool);
     }
+    if (fn == "_?._" || fn == "_[?_]") {
+      Type c = ts[0].kind == K::kOptional ? (ts[0].elem ? *ts[0].elem : Dyn()) : ts[0];
+      if (c.kind == K::kMap) return Type::OptionalOf(c.elem ? *c.elem : Dyn());
+      if (fn == "_[?_]" && c.kind == K::kList) return Type::OptionalOf(c.elem ? *c.elem : Dyn());
+      if (c.kind == K::kDyn) return Type::OptionalOf(Dyn());
+      if (c.kind == K::kDevice && fn == "_?._" && e.args.size() == 2 && e.args[1]->kind == ExprKind::kConst) {
+        const std::string& f = e.args[1]->constant.s;
+        if (f == "driver") return Type::OptionalOf(Of(K::kString));
+        if (f == "attributes" || f == "capacity" || (f == "allowMultipleAllocations" && env_.allow_multiple_allocations())) {
+          return Type::OptionalOf(Dyn());
+        }
+        Error(e.offset, "undefined field '" + f + "'");
+        return Dyn();
+      }
+      return NoOverload(e, fn, ts);
+    }
+    if (fn == "_[_]" && ts[0].kind == K::kOptional) return Type::OptionalOf(Dyn());
+    if (member && fn == "value" && ts.size() == 1 && ts[0].kind == K::kOptional) return ts[0].elem ? *ts[0].elem : Dyn();
+    if (member && fn == "orValue" && ts.size() == 2 && ts[0].kind == K::kOptional) {
+      Type inner = ts[0].elem ? *ts[0].elem : Dyn();
+      if (!Compatible(inner, ts[1])) return NoOverload(e, fn, ts);
+      return Join(inner, ts[1]);
+    }
+    if (!member && fn == "optional.of" && ts.size() == 1) return Type::OptionalOf(ts[0]);
     if (fn == "_[_]") {
       const Type& c = ts[0];
       const Type& k = ts[1];
@@ -560,6 +622,7 @@ struct RefMatch {
   bool is_driver = false;
   std::string name;
   bool presence = false;
+  bool safe = false;  // an optional read (.? / [?]): cannot fail with "no such key"
   int32_t offset = 0;
 };
 
@@ -578,6 +641,15 @@ bool MatchRef(const Expr& e, RefMatch& m, const Aliases& al) {
       if (n == nullptr || !DomainMap(*e.args[0], m.kind, m.domain, m.is_driver, al)) return false;
       m.name = *n;
       m.presence = false;
+      m.offset = e.offset;
+      return true;
+    }
+    if (e.name == "_?._" || e.name == "_[?_]") {
+      const std::string* n = StringLit(*e.args[1]);
+      if (n == nullptr || !DomainMap(*e.args[0], m.kind, m.domain, m.is_driver, al)) return false;
+      m.name = *n;
+      m.presence = false;
+      m.safe = true;
       m.offset = e.offset;
       return true;
     }
@@ -637,7 +709,7 @@ class RefCollector {
       r.domain = m.is_driver ? driver_ : m.domain;
       r.name = m.name;
       r.presence_test = m.presence;
-      r.guarded = m.presence || guards.count(KeyOf(m)) > 0;
+      r.guarded = m.presence || m.safe || guards.count(KeyOf(m)) > 0;
       SourcePosition p = PositionOf(ast_.source, m.offset);
       r.line = p.line;
       r.column = p.column;

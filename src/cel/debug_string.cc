@@ -52,6 +52,9 @@ class Writer {
               Append(",");
               Line();
             }
+            for (int32_t oi : e.optional_indices) {
+              if (oi == static_cast<int32_t>(i)) Append("?");
+            }
             Buffer(*e.args[i]);
           }
           --indent_;
@@ -69,6 +72,7 @@ class Writer {
               Append(",");
               Line();
             }
+            if (e.entries[i].optional) Append("?");
             Buffer(*e.entries[i].key);
             Append(":");
             Buffer(*e.entries[i].value);

@@ -78,7 +78,7 @@ Value ConstValue(const Constant& c) {
 
 const char* TypeIdent(const std::string& n) {
   static constexpr const char* kTypes[] = {"int",  "uint", "double",    "bool", "string",
-                                           "bytes", "list", "map", "null_type", "type"};
+                                           "bytes", "list", "map", "null_type", "type", "optional_type"};
   for (const char* t : kTypes) {
     if (n == t) return t;
   }
@@ -104,9 +104,18 @@ class Interp {
       case ExprKind::kList: {
         ListValue out;
         out.reserve(e.args.size());
-        for (const auto& a : e.args) {
-          Value v = Eval(*a);
+        for (size_t i = 0; i < e.args.size(); ++i) {
+          Value v = Eval(*e.args[i]);
           if (v.is_error()) return v;
+          if (!e.optional_indices.empty() &&
+              std::find(e.optional_indices.begin(), e.optional_indices.end(), static_cast<int32_t>(i)) !=
+                  e.optional_indices.end()) {
+            if (v.kind() != ValueKind::kOptional) {
+              return Value::Error("cannot initialize optional list element from non-optional value " + v.DebugString());
+            }
+            if (v.optional_value() != nullptr) out.push_back(*v.optional_value());
+            continue;
+          }
           out.push_back(std::move(v));
         }
         return Value::List(std::move(out));
@@ -123,6 +132,14 @@ class Interp {
           }
           Value v = Eval(*en.value);
           if (v.is_error()) return v;
+          if (en.optional) {
+            if (v.kind() != ValueKind::kOptional) {
+              return Value::Error("cannot initialize optional entry from non-optional value " + v.DebugString());
+            }
+            if (v.optional_value() == nullptr) continue;
+            Value inner = *v.optional_value();  // copy first: assigning from v's own storage is unsafe
+            v = std::move(inner);
+          }
           if (MapFind(m, k) != nullptr) return Value::Error("Failed with repeated key: " + k.DebugString());
           m.entries.emplace_back(std::move(k), std::move(v));
         }
@@ -161,6 +178,23 @@ class Interp {
     }
     Value obj = Eval(*e.operand);
     if (obj.is_error()) return obj;
+    if (obj.kind() == ValueKind::kOptional) {
+      // Optional chaining: x.?a.b is empty when x.?a is or b is missing, else optional.of(x.a.b);
+      // has() on an optional tests the value it holds.
+      if (obj.optional_value() == nullptr) return e.test_only ? Value::Bool(false) : obj;
+      Value inner = *obj.optional_value();
+      if (inner.kind() != ValueKind::kMap) {
+        return Value::Error("no such key: " + e.name + " (type '" + inner.TypeName() + "' does not support field selection)");
+      }
+      for (const auto& [k, v] : inner.map_value().entries) {
+        if (k.kind() == ValueKind::kString && k.string_value() == e.name) {
+          return e.test_only ? Value::Bool(true) : Value::OptionalOf(v);
+        }
+      }
+      if (e.test_only) return Value::Bool(false);
+      if (inner.map_value().missing_is_empty) return Value::OptionalOf(Value::Map(MapValue{}));
+      return Value::OptionalNone();
+    }
     if (obj.kind() != ValueKind::kMap) {
       if (e.test_only) return Value::Error("invalid type for field selection: " + obj.TypeName());
       return Value::Error("no such key: " + e.name + " (type '" + obj.TypeName() + "' does not support field selection)");
@@ -245,7 +279,7 @@ class Interp {
     return false;
   }
   static bool IsNamespace(const std::string& n) {
-    return n == "strings" || n == "sets" || n == "lists" || n == "math" || n == "cel";
+    return n == "strings" || n == "sets" || n == "lists" || n == "math" || n == "cel" || n == "optional";
   }
 
   Value Comprehension(const Expr& e) {
@@ -744,6 +778,12 @@ std::optional<std::string> FormatAsString(const Value& v) {
     }
     case ValueKind::kQuantity: return v.quantity_value().ToString();
     case ValueKind::kSemver: return v.semver_value().ToString();
+    case ValueKind::kOptional: {
+      if (v.optional_value() == nullptr) return std::string("optional.none()");
+      auto inner = FormatAsString(*v.optional_value());
+      if (!inner) return std::nullopt;
+      return "optional.of(" + *inner + ")";
+    }
     case ValueKind::kList: {
       std::string out = "[";
       const auto& l = v.list_value();
@@ -910,7 +950,9 @@ Value CallOperator(OpCode op, const std::string& fn, const Value& a, const Value
       if (op == OpCode::kGt) return Value::Bool(*c > 0);
       return Value::Bool(*c >= 0);
     }
-    case OpCode::kIndex: return Index(a, b);
+    case OpCode::kIndex:
+      if (a.kind() == ValueKind::kOptional) return CallBuiltin("_[?_]", false, {a, b}, in);
+      return Index(a, b);
     case OpCode::kIn: return In(a, b);
     default: return NoOverload(fn, {a, b});
   }
@@ -958,6 +1000,64 @@ Value CallBuiltin(const std::string& fn, bool member, const CallArgs& a, Interp&
     return NoOverload(fn, a);
   }
 
+
+  // Optional types (cel-go OptionalTypes).
+  if (n == 2 && (fn == "_?._" || fn == "_[?_]")) {
+    Value obj = a[0];
+    if (obj.kind() == ValueKind::kOptional) {
+      if (obj.optional_value() == nullptr) return obj;
+      Value inner = *obj.optional_value();  // copy first: assigning from obj's own storage is unsafe
+      obj = std::move(inner);
+    }
+    if (obj.kind() == ValueKind::kMap) {
+      if (const Value* v = MapFind(obj.map_value(), a[1])) return Value::OptionalOf(*v);
+      if (obj.map_value().missing_is_empty) return Value::OptionalOf(Value::Map(MapValue{}));
+      return Value::OptionalNone();
+    }
+    if (fn == "_[?_]" && obj.kind() == ValueKind::kList) {
+      Value r = Index(obj, a[1]);
+      if (r.is_error()) {
+        if (a[1].kind() != ValueKind::kInt && a[1].kind() != ValueKind::kUint && a[1].kind() != ValueKind::kDouble) return r;
+        return Value::OptionalNone();
+      }
+      return Value::OptionalOf(std::move(r));
+    }
+    return NoOverload(fn, a);
+  }
+  if (!member && fn.rfind("optional.", 0) == 0) {
+    if (fn == "optional.none" && n == 0) return Value::OptionalNone();
+    if (fn == "optional.of" && n == 1) return Value::OptionalOf(a[0]);
+    if (fn == "optional.ofNonZeroValue" && n == 1) {
+      const Value& v = a[0];
+      bool zero = false;
+      switch (v.kind()) {
+        case ValueKind::kNull: zero = true; break;
+        case ValueKind::kBool: zero = !v.bool_value(); break;
+        case ValueKind::kInt: zero = v.int_value() == 0; break;
+        case ValueKind::kUint: zero = v.uint_value() == 0; break;
+        case ValueKind::kDouble: zero = v.double_value() == 0; break;
+        case ValueKind::kString: zero = v.string_value().empty(); break;
+        case ValueKind::kBytes: zero = v.bytes_value().empty(); break;
+        case ValueKind::kList: zero = v.list_value().empty(); break;
+        case ValueKind::kMap: zero = v.map_value().entries.empty(); break;
+        default: break;
+      }
+      return zero ? Value::OptionalNone() : Value::OptionalOf(v);
+    }
+    return NoOverload(fn, a);
+  }
+  if (member && n >= 1 && k(0) == ValueKind::kOptional) {
+    const Value* v = a[0].optional_value();
+    if (fn == "hasValue" && n == 1) return Value::Bool(v != nullptr);
+    if (fn == "value" && n == 1) return v ? *v : Value::Error("optional.none() dereference");
+    if (fn == "orValue" && n == 2) return v ? *v : a[1];
+    if (fn == "or" && n == 2) {
+      if (v) return a[0];
+      if (k(1) != ValueKind::kOptional) return NoOverload(fn, a);
+      return a[1];
+    }
+    return NoOverload(fn, a);
+  }
 
   if (!member && n == 1 && fn == "quantity" && is(0, ValueKind::kString)) {
     auto q = Quantity::Parse(a[0].string_value());

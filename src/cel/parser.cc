@@ -513,6 +513,29 @@ class Parser {
     return i < depth_.size() ? depth_[i] : 1;
   }
 
+  // Gives a cloned subtree fresh ids and records its depths.
+  int RenumberDepth(Expr& e) {
+    e.id = next_id_++;
+    int d = 0;
+    auto sub = [&](ExprPtr& c) {
+      if (c) d = std::max(d, RenumberDepth(*c));
+    };
+    sub(e.operand);
+    for (auto& a : e.args) sub(a);
+    for (auto& en : e.entries) {
+      sub(en.key);
+      sub(en.value);
+    }
+    for (auto& f : e.fields) sub(f.value);
+    sub(e.iter_range);
+    sub(e.accu_init);
+    sub(e.loop_cond);
+    sub(e.loop_step);
+    sub(e.result);
+    Finish(e, d);
+    return d + 1;
+  }
+
   ExprPtr Ident(const std::string& name, int32_t offset) {
     auto e = Node(ExprKind::kIdent, offset);
     e->name = name;
@@ -710,7 +733,14 @@ class Parser {
           SyntaxError(id, "mismatched input '" + TokText(id) + "' expecting IDENTIFIER");
         }
         Advance();
-        if (opt) SoftError(off, "unsupported syntax '.?'");
+        if (opt && !opts_.optional_syntax) SoftError(off, "unsupported syntax '.?'");
+        if (opt && opts_.optional_syntax) {
+          Constant c;
+          c.kind = ConstKind::kString;
+          c.s = id.text;
+          e = Call2("_?._", off, std::move(e), Const(std::move(c), id.offset));
+          continue;
+        }
         if (Peek().kind == Tok::kLParen && !opt) {
           int32_t open = Advance().offset;
           std::vector<ExprPtr> args = ExprList(Tok::kRParen);
@@ -726,25 +756,32 @@ class Parser {
         e = std::move(s);
       } else if (k == Tok::kLBracket) {
         int32_t off = Advance().offset;
+        bool opt = false;
         if (Peek().kind == Tok::kQuestion) {
           Advance();
-          SoftError(off, "unsupported syntax '[?'");
+          opt = true;
+          if (!opts_.optional_syntax) SoftError(off, "unsupported syntax '[?'");
         }
         ExprPtr index = Expr_();
         Expect(Tok::kRBracket);
-        e = Call2("_[_]", off, std::move(e), std::move(index));
+        e = Call2(opt && opts_.optional_syntax ? "_[?_]" : "_[_]", off, std::move(e), std::move(index));
       } else {
         return e;
       }
     }
   }
 
-  std::vector<ExprPtr> ExprList(Tok close) {
+  std::vector<ExprPtr> ExprList(Tok close, std::vector<int32_t>* optional_indices = nullptr) {
     std::vector<ExprPtr> out;
     if (Peek().kind == close) return out;
     while (true) {
       if (close == Tok::kRBracket && Peek().kind == Tok::kQuestion) {
-        SoftError(Advance().offset, "unsupported syntax '?'");
+        int32_t q = Advance().offset;
+        if (!opts_.optional_syntax || optional_indices == nullptr) {
+          SoftError(q, "unsupported syntax '?'");
+        } else {
+          optional_indices->push_back(static_cast<int32_t>(out.size()));
+        }
       }
       out.push_back(Expr_());
       if (Peek().kind != Tok::kComma) break;
@@ -765,9 +802,11 @@ class Parser {
       }
       case Tok::kLBracket: {
         int32_t off = Advance().offset;
-        std::vector<ExprPtr> elems = ExprList(Tok::kRBracket);
+        std::vector<int32_t> opt_idx;
+        std::vector<ExprPtr> elems = ExprList(Tok::kRBracket, &opt_idx);
         Expect(Tok::kRBracket);
         auto e = Node(ExprKind::kList, off);
+        e->optional_indices = std::move(opt_idx);
         int d = 0;
         for (auto& x : elems) d = std::max(d, DepthOf(x.get()));
         e->args = std::move(elems);
@@ -793,7 +832,8 @@ class Parser {
           }
           me.offset = Advance().offset;
           me.value = Expr_();
-          if (qoff >= 0) SoftError(qoff, "unsupported syntax '?'");
+          if (qoff >= 0 && !opts_.optional_syntax) SoftError(qoff, "unsupported syntax '?'");
+          me.optional = qoff >= 0 && opts_.optional_syntax;
           d = std::max({d, DepthOf(me.key.get()), DepthOf(me.value.get())});
           e->entries.push_back(std::move(me));
           if (!Accept(Tok::kComma)) break;
@@ -958,7 +998,7 @@ class Parser {
       sf.offset = Advance().offset;
       sf.value = Expr_();
       if (f.kind == Tok::kEscIdent) SoftError(f.offset, "unsupported syntax: '`'");
-      if (qoff >= 0) SoftError(qoff, "unsupported syntax '?'");
+      if (qoff >= 0 && !opts_.optional_syntax) SoftError(qoff, "unsupported syntax '?'");
       d = std::max(d, DepthOf(sf.value.get()));
       e->fields.push_back(std::move(sf));
       if (!Accept(Tok::kComma)) break;
@@ -1066,6 +1106,24 @@ class Parser {
       if (!v) return Call(fn, off, std::move(args), std::move(target));
       return Comprehension(off, "#unused", "", EmptyList(off), *v, std::move(args[1]), BoolLit(false, off),
                            Ident(*v, off), std::move(args[2]));
+    }
+    if (opts_.optional_syntax && (fn == "optMap" || fn == "optFlatMap") && args.size() == 2) {
+      // cel-go optMap / optFlatMap: o.hasValue() ? [optional.of](cel.bind(v, o.value(), e)) : optional.none()
+      auto v = SimpleName(args[0], "optMap() variable name must be a simple identifier");
+      if (!v) return Call(fn, off, std::move(args), std::move(target));
+      ExprPtr copy = CloneExpr(*target);
+      RenumberDepth(*copy);
+      std::vector<ExprPtr> none;
+      ExprPtr has = Call("hasValue", off, {}, std::move(target));
+      ExprPtr value = Call("value", off, {}, std::move(copy));
+      ExprPtr bound = Comprehension(off, "#unused", "", EmptyList(off), *v, std::move(value), BoolLit(false, off),
+                                    Ident(*v, off), std::move(args[1]));
+      if (fn == "optMap") {
+        std::vector<ExprPtr> of;
+        of.push_back(std::move(bound));
+        bound = Call("optional.of", off, std::move(of));
+      }
+      return Ternary(off, std::move(has), std::move(bound), Call("optional.none", off, std::move(none)));
     }
     bool quant = fn == "all" || fn == "exists" || fn == "exists_one" || fn == "existsOne";
     bool two = ext && args.size() == 3 &&
@@ -1186,6 +1244,32 @@ class Parser {
 };
 
 }  // namespace
+
+ExprPtr CloneExpr(const Expr& e) {
+  auto c = std::make_unique<Expr>();
+  c->id = e.id;
+  c->offset = e.offset;
+  c->kind = e.kind;
+  c->op = e.op;
+  c->constant = e.constant;
+  c->name = e.name;
+  c->test_only = e.test_only;
+  c->optional_indices = e.optional_indices;
+  c->iter_var = e.iter_var;
+  c->iter_var2 = e.iter_var2;
+  c->accu_var = e.accu_var;
+  auto sub = [](const ExprPtr& p) { return p ? CloneExpr(*p) : nullptr; };
+  c->operand = sub(e.operand);
+  for (const auto& a : e.args) c->args.push_back(CloneExpr(*a));
+  for (const auto& en : e.entries) c->entries.push_back({sub(en.key), sub(en.value), en.offset, en.optional});
+  for (const auto& f : e.fields) c->fields.push_back({f.name, sub(f.value), f.offset});
+  c->iter_range = sub(e.iter_range);
+  c->accu_init = sub(e.accu_init);
+  c->loop_cond = sub(e.loop_cond);
+  c->loop_step = sub(e.loop_step);
+  c->result = sub(e.result);
+  return c;
+}
 
 OpCode OpCodeOf(const std::string& f) {
   static constexpr struct {

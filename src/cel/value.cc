@@ -22,6 +22,7 @@ std::string Value::TypeName() const {
     case ValueKind::kQuantity: return "kubernetes.Quantity";
     case ValueKind::kSemver: return "kubernetes.Semver";
     case ValueKind::kError: return "error";
+    case ValueKind::kOptional: return "optional_type";
   }
   return "?";
 }
@@ -60,6 +61,8 @@ std::string Value::DebugString() const {
     case ValueKind::kQuantity: return "quantity(\"" + quantity_value().ToString() + "\")";
     case ValueKind::kSemver: return "semver(\"" + semver_value().ToString() + "\")";
     case ValueKind::kError: return "error: " + error_message();
+    case ValueKind::kOptional:
+      return optional_value() ? "optional.of(" + optional_value()->DebugString() + ")" : "optional.none()";
   }
   return "?";
 }
@@ -124,6 +127,12 @@ Value Equals(const Value& a, const Value& b) {
     case ValueKind::kType: return Value::Bool(a.type_name_value() == b.type_name_value());
     case ValueKind::kQuantity: return Value::Bool(a.quantity_value().Compare(b.quantity_value()) == 0);
     case ValueKind::kSemver: return Value::Bool(a.semver_value().Compare(b.semver_value()) == 0);
+    case ValueKind::kOptional: {
+      const Value* x = a.optional_value();
+      const Value* y = b.optional_value();
+      if (!x || !y) return Value::Bool(x == y);
+      return Equals(*x, *y);
+    }
     case ValueKind::kList: {
       const auto& x = a.list_value();
       const auto& y = b.list_value();

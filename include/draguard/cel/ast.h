@@ -58,9 +58,10 @@ using ExprPtr = std::unique_ptr<Expr>;
 
 /// One `key: value` entry of a map literal.
 struct MapEntry {
-  ExprPtr key;         ///< key expression
-  ExprPtr value;       ///< value expression
-  int32_t offset = 0;  ///< byte offset of the ':' token
+  ExprPtr key;            ///< key expression
+  ExprPtr value;          ///< value expression
+  int32_t offset = 0;     ///< byte offset of the ':' token
+  bool optional = false;  ///< `?key: value`: the value is an optional, the entry is omitted when empty
 };
 
 /// One `field: value` entry of a message literal.
@@ -81,6 +82,7 @@ struct Expr {
   ExprPtr operand;               ///< kSelect operand, kCall receiver (null for global calls)
   bool test_only = false;        ///< kSelect produced by has()
   std::vector<ExprPtr> args;     ///< kCall arguments, kList elements
+  std::vector<int32_t> optional_indices;  ///< kList: indices of `?elem` elements (optional syntax)
   std::vector<MapEntry> entries;       ///< kMap
   std::vector<StructField> fields;     ///< kStruct
   std::string iter_var;          ///< kComprehension: iteration variable
@@ -92,6 +94,9 @@ struct Expr {
   ExprPtr loop_step;             ///< kComprehension: next accumulator value
   ExprPtr result;                ///< kComprehension: result expression
 };
+
+/// Deep copy of a subtree (used by macros that repeat an argument).
+ExprPtr CloneExpr(const Expr& e);
 
 /// Converts a byte offset into a 1-based line and 1-based column counted in code points,
 /// as cel-go reports positions.

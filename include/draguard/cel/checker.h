@@ -27,7 +27,8 @@ namespace draguard::cel {
 struct Type {
   /// Type kinds. kDyn accepts and produces anything; kDevice is `kubernetes.DRADevice`.
   enum class Kind : uint8_t {
-    kDyn, kNull, kBool, kInt, kUint, kDouble, kString, kBytes, kList, kMap, kType, kQuantity, kSemver, kDevice
+    kDyn, kNull, kBool, kInt, kUint, kDouble, kString, kBytes, kList, kMap, kType, kQuantity, kSemver, kDevice,
+    kOptional,  ///< optional_type(elem)
   };
   Kind kind = Kind::kDyn;             ///< the kind
   std::shared_ptr<const Type> elem;   ///< list element / map value type (null = dyn)
@@ -39,6 +40,8 @@ struct Type {
   static Type ListOf(Type elem);
   /// map(key, value)
   static Type MapOf(Type key, Type value);
+  /// optional_type(value)
+  static Type OptionalOf(Type value);
   /// CEL spelling: "int", "list(string)", "map(string, dyn)", "kubernetes.Quantity".
   std::string ToString() const;
 };
@@ -84,8 +87,9 @@ struct AttributeReference {
   std::string domain;
   bool domain_is_driver = false;  ///< the domain is the device's driver (default domain)
   std::string name;               ///< attribute / capacity name within the domain
-  /// True when a presence test (`'name' in ...`, `has(...)`) protects the read, so a device without
-  /// the attribute cannot make the selector fail with "no such key".
+  /// True when a presence test (`'name' in ...`, `has(...)`) protects the read, or the read is an
+  /// optional one (`.?name`, `[?'name']`), so a device without the attribute cannot make the
+  /// selector fail with "no such key".
   bool guarded = false;
   bool presence_test = false;     ///< the reference is itself a presence test (has / in)
   int line = 0;                   ///< 1-based position of the read

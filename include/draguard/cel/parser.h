@@ -33,6 +33,10 @@ struct ParseOptions {
   bool extension_macros = true;
   /// Expand `cel.bind(var, init, expr)` (cel-go ext.Bindings, enabled by Kubernetes' DRA env).
   bool bind_macro = true;
+  /// Optional syntax (`a.?b`, `a[?b]`, `[?x]`, `{?k: v}`) and the `optMap` / `optFlatMap` macros
+  /// (cel-go OptionalTypes, part of the Kubernetes base environment). When false they are
+  /// reported as unsupported syntax, as in cel-go's parser tests.
+  bool optional_syntax = true;
 };
 
 /// One parse error.

@@ -37,6 +37,10 @@ struct TypeValue {
 struct ErrorValue {
   std::shared_ptr<const std::string> message;  ///< what went wrong
 };
+/// An optional value (cel-go OptionalTypes): empty, or holding one value.
+struct OptionalValue {
+  std::shared_ptr<const Value> value;  ///< null when empty (optional.none())
+};
 /// An immutable list.
 using ListValue = std::vector<Value>;
 /// An immutable map with insertion-ordered entries. Keys are bool, int, uint or string.
@@ -50,7 +54,7 @@ struct MapValue {
 
 /// Kind of a Value, in variant order.
 enum class ValueKind : uint8_t {
-  kNull, kBool, kInt, kUint, kDouble, kString, kBytes, kList, kMap, kType, kQuantity, kSemver, kError
+  kNull, kBool, kInt, kUint, kDouble, kString, kBytes, kList, kMap, kType, kQuantity, kSemver, kError, kOptional
 };
 
 /// A CEL runtime value.
@@ -76,6 +80,8 @@ class Value {
   static Value Error(std::string message) {
     return Value(Rep(ErrorValue{std::make_shared<const std::string>(std::move(message))}));
   }
+  static Value OptionalOf(Value v) { return Value(Rep(OptionalValue{std::make_shared<const Value>(std::move(v))})); }
+  static Value OptionalNone() { return Value(Rep(OptionalValue{})); }
 
   /// The kind of value held.
   ValueKind kind() const { return static_cast<ValueKind>(v_.index()); }
@@ -96,6 +102,8 @@ class Value {
   const Quantity& quantity_value() const { return std::get<Quantity>(v_); }
   const Semver& semver_value() const { return *std::get<std::shared_ptr<const Semver>>(v_); }
   const std::string& error_message() const { return *std::get<ErrorValue>(v_).message; }
+  /// The value held by an optional, or null when it is empty.
+  const Value* optional_value() const { return std::get<OptionalValue>(v_).value.get(); }
 
   /// CEL type name of this value ("int", "list", "kubernetes.Quantity", ...).
   std::string TypeName() const;
@@ -105,7 +113,7 @@ class Value {
  private:
   using Rep = std::variant<NullValue, bool, int64_t, uint64_t, double, std::string, BytesValue,
                            std::shared_ptr<const ListValue>, std::shared_ptr<const MapValue>, TypeValue,
-                           Quantity, std::shared_ptr<const Semver>, ErrorValue>;
+                           Quantity, std::shared_ptr<const Semver>, ErrorValue, OptionalValue>;
   explicit Value(Rep r) : v_(std::move(r)) {}
   Rep v_;
 };

@@ -67,6 +67,7 @@ std::map<std::string, Tally> RunParseSuite(const json& cases) {
   ParseOptions opts;
   opts.extension_macros = false;  // cel-go's parser tests use the standard macros only
   opts.bind_macro = false;
+  opts.optional_syntax = false;   // and no optional syntax
   opts.max_depth = 32;            // and a recursion limit of 32
   for (const auto& c : cases) {
     std::string section = c["path"].get<std::string>();
@@ -140,6 +141,7 @@ std::map<std::string, Tally> RunCheckSuite(const json& cases, bool bind_macro) {
   ParseOptions opts;
   opts.extension_macros = false;
   opts.bind_macro = bind_macro;  // cel-go checked the comprehension suite with ext.Bindings
+  opts.optional_syntax = false;
   opts.max_depth = 32;
   for (const auto& c : cases) {
     if (!c.contains("ast")) continue;  // syntax errors are covered by the parse suites
@@ -204,7 +206,7 @@ TEST_F(CelConformance, ParsingAndComprehensionSuitesTypeCheck) {
 const std::set<std::string>& InScopeSections() {
   static const std::set<std::string> kSections = {"parse",  "basic",      "comparisons",  "logic",   "integer_math",
                                                   "fp_math", "lists",     "macros",       "macros2", "string",
-                                                  "string_ext", "bindings_ext", "conversions"};
+                                                  "string_ext", "bindings_ext", "conversions", "optionals"};
   return kSections;
 }
 
