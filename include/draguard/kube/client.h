@@ -1,0 +1,122 @@
+// Kubernetes API client: a minimal, in-cluster HTTPS client for the few calls draguard makes.
+//
+// It creates and reads resource.k8s.io/v1 ResourceClaimTemplates and (through ConfigMapWatcher,
+// watch.h) lists and watches ConfigMaps. Every call verifies the API server against the CA file,
+// sends the service-account bearer token (re-read when the file changes, every
+// `token_reread_interval`, and once more after a 401), and is bounded by a deadline.
+// Errors are values (Status / ApiError); nothing throws across this interface. No httplib or
+// OpenSSL type appears here.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "draguard/status.h"
+
+namespace draguard::kube {
+
+/// Monotonic clock used for token re-reads and watch timing; injectable for tests.
+using Clock = std::function<std::chrono::steady_clock::time_point()>;
+
+/// Where the API server is and how to authenticate to it.
+struct ClientConfig {
+  std::string host;                   ///< DNS name or IP literal; IPv6 with or without brackets
+  int port = 443;                     ///< TCP port
+  std::string ca_file;                ///< PEM CA bundle that must have signed the server certificate
+  std::string token_file;             ///< bearer token file; empty = send no token
+  std::string namespace_name;         ///< the pod's own namespace (informational; may be empty)
+  std::chrono::milliseconds connect_timeout{5000};  ///< TCP + TLS connect limit per attempt
+  std::chrono::milliseconds read_timeout{10000};    ///< limit for one read (non-watch calls)
+  std::chrono::milliseconds write_timeout{10000};   ///< limit for one write
+  std::chrono::milliseconds request_timeout{10000}; ///< default per-call deadline (Create/Get/List)
+  std::chrono::seconds token_reread_interval{60};   ///< re-read the token at least this often
+  Clock clock;                        ///< null = std::chrono::steady_clock::now
+};
+
+/// File locations and environment lookup for InClusterConfig; all overridable for tests.
+struct InClusterOptions {
+  std::string token_file = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+  std::string ca_file = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
+  std::string namespace_file = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+  /// Returns an environment variable or nullopt; null = ::getenv.
+  std::function<std::optional<std::string>(const char* name)> getenv;
+};
+
+/// Builds the configuration from KUBERNETES_SERVICE_HOST / KUBERNETES_SERVICE_PORT and the
+/// service-account files. FailedPrecondition when not running in a cluster (variables unset),
+/// NotFound when the token or CA file is missing, InvalidArgument for a bad port.
+Result<ClientConfig> InClusterConfig(const InClusterOptions& options = {});
+
+/// "https://host:port" with IPv6 literals bracketed, for messages and logs.
+std::string ServerUrl(const ClientConfig& config);
+
+/// A failed API call: the fields of the Kubernetes Status object, or a transport failure.
+struct ApiError {
+  int code = 0;         ///< HTTP status (== Status.code); 0 when no response arrived
+  std::string reason;   ///< Status.reason ("Forbidden", "AlreadyExists", ...) or, for
+                        ///< transport failures, "Timeout", "TLS", "Connection", "Canceled"
+  std::string message;  ///< Status.message or a description of the transport failure
+  /// The error as a Status: 0/5xx/429 → Unavailable, 404 → NotFound, 400/422 → InvalidArgument,
+  /// 401/403/409 → FailedPrecondition, else Internal. The message names code and reason.
+  Status ToStatus() const;
+};
+
+/// Result of Client::CreateResourceClaimTemplate.
+struct CreateResult {
+  /// What happened; kAlreadyExists is a success (another replica created it first).
+  enum class Outcome { kCreated, kAlreadyExists, kError };
+  Outcome outcome = Outcome::kError;  ///< see Outcome
+  ApiError error;                     ///< set when outcome == kError
+  /// True for kCreated and kAlreadyExists.
+  bool ok() const { return outcome != Outcome::kError; }
+};
+
+/// Result of Client::GetResourceClaimTemplate.
+struct GetResult {
+  /// What happened.
+  enum class Outcome { kFound, kNotFound, kError };
+  Outcome outcome = Outcome::kError;  ///< see Outcome
+  std::string object_json;            ///< the object when kFound
+  ApiError error;                     ///< set when kError (and the 404 Status when kNotFound)
+};
+
+class ClientImpl;  // internal (src/kube/transport.h)
+
+/// The API client. Thread-safe: calls may run concurrently; each uses its own connection.
+class Client {
+ public:
+  /// A client for `config` (typically from InClusterConfig()).
+  explicit Client(ClientConfig config);
+  /// A client for an explicit server, CA and token file (tests, out-of-cluster tools).
+  Client(std::string host, int port, std::string ca_file, std::string token_file);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  /// POST /apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates with `template_json`
+  /// (a complete ResourceClaimTemplate). 201 → kCreated, 409 AlreadyExists → kAlreadyExists,
+  /// anything else → kError with the Status fields. `deadline` overrides request_timeout.
+  CreateResult CreateResourceClaimTemplate(
+      std::string_view namespace_name, std::string_view template_json,
+      std::optional<std::chrono::milliseconds> deadline = std::nullopt) const;
+
+  /// GET one ResourceClaimTemplate: 200 → kFound, 404 → kNotFound, else kError.
+  GetResult GetResourceClaimTemplate(
+      std::string_view namespace_name, std::string_view name,
+      std::optional<std::chrono::milliseconds> deadline = std::nullopt) const;
+
+  /// The configuration in use.
+  const ClientConfig& config() const;
+
+  /// Internal: the transport shared with ConfigMapWatcher.
+  ClientImpl& impl() const { return *impl_; }
+
+ private:
+  std::unique_ptr<ClientImpl> impl_;
+};
+
+}  // namespace draguard::kube

@@ -1,0 +1,342 @@
+#include "draguard/kube/watch.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "transport.h"
+
+namespace draguard::kube {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::size_t kMaxEventLine = 16u << 20;  // one watch event: a ConfigMap is ≤ 1 MiB + JSON
+
+void StringMap(const json& obj, const char* key, std::map<std::string, std::string>& out) {
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->is_object()) return;
+  for (auto& [k, v] : it->items()) {
+    if (v.is_string()) out[k] = v.get<std::string>();
+  }
+}
+
+Result<ConfigMap> FromJson(const json& j) {
+  if (!j.is_object()) return Status::InvalidArgument("ConfigMap: not an object");
+  auto meta = j.find("metadata");
+  if (meta == j.end() || !meta->is_object()) return Status::InvalidArgument("ConfigMap: no metadata");
+  ConfigMap cm;
+  cm.namespace_name = meta->value("namespace", "");
+  cm.name = meta->value("name", "");
+  cm.resource_version = meta->value("resourceVersion", "");
+  if (cm.name.empty()) return Status::InvalidArgument("ConfigMap: no metadata.name");
+  StringMap(*meta, "labels", cm.labels);
+  StringMap(j, "data", cm.data);
+  std::map<std::string, std::string> encoded;
+  StringMap(j, "binaryData", encoded);
+  for (auto& [k, v] : encoded) {
+    auto decoded = DecodeBase64(v);
+    if (!decoded.ok()) {
+      return Status::InvalidArgument("ConfigMap " + cm.namespace_name + "/" + cm.name + ": binaryData." + k +
+                                     ": " + decoded.status().message());
+    }
+    cm.binary_data[k] = std::move(decoded).value();
+  }
+  return cm;
+}
+
+}  // namespace
+
+Result<ConfigMap> ParseConfigMap(std::string_view text) {
+  auto j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Status::InvalidArgument("ConfigMap: invalid JSON");
+  return FromJson(j);
+}
+
+// ---- backoff ----------------------------------------------------------------------------------
+
+Backoff::Backoff(BackoffPolicy policy, std::function<double()> random)
+    : policy_(policy), random_(std::move(random)) {
+  if (!random_) {
+    auto gen = std::make_shared<std::mt19937_64>(std::random_device{}());
+    random_ = [gen] { return std::uniform_real_distribution<double>(0.0, 1.0)(*gen); };
+  }
+}
+
+milliseconds Backoff::Next() {
+  double base = static_cast<double>(policy_.initial.count()) * std::pow(policy_.factor, failures_);
+  double cap = static_cast<double>(policy_.max.count());
+  base = std::min(base, cap);
+  double r = std::clamp(random_(), 0.0, 1.0);
+  double d = std::min(base * (1.0 + policy_.jitter * r), cap);
+  if (failures_ < 64) ++failures_;
+  return milliseconds(static_cast<int64_t>(d));
+}
+
+// ---- watcher ----------------------------------------------------------------------------------
+
+enum class ConfigMapWatcher::WatchEnd {
+  kEnded,    // the stream ended or went idle: re-watch from the last resourceVersion
+  kGone,     // 410: relist
+  kFailed,   // error: back off, then re-watch
+  kStopped,  // Stop()
+};
+
+ConfigMapWatcher::ConfigMapWatcher(const Client& client, ConfigMapHandler& handler, WatchOptions options)
+    : client_(client), handler_(handler), options_(std::move(options)),
+      backoff_(options_.backoff, options_.random) {}
+
+ConfigMapWatcher::~ConfigMapWatcher() { Stop(); }
+
+void ConfigMapWatcher::Start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (thread_.joinable() || stopping_) return;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void ConfigMapWatcher::Stop() {
+  stopping_ = true;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!thread_.joinable()) return;
+    // The connection may be between "created" and "connected"; keep shutting it until the
+    // thread has left (each call is cheap and safe).
+    while (!done_) {
+      if (active_) active_->Stop();
+      cv_.notify_all();
+      cv_.wait_for(lock, milliseconds(20));
+    }
+  }
+  thread_.join();
+}
+
+std::string ConfigMapWatcher::resource_version() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return resource_version_;
+}
+
+void ConfigMapWatcher::SetResourceVersion(std::string rv) {
+  std::lock_guard<std::mutex> lock(mu_);
+  resource_version_ = std::move(rv);
+}
+
+steady_clock::time_point ConfigMapWatcher::Now() const {
+  return options_.clock ? options_.clock() : steady_clock::now();
+}
+
+void ConfigMapWatcher::SleepBackoff() {
+  milliseconds d = backoff_.Next();
+  if (options_.sleep) {
+    options_.sleep(d);
+    return;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, d, [this] { return stopping_.load(); });
+}
+
+void ConfigMapWatcher::Run() {
+  bool need_list = true;
+  while (!stopping_) {
+    if (need_list) {
+      if (!ListAll()) {
+        if (stopping_) break;
+        SleepBackoff();
+        continue;
+      }
+      need_list = false;
+      backoff_.Reset();
+    }
+    switch (WatchOnce()) {
+      case WatchEnd::kEnded: break;
+      case WatchEnd::kGone: need_list = true; break;
+      case WatchEnd::kFailed:
+        if (!stopping_) SleepBackoff();
+        break;
+      case WatchEnd::kStopped: break;
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  active_.reset();
+  done_ = true;
+  cv_.notify_all();
+}
+
+namespace {
+std::string BasePath(const WatchOptions& o) {
+  if (o.namespace_name.empty()) return "/api/v1/configmaps";
+  return "/api/v1/namespaces/" + UrlEncode(o.namespace_name) + "/configmaps";
+}
+}  // namespace
+
+bool ConfigMapWatcher::ListAll() {
+  std::vector<ConfigMap> all;
+  std::string cont;
+  std::string rv;
+  do {
+    std::string path = BasePath(options_) + "?labelSelector=" + UrlEncode(options_.label_selector);
+    if (options_.page_size > 0) path += "&limit=" + std::to_string(options_.page_size);
+    if (!cont.empty()) path += "&continue=" + UrlEncode(cont);
+    HttpRequest req;
+    req.path = path;
+    req.deadline = options_.list_timeout;
+    req.read_timeout = options_.list_timeout;
+    req.on_connection = [this](std::shared_ptr<HttpConnection> c) {
+      std::lock_guard<std::mutex> lock(mu_);
+      active_ = std::move(c);
+      if (stopping_) active_->Stop();
+    };
+    HttpResponse res = client_.impl().Do(req);
+    if (stopping_) return false;
+    if (res.status != 200) {
+      handler_.OnError(Status(res.error.ToStatus().code(), "LIST configmaps: " + res.error.ToStatus().message()));
+      return false;
+    }
+    auto j = json::parse(res.body, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("items") || !j["items"].is_array()) {
+      handler_.OnError(Status::InvalidArgument("LIST configmaps: response is not a ConfigMapList"));
+      return false;
+    }
+    for (const auto& item : j["items"]) {
+      auto cm = FromJson(item);
+      if (!cm.ok()) {
+        handler_.OnError(cm.status());  // skip a malformed object, keep the rest
+        continue;
+      }
+      all.push_back(std::move(cm).value());
+    }
+    const json& meta = j.contains("metadata") && j["metadata"].is_object() ? j["metadata"] : json::object();
+    rv = meta.value("resourceVersion", "");
+    cont = meta.value("continue", "");
+  } while (!cont.empty() && !stopping_);
+  if (stopping_) return false;
+  SetResourceVersion(rv);
+  ++lists_;
+  handler_.OnSync(std::move(all));
+  return true;
+}
+
+ConfigMapWatcher::WatchEnd ConfigMapWatcher::WatchOnce() {
+  std::string rv = resource_version();
+  std::string path = BasePath(options_) + "?watch=true&allowWatchBookmarks=true&labelSelector=" +
+                     UrlEncode(options_.label_selector) +
+                     "&timeoutSeconds=" + std::to_string(options_.watch_timeout.count());
+  if (!rv.empty()) path += "&resourceVersion=" + UrlEncode(rv);
+
+  std::string buffer;
+  bool gone = false;
+  bool failed = false;
+  int events = 0;
+  auto handle_line = [&](std::string_view line) -> bool {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
+    if (line.empty()) return true;
+    auto ev = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (ev.is_discarded() || !ev.is_object() || !ev.contains("type") || !ev["type"].is_string() ||
+        !ev.contains("object")) {
+      handler_.OnError(Status::InvalidArgument("watch configmaps: undecodable event"));
+      failed = true;
+      return false;
+    }
+    std::string type = ev["type"].get<std::string>();
+    const json& obj = ev["object"];
+    if (type == "ERROR") {
+      ApiError e = ParseApiError(500, obj.dump());
+      if (e.code == 410) {
+        gone = true;
+      } else {
+        handler_.OnError(Status(e.ToStatus().code(), "watch configmaps: " + e.ToStatus().message()));
+        failed = true;
+      }
+      return false;
+    }
+    if (type == "BOOKMARK") {
+      std::string brv;
+      if (obj.is_object() && obj.contains("metadata") && obj["metadata"].is_object()) {
+        brv = obj["metadata"].value("resourceVersion", "");
+      }
+      if (!brv.empty()) SetResourceVersion(brv);
+      ++events;
+      return true;
+    }
+    if (type != "ADDED" && type != "MODIFIED" && type != "DELETED") {
+      handler_.OnError(Status::InvalidArgument("watch configmaps: unknown event type " + type));
+      failed = true;
+      return false;
+    }
+    auto cm = FromJson(obj);
+    if (!cm.ok()) {
+      handler_.OnError(cm.status());
+      failed = true;
+      return false;
+    }
+    if (stopping_) return false;
+    if (!cm->resource_version.empty()) SetResourceVersion(cm->resource_version);
+    ++events;
+    if (type == "DELETED") {
+      handler_.OnDelete(*cm);
+    } else {
+      handler_.OnUpsert(*cm);
+    }
+    return true;
+  };
+
+  HttpRequest req;
+  req.path = path;
+  // The server ends the watch after timeoutSeconds; the deadline is a backstop beyond it.
+  req.deadline = std::chrono::duration_cast<milliseconds>(options_.watch_timeout) + options_.idle_timeout;
+  req.read_timeout = options_.idle_timeout;
+  req.on_connection = [this](std::shared_ptr<HttpConnection> c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    active_ = std::move(c);
+    if (stopping_) active_->Stop();
+  };
+  req.on_data = [&](const char* data, std::size_t n) -> bool {
+    if (stopping_) return false;
+    buffer.append(data, n);
+    std::size_t start = 0;
+    for (;;) {
+      std::size_t nl = buffer.find('\n', start);
+      if (nl == std::string::npos) break;
+      if (!handle_line(std::string_view(buffer).substr(start, nl - start))) return false;
+      start = nl + 1;
+    }
+    buffer.erase(0, start);
+    if (buffer.size() > kMaxEventLine) {
+      handler_.OnError(Status::ResourceExhausted("watch configmaps: event larger than 16 MiB"));
+      failed = true;
+      return false;
+    }
+    return true;
+  };
+
+  auto started = Now();
+  HttpResponse res = client_.impl().Do(req);
+  if (stopping_) return WatchEnd::kStopped;
+  if (!failed && !gone && res.status == 200 && !buffer.empty()) {
+    // A last event without a trailing newline.
+    std::string last = std::move(buffer);
+    handle_line(last);
+  }
+  if (gone) return WatchEnd::kGone;
+  if (failed) return WatchEnd::kFailed;
+  if (res.status == 410) return WatchEnd::kGone;
+  if (res.status != 200) {
+    handler_.OnError(Status(res.error.ToStatus().code(), "watch configmaps: " + res.error.ToStatus().message()));
+    return WatchEnd::kFailed;
+  }
+  if (events > 0) {
+    backoff_.Reset();
+    return WatchEnd::kEnded;
+  }
+  // An empty watch: normal if it lasted (timeoutSeconds, idle), a failure if it ended at once —
+  // otherwise a server that closes every watch immediately would be hammered.
+  if (Now() - started >= options_.min_watch_duration) return WatchEnd::kEnded;
+  handler_.OnError(Status::Unavailable("watch configmaps: stream ended immediately without events"));
+  return WatchEnd::kFailed;
+}
+
+}  // namespace draguard::kube

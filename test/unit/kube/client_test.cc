@@ -1,0 +1,265 @@
+// Client: in-cluster configuration, bearer tokens and rotation, CA verification, and the
+// ResourceClaimTemplate calls against a local HTTPS fake API server.
+#include "draguard/kube/client.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <csignal>
+#include <atomic>
+
+#include "fake_apiserver.h"
+
+namespace draguard::kube {
+namespace {
+
+using kubetest::FakeApiServer;
+using kubetest::json;
+using kubetest::MakeCert;
+using kubetest::TempDir;
+using kubetest::WriteFile;
+
+std::string Template(const std::string& name) {
+  return json{{"apiVersion", "resource.k8s.io/v1"},
+              {"kind", "ResourceClaimTemplate"},
+              {"metadata", {{"name", name}, {"labels", {{"app.kubernetes.io/managed-by", "draguard"}}}}},
+              {"spec",
+               {{"spec",
+                 {{"devices",
+                   {{"requests",
+                     json::array({{{"name", "gpu"},
+                                   {"exactly", {{"deviceClassName", "gpu.nvidia.com"}, {"count", 1}}}}})}}}}}}}}
+      .dump();
+}
+
+// Sets a file's mtime (to hide a rewrite from the stat() fingerprint).
+void SetMtime(const std::string& path, const struct timespec& t) {
+  struct timespec times[2] = {t, t};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+}
+
+struct timespec Mtime(const std::string& path) {
+  struct stat st {};
+  ::stat(path.c_str(), &st);
+  return st.st_mtim;
+}
+
+class ClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::signal(SIGPIPE, SIG_IGN);
+    ca_ = MakeCert("test-ca", nullptr);
+    auto leaf = MakeCert("kube-apiserver", &ca_);
+    ca_file_ = (dir_.path() / "ca.crt").string();
+    token_file_ = (dir_.path() / "token").string();
+    WriteFile(ca_file_, ca_.cert);
+    WriteFile(dir_.path() / "tls.crt", leaf.cert);
+    WriteFile(dir_.path() / "tls.key", leaf.key);
+    WriteFile(token_file_, "token-one\n");
+    server_ = std::make_unique<FakeApiServer>((dir_.path() / "tls.crt").string(),
+                                              (dir_.path() / "tls.key").string());
+  }
+
+  ClientConfig Config() {
+    ClientConfig c;
+    c.host = "127.0.0.1";
+    c.port = server_->port();
+    c.ca_file = ca_file_;
+    c.token_file = token_file_;
+    return c;
+  }
+
+  TempDir dir_;
+  kubetest::Pem ca_;
+  std::string ca_file_, token_file_;
+  std::unique_ptr<FakeApiServer> server_;
+};
+
+TEST_F(ClientTest, CreateThenAlreadyExistsThenGet) {
+  Client client("127.0.0.1", server_->port(), ca_file_, token_file_);
+  CreateResult first = client.CreateResourceClaimTemplate("team-a", Template("draguard-abc"));
+  ASSERT_EQ(first.outcome, CreateResult::Outcome::kCreated) << first.error.message;
+  EXPECT_TRUE(first.ok());
+
+  CreateResult again = client.CreateResourceClaimTemplate("team-a", Template("draguard-abc"));
+  EXPECT_EQ(again.outcome, CreateResult::Outcome::kAlreadyExists);
+  EXPECT_TRUE(again.ok());
+
+  GetResult got = client.GetResourceClaimTemplate("team-a", "draguard-abc");
+  ASSERT_EQ(got.outcome, GetResult::Outcome::kFound) << got.error.message;
+  EXPECT_EQ(json::parse(got.object_json)["metadata"]["name"], "draguard-abc");
+
+  GetResult missing = client.GetResourceClaimTemplate("team-a", "draguard-nope");
+  EXPECT_EQ(missing.outcome, GetResult::Outcome::kNotFound);
+  EXPECT_EQ(missing.error.code, 404);
+  EXPECT_EQ(missing.error.reason, "NotFound");
+
+  auto seen = server_->seen();
+  ASSERT_GE(seen.size(), 2u);
+  EXPECT_EQ(seen[0].method, "POST");
+  EXPECT_EQ(seen[0].path, "/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaimtemplates");
+  EXPECT_EQ(seen[0].authorization, "Bearer token-one");
+  EXPECT_EQ(json::parse(seen[0].body)["kind"], "ResourceClaimTemplate");
+}
+
+TEST_F(ClientTest, ForbiddenCarriesTheStatusFields) {
+  Client client(Config());
+  CreateResult r = client.CreateResourceClaimTemplate("forbidden", Template("draguard-x"));
+  ASSERT_EQ(r.outcome, CreateResult::Outcome::kError);
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.error.code, 403);
+  EXPECT_EQ(r.error.reason, "Forbidden");
+  EXPECT_NE(r.error.message.find("cannot create resource \"resourceclaimtemplates\""), std::string::npos);
+  Status st = r.error.ToStatus();
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("403 Forbidden"), std::string::npos);
+}
+
+TEST_F(ClientTest, ServerErrorIsUnavailable) {
+  Client client(Config());
+  CreateResult r = client.CreateResourceClaimTemplate("broken", Template("draguard-x"));
+  ASSERT_EQ(r.outcome, CreateResult::Outcome::kError);
+  EXPECT_EQ(r.error.code, 500);
+  EXPECT_EQ(r.error.reason, "InternalError");
+  EXPECT_EQ(r.error.message, "etcdserver: request timed out");
+  EXPECT_EQ(r.error.ToStatus().code(), StatusCode::kUnavailable);
+}
+
+TEST_F(ClientTest, DeadlineBoundsASlowServer) {
+  Client client(Config());
+  auto start = std::chrono::steady_clock::now();
+  CreateResult r = client.CreateResourceClaimTemplate("slow", Template("draguard-x"), std::chrono::milliseconds(300));
+  auto took = std::chrono::steady_clock::now() - start;
+  server_->ReleaseSlow();
+  ASSERT_EQ(r.outcome, CreateResult::Outcome::kError);
+  EXPECT_EQ(r.error.code, 0);
+  EXPECT_EQ(r.error.reason, "Timeout") << r.error.message;
+  EXPECT_EQ(r.error.ToStatus().code(), StatusCode::kUnavailable);
+  EXPECT_LT(took, std::chrono::seconds(10));
+}
+
+TEST_F(ClientTest, WrongCaIsRefused) {
+  auto other = MakeCert("other-ca", nullptr);
+  std::string other_file = (dir_.path() / "other-ca.crt").string();
+  WriteFile(other_file, other.cert);
+  Client client("127.0.0.1", server_->port(), other_file, token_file_);
+  CreateResult r = client.CreateResourceClaimTemplate("team-a", Template("draguard-x"));
+  ASSERT_EQ(r.outcome, CreateResult::Outcome::kError);
+  EXPECT_EQ(r.error.code, 0);
+  EXPECT_EQ(r.error.reason, "TLS") << r.error.message;
+  // Nothing reached the handler: the token was never sent to an unverified server.
+  EXPECT_TRUE(server_->seen().empty());
+}
+
+TEST_F(ClientTest, ConnectionRefusedIsATransportError) {
+  int port = server_->port();
+  server_.reset();  // nothing listens on the port any more
+  Client client("127.0.0.1", port, ca_file_, token_file_);
+  CreateResult r = client.CreateResourceClaimTemplate("team-a", Template("draguard-x"), std::chrono::seconds(5));
+  ASSERT_EQ(r.outcome, CreateResult::Outcome::kError);
+  EXPECT_EQ(r.error.code, 0);
+  EXPECT_EQ(r.error.ToStatus().code(), StatusCode::kUnavailable);
+}
+
+TEST_F(ClientTest, RotatedTokenIsPickedUpWhenTheFileChanges) {
+  Client client(Config());
+  ASSERT_TRUE(client.CreateResourceClaimTemplate("team-a", Template("t1")).ok());
+  // Kubelet swaps the projected file (new inode): the next call sends the new token.
+  std::string tmp = token_file_ + ".new";
+  WriteFile(tmp, "token-two-longer\n");
+  std::filesystem::rename(tmp, token_file_);
+  server_->AcceptTokens({"token-two-longer"});
+  ASSERT_TRUE(client.CreateResourceClaimTemplate("team-a", Template("t2")).ok());
+  auto seen = server_->seen();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].authorization, "Bearer token-one");
+  EXPECT_EQ(seen[1].authorization, "Bearer token-two-longer");
+}
+
+TEST_F(ClientTest, TokenIsReReadOnceAfterA401) {
+  Client client(Config());
+  ASSERT_TRUE(client.CreateResourceClaimTemplate("team-a", Template("t1")).ok());
+  // Rewrite in place with the same size and mtime: invisible to the fingerprint.
+  auto mtime = Mtime(token_file_);
+  WriteFile(token_file_, "token-two\n");
+  SetMtime(token_file_, mtime);
+  server_->AcceptTokens({"token-two"});
+  CreateResult r = client.CreateResourceClaimTemplate("team-a", Template("t2"));
+  EXPECT_EQ(r.outcome, CreateResult::Outcome::kCreated) << r.error.message;
+  auto seen = server_->seen();
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[1].authorization, "Bearer token-one");  // refused with 401
+  EXPECT_EQ(seen[2].authorization, "Bearer token-two");  // retried once with the re-read token
+
+  // A 401 with an unchanged token is not retried.
+  server_->AcceptTokens({"nobody"});
+  CreateResult refused = client.CreateResourceClaimTemplate("team-a", Template("t3"));
+  EXPECT_EQ(refused.error.code, 401);
+  EXPECT_EQ(refused.error.reason, "Unauthorized");
+  EXPECT_EQ(server_->seen().size(), 4u);
+}
+
+TEST_F(ClientTest, TokenIsReReadAfterTheInterval) {
+  auto now = std::make_shared<std::atomic<int64_t>>(0);
+  ClientConfig c = Config();
+  c.token_reread_interval = std::chrono::seconds(60);
+  c.clock = [now] { return std::chrono::steady_clock::time_point(std::chrono::seconds(now->load())); };
+  Client client(c);
+  ASSERT_TRUE(client.CreateResourceClaimTemplate("team-a", Template("t1")).ok());
+  auto mtime = Mtime(token_file_);
+  WriteFile(token_file_, "token-two\n");
+  SetMtime(token_file_, mtime);
+  now->store(30);  // before the interval: the cached token is still used (and accepted)
+  ASSERT_TRUE(client.CreateResourceClaimTemplate("team-a", Template("t2")).ok());
+  now->store(61);  // after it: re-read without needing a 401
+  ASSERT_TRUE(client.CreateResourceClaimTemplate("team-a", Template("t3")).ok());
+  auto seen = server_->seen();
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[1].authorization, "Bearer token-one");
+  EXPECT_EQ(seen[2].authorization, "Bearer token-two");
+}
+
+TEST(InClusterConfigTest, ReadsEnvironmentAndFiles) {
+  TempDir dir;
+  WriteFile(dir.path() / "token", "abc\n");
+  WriteFile(dir.path() / "ca.crt", "pem");
+  WriteFile(dir.path() / "namespace", "draguard-system\n");
+  InClusterOptions o;
+  o.token_file = (dir.path() / "token").string();
+  o.ca_file = (dir.path() / "ca.crt").string();
+  o.namespace_file = (dir.path() / "namespace").string();
+  std::map<std::string, std::string> env = {{"KUBERNETES_SERVICE_HOST", "fd00:10:96::1"},
+                                            {"KUBERNETES_SERVICE_PORT", "6443"}};
+  o.getenv = [&](const char* name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  };
+  auto c = InClusterConfig(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->host, "fd00:10:96::1");
+  EXPECT_EQ(c->port, 6443);
+  EXPECT_EQ(c->namespace_name, "draguard-system");
+  EXPECT_EQ(c->token_file, o.token_file);
+  EXPECT_EQ(ServerUrl(*c), "https://[fd00:10:96::1]:6443");
+
+  env["KUBERNETES_SERVICE_HOST"] = "10.96.0.1";
+  env["KUBERNETES_SERVICE_PORT"] = "443";
+  c = InClusterConfig(o);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(ServerUrl(*c), "https://10.96.0.1:443");
+
+  env["KUBERNETES_SERVICE_PORT"] = "https";
+  EXPECT_EQ(InClusterConfig(o).status().code(), StatusCode::kInvalidArgument);
+
+  env.erase("KUBERNETES_SERVICE_HOST");
+  EXPECT_EQ(InClusterConfig(o).status().code(), StatusCode::kFailedPrecondition);
+
+  env["KUBERNETES_SERVICE_HOST"] = "10.96.0.1";
+  env["KUBERNETES_SERVICE_PORT"] = "443";
+  o.token_file = (dir.path() / "missing").string();
+  EXPECT_EQ(InClusterConfig(o).status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace draguard::kube

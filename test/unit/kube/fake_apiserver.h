@@ -1,0 +1,409 @@
+// Test helpers: a throwaway PKI (EC P-256 CA + serving cert for 127.0.0.1, made at test time) and
+// a scripted HTTPS fake of the Kubernetes API server that follows its conventions: Status objects,
+// 201/409/401/403/404/410/500, chunked watch streams with one JSON event per line, bookmarks.
+#pragma once
+
+#include <httplib.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace kubetest {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// ---- PKI ------------------------------------------------------------------------------------
+
+struct Pem {
+  std::string cert, key;
+};
+
+inline std::string ToPem(X509* x) {
+  BIO* b = BIO_new(BIO_s_mem());
+  PEM_write_bio_X509(b, x);
+  char* d = nullptr;
+  long n = BIO_get_mem_data(b, &d);
+  std::string s(d, static_cast<std::size_t>(n));
+  BIO_free(b);
+  return s;
+}
+
+inline std::string ToPem(EVP_PKEY* k) {
+  BIO* b = BIO_new(BIO_s_mem());
+  PEM_write_bio_PrivateKey(b, k, nullptr, nullptr, 0, nullptr, nullptr);
+  char* d = nullptr;
+  long n = BIO_get_mem_data(b, &d);
+  std::string s(d, static_cast<std::size_t>(n));
+  BIO_free(b);
+  return s;
+}
+
+inline void AddExt(X509* cert, X509* issuer, int nid, const char* value) {
+  X509V3_CTX ctx;
+  X509V3_set_ctx_nodb(&ctx);
+  X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
+  X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
+  if (ext == nullptr) throw std::runtime_error("extension");
+  X509_add_ext(cert, ext, -1);
+  X509_EXTENSION_free(ext);
+}
+
+// A CA (issuer == nullptr) or a leaf for 127.0.0.1 signed by `issuer`.
+inline Pem MakeCert(const char* cn, const Pem* issuer) {
+  static long serial = 1;
+  EVP_PKEY* key = EVP_EC_gen("P-256");
+  X509* x = X509_new();
+  X509_set_version(x, 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(x), ++serial);
+  X509_gmtime_adj(X509_getm_notBefore(x), -300);
+  X509_gmtime_adj(X509_getm_notAfter(x), 86400);
+  X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_UTF8,
+                             reinterpret_cast<const unsigned char*>(cn), -1, -1, 0);
+  X509_set_pubkey(x, key);
+  X509* ca = nullptr;
+  EVP_PKEY* ca_key = nullptr;
+  if (issuer != nullptr) {
+    BIO* b = BIO_new_mem_buf(issuer->cert.data(), static_cast<int>(issuer->cert.size()));
+    ca = PEM_read_bio_X509(b, nullptr, nullptr, nullptr);
+    BIO_free(b);
+    b = BIO_new_mem_buf(issuer->key.data(), static_cast<int>(issuer->key.size()));
+    ca_key = PEM_read_bio_PrivateKey(b, nullptr, nullptr, nullptr);
+    BIO_free(b);
+    X509_set_issuer_name(x, X509_get_subject_name(ca));
+    AddExt(x, ca, NID_basic_constraints, "critical,CA:FALSE");
+    AddExt(x, ca, NID_ext_key_usage, "serverAuth");
+    AddExt(x, ca, NID_subject_alt_name, "IP:127.0.0.1,DNS:localhost");
+    X509_sign(x, ca_key, EVP_sha256());
+  } else {
+    X509_set_issuer_name(x, X509_get_subject_name(x));
+    AddExt(x, x, NID_basic_constraints, "critical,CA:TRUE");
+    AddExt(x, x, NID_key_usage, "critical,keyCertSign,cRLSign");
+    AddExt(x, x, NID_subject_key_identifier, "hash");
+    X509_sign(x, key, EVP_sha256());
+  }
+  Pem out{ToPem(x), ToPem(key)};
+  X509_free(x);
+  EVP_PKEY_free(key);
+  if (ca != nullptr) X509_free(ca);
+  if (ca_key != nullptr) EVP_PKEY_free(ca_key);
+  return out;
+}
+
+inline void WriteFile(const fs::path& p, const std::string& data) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << data;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "draguard-kube-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp");
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// ---- Kubernetes conventions -----------------------------------------------------------------
+
+inline std::string StatusBody(int code, const std::string& reason, const std::string& message) {
+  return json{{"kind", "Status"},  {"apiVersion", "v1"}, {"metadata", json::object()},
+              {"status", "Failure"}, {"message", message}, {"reason", reason},
+              {"code", code}}
+      .dump();
+}
+
+inline json ConfigMapJson(const std::string& ns, const std::string& name, const std::string& rv,
+                          const std::string& node = "") {
+  json cm = {{"apiVersion", "v1"},
+             {"kind", "ConfigMap"},
+             {"metadata",
+              {{"namespace", ns},
+               {"name", name},
+               {"resourceVersion", rv},
+               {"labels", {{"draguard.io/topology", "hwloc"}}}}},
+             {"data", {{"topology.xml", "<topology/>"}}}};
+  if (!node.empty()) cm["metadata"]["labels"]["draguard.io/node"] = node;
+  return cm;
+}
+
+inline std::string Event(const std::string& type, const json& object) {
+  return json{{"type", type}, {"object", object}}.dump() + "\n";
+}
+
+inline std::string Bookmark(const std::string& rv) {
+  return Event("BOOKMARK", {{"kind", "ConfigMap"}, {"apiVersion", "v1"}, {"metadata", {{"resourceVersion", rv}}}});
+}
+
+// One scripted answer to a LIST or WATCH request.
+struct Reply {
+  Reply() = default;
+  Reply(int status_code, std::string body_text, std::vector<std::string> stream = {}, bool hold = false)
+      : status(status_code), body(std::move(body_text)), chunks(std::move(stream)), hold_open(hold) {}
+  int status = 200;
+  std::string body;                 // non-streamed body (LIST, errors)
+  std::vector<std::string> chunks;  // streamed watch chunks (each a line or part of one)
+  bool hold_open = false;           // after the chunks, keep the stream open until shutdown
+};
+
+// A request as the server saw it.
+struct Seen {
+  std::string method, path, authorization, body;
+  std::multimap<std::string, std::string> params;
+  std::string param(const std::string& k) const {
+    auto it = params.find(k);
+    return it == params.end() ? "" : it->second;
+  }
+};
+
+class FakeApiServer {
+ public:
+  FakeApiServer(const std::string& cert_file, const std::string& key_file)
+      : server_(cert_file.c_str(), key_file.c_str()) {
+    if (!server_.is_valid()) throw std::runtime_error("SSLServer invalid");
+    server_.set_read_timeout(5, 0);
+    server_.set_write_timeout(5, 0);
+    server_.Post(R"(/apis/resource.k8s.io/v1/namespaces/([^/]+)/resourceclaimtemplates)",
+                 [this](const httplib::Request& req, httplib::Response& res) { Create(req, res); });
+    server_.Get(R"(/apis/resource.k8s.io/v1/namespaces/([^/]+)/resourceclaimtemplates/([^/]+))",
+                [this](const httplib::Request& req, httplib::Response& res) { GetOne(req, res); });
+    server_.Get(R"(/api/v1/configmaps)",
+                [this](const httplib::Request& req, httplib::Response& res) { ConfigMaps(req, res); });
+    server_.Get(R"(/api/v1/namespaces/([^/]+)/configmaps)",
+                [this](const httplib::Request& req, httplib::Response& res) { ConfigMaps(req, res); });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    if (port_ <= 0) throw std::runtime_error("bind");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!server_.is_running() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  }
+
+  ~FakeApiServer() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      closing_ = true;
+      release_slow_ = true;
+    }
+    cv_.notify_all();
+    server_.stop();
+    thread_.join();
+  }
+
+  int port() const { return port_; }
+
+  // Tokens the server accepts; empty = accept any.
+  void AcceptTokens(std::set<std::string> tokens) {
+    std::lock_guard<std::mutex> l(mu_);
+    accepted_ = std::move(tokens);
+  }
+  void ScriptList(Reply r) {
+    std::lock_guard<std::mutex> l(mu_);
+    lists_.push_back(std::move(r));
+  }
+  void ScriptWatch(Reply r) {
+    std::lock_guard<std::mutex> l(mu_);
+    watches_.push_back(std::move(r));
+  }
+  // The default LIST answer once the script is used up.
+  void SetDefaultList(std::string body) {
+    std::lock_guard<std::mutex> l(mu_);
+    default_list_ = std::move(body);
+  }
+  void ReleaseSlow() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      release_slow_ = true;
+    }
+    cv_.notify_all();
+  }
+  std::vector<Seen> seen() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return seen_;
+  }
+  // Waits until `pred(seen)` holds; false after `timeout`.
+  bool WaitSeen(const std::function<bool(const std::vector<Seen>&)>& pred,
+                std::chrono::seconds timeout = std::chrono::seconds(30)) {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, timeout, [&] { return pred(seen_); });
+  }
+  // Number of watch requests seen so far.
+  static int Watches(const std::vector<Seen>& s) {
+    int n = 0;
+    for (const auto& x : s) n += x.param("watch") == "true";
+    return n;
+  }
+  static int Lists(const std::vector<Seen>& s) {
+    int n = 0;
+    for (const auto& x : s) n += x.path.find("configmaps") != std::string::npos && x.param("watch") != "true";
+    return n;
+  }
+
+ private:
+  // Records the request; false (and a 401 Status) when the token is not accepted.
+  bool Admit(const httplib::Request& req, httplib::Response& res) {
+    Seen s{req.method, req.path, req.get_header_value("Authorization"), req.body, {}};
+    for (const auto& [k, v] : req.params) s.params.emplace(k, v);
+    bool ok;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      seen_.push_back(s);
+      ok = accepted_.empty() || (s.authorization.rfind("Bearer ", 0) == 0 &&
+                                 accepted_.count(s.authorization.substr(7)) > 0);
+    }
+    cv_.notify_all();
+    if (!ok) {
+      res.status = 401;
+      res.set_content(StatusBody(401, "Unauthorized", "Unauthorized"), "application/json");
+    }
+    return ok;
+  }
+
+  void Create(const httplib::Request& req, httplib::Response& res) {
+    if (!Admit(req, res)) return;
+    std::string ns = req.matches[1];
+    auto obj = json::parse(req.body, nullptr, false);
+    std::string name = obj.is_discarded() ? "" : obj["metadata"].value("name", "");
+    if (ns == "forbidden") {
+      res.status = 403;
+      res.set_content(StatusBody(403, "Forbidden",
+                                 "resourceclaimtemplates.resource.k8s.io is forbidden: User "
+                                 "\"system:serviceaccount:draguard:draguard\" cannot create resource "
+                                 "\"resourceclaimtemplates\" in API group \"resource.k8s.io\" in the "
+                                 "namespace \"forbidden\""),
+                      "application/json");
+      return;
+    }
+    if (ns == "broken") {
+      res.status = 500;
+      res.set_content(StatusBody(500, "InternalError", "etcdserver: request timed out"), "application/json");
+      return;
+    }
+    if (ns == "slow") {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait_for(l, std::chrono::seconds(20), [&] { return release_slow_; });
+      res.status = 201;
+      res.set_content(req.body, "application/json");
+      return;
+    }
+    std::lock_guard<std::mutex> l(mu_);
+    if (!objects_.insert(ns + "/" + name).second) {
+      res.status = 409;
+      res.set_content(StatusBody(409, "AlreadyExists",
+                                 "resourceclaimtemplates.resource.k8s.io \"" + name + "\" already exists"),
+                      "application/json");
+      return;
+    }
+    bodies_[ns + "/" + name] = req.body;
+    res.status = 201;
+    res.set_content(req.body, "application/json");
+  }
+
+  void GetOne(const httplib::Request& req, httplib::Response& res) {
+    if (!Admit(req, res)) return;
+    std::string key = std::string(req.matches[1]) + "/" + std::string(req.matches[2]);
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = bodies_.find(key);
+    if (it == bodies_.end()) {
+      res.status = 404;
+      res.set_content(StatusBody(404, "NotFound",
+                                 "resourceclaimtemplates.resource.k8s.io \"" + std::string(req.matches[2]) +
+                                     "\" not found"),
+                      "application/json");
+      return;
+    }
+    res.status = 200;
+    res.set_content(it->second, "application/json");
+  }
+
+  void ConfigMaps(const httplib::Request& req, httplib::Response& res) {
+    if (!Admit(req, res)) return;
+    bool watch = req.get_param_value("watch") == "true";
+    Reply r;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto& q = watch ? watches_ : lists_;
+      if (!q.empty()) {
+        r = std::move(q.front());
+        q.pop_front();
+      } else if (watch) {
+        r.hold_open = true;
+      } else {
+        r.body = default_list_;
+      }
+    }
+    res.status = r.status;
+    if (!watch || r.status != 200) {
+      res.set_content(r.body, "application/json");
+      return;
+    }
+    auto state = std::make_shared<Reply>(std::move(r));
+    auto next = std::make_shared<std::size_t>(0);
+    res.set_chunked_content_provider(
+        "application/json", [this, state, next](std::size_t, httplib::DataSink& sink) {
+          if (*next < state->chunks.size()) {
+            const std::string& c = state->chunks[(*next)++];
+            return sink.write(c.data(), c.size());
+          }
+          if (!state->hold_open) {
+            sink.done();
+            return true;
+          }
+          if (!sink.is_writable()) return false;
+          std::unique_lock<std::mutex> l(mu_);
+          cv_.wait_for(l, std::chrono::milliseconds(50), [&] { return closing_; });
+          if (closing_) {
+            sink.done();
+          }
+          return true;
+        });
+  }
+
+  httplib::SSLServer server_;
+  int port_ = 0;
+  std::thread thread_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool closing_ = false;
+  bool release_slow_ = false;
+  std::set<std::string> accepted_;
+  std::set<std::string> objects_;
+  std::map<std::string, std::string> bodies_;
+  std::deque<Reply> lists_, watches_;
+  std::string default_list_ =
+      R"({"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]})";
+  std::vector<Seen> seen_;
+};
+
+inline std::string ListBody(const std::vector<json>& items, const std::string& rv, const std::string& cont = "") {
+  json meta = {{"resourceVersion", rv}};
+  if (!cont.empty()) meta["continue"] = cont;
+  return json{{"kind", "ConfigMapList"}, {"apiVersion", "v1"}, {"metadata", meta}, {"items", items}}.dump();
+}
+
+}  // namespace kubetest
