@@ -142,28 +142,47 @@ void ConfigMapWatcher::SleepBackoff() {
 void ConfigMapWatcher::Run() {
   bool need_list = true;
   while (!stopping_) {
-    if (need_list) {
-      if (!ListAll()) {
-        if (stopping_) break;
-        SleepBackoff();
-        continue;
-      }
-      need_list = false;
-      backoff_.Reset();
-    }
-    switch (WatchOnce()) {
-      case WatchEnd::kEnded: break;
-      case WatchEnd::kGone: need_list = true; break;
-      case WatchEnd::kFailed:
-        if (!stopping_) SleepBackoff();
-        break;
-      case WatchEnd::kStopped: break;
+    try {
+      Step(need_list);
+    } catch (const std::exception& e) {
+      ReportHandlerException(e.what());
+      need_list = true;
+    } catch (...) {
+      ReportHandlerException("unknown exception");
+      need_list = true;
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
   active_.reset();
   done_ = true;
   cv_.notify_all();
+}
+
+void ConfigMapWatcher::ReportHandlerException(const char* what) {
+  try {
+    handler_.OnError(Status::Internal(std::string("configmap handler threw: ") + what));
+  } catch (...) {
+  }
+  if (!stopping_) SleepBackoff();
+}
+
+void ConfigMapWatcher::Step(bool& need_list) {
+  if (need_list) {
+    if (!ListAll()) {
+      if (!stopping_) SleepBackoff();
+      return;
+    }
+    need_list = false;
+    backoff_.Reset();
+  }
+  switch (WatchOnce()) {
+    case WatchEnd::kEnded: break;
+    case WatchEnd::kGone: need_list = true; break;
+    case WatchEnd::kFailed:
+      if (!stopping_) SleepBackoff();
+      break;
+    case WatchEnd::kStopped: break;
+  }
 }
 
 namespace {
@@ -230,6 +249,7 @@ ConfigMapWatcher::WatchEnd ConfigMapWatcher::WatchOnce() {
   std::string buffer;
   bool gone = false;
   bool failed = false;
+  std::string handler_error;  // a handler threw: its state may be partial, so relist
   int events = 0;
   auto handle_line = [&](std::string_view line) -> bool {
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
@@ -301,7 +321,15 @@ ConfigMapWatcher::WatchEnd ConfigMapWatcher::WatchOnce() {
     for (;;) {
       std::size_t nl = buffer.find('\n', start);
       if (nl == std::string::npos) break;
-      if (!handle_line(std::string_view(buffer).substr(start, nl - start))) return false;
+      try {
+        if (!handle_line(std::string_view(buffer).substr(start, nl - start))) return false;
+      } catch (const std::exception& e) {
+        handler_error = e.what();
+        return false;
+      } catch (...) {
+        handler_error = "unknown exception";
+        return false;
+      }
       start = nl + 1;
     }
     buffer.erase(0, start);
@@ -316,6 +344,10 @@ ConfigMapWatcher::WatchEnd ConfigMapWatcher::WatchOnce() {
   auto started = Now();
   HttpResponse res = client_.impl().Do(req);
   if (stopping_) return WatchEnd::kStopped;
+  if (!handler_error.empty()) {
+    ReportHandlerException(handler_error.c_str());
+    return WatchEnd::kGone;
+  }
   if (!failed && !gone && res.status == 200 && !buffer.empty()) {
     // A last event without a trailing newline.
     std::string last = std::move(buffer);

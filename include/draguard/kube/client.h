@@ -84,7 +84,8 @@ struct GetResult {
   ApiError error;                     ///< set when kError (and the 404 Status when kNotFound)
 };
 
-class ClientImpl;  // internal (src/kube/transport.h)
+class ClientImpl;        // internal (src/kube/transport.h)
+class ConfigMapWatcher;  // watch.h
 
 /// The API client. Thread-safe: calls may run concurrently; each uses its own connection.
 class Client {
@@ -93,6 +94,7 @@ class Client {
   explicit Client(ClientConfig config);
   /// A client for an explicit server, CA and token file (tests, out-of-cluster tools).
   Client(std::string host, int port, std::string ca_file, std::string token_file);
+  /// Releases the client; no call may be in flight.
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -112,10 +114,10 @@ class Client {
   /// The configuration in use.
   const ClientConfig& config() const;
 
-  /// Internal: the transport shared with ConfigMapWatcher.
+ private:
+  friend class ConfigMapWatcher;  // streams watches through the same transport
   ClientImpl& impl() const { return *impl_; }
 
- private:
   std::unique_ptr<ClientImpl> impl_;
 };
 

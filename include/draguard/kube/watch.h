@@ -40,7 +40,9 @@ struct ConfigMap {
 /// Parses a ConfigMap object (JSON text). InvalidArgument when it is not one.
 Result<ConfigMap> ParseConfigMap(std::string_view json);
 
-/// Receives the watcher's view. All calls come from the watcher thread, one at a time.
+/// Receives the watcher's view. All calls come from the watcher thread, one at a time; they
+/// should return quickly, must not call ConfigMapWatcher::Stop(), and should not throw (an
+/// exception is caught, reported through OnError, and answered with a backoff and a relist).
 class ConfigMapHandler {
  public:
   virtual ~ConfigMapHandler() = default;
@@ -105,6 +107,7 @@ class ConfigMapWatcher {
  public:
   /// `client` and `handler` must outlive the watcher.
   ConfigMapWatcher(const Client& client, ConfigMapHandler& handler, WatchOptions options = {});
+  /// Stops the watcher (see Stop()).
   ~ConfigMapWatcher();
   ConfigMapWatcher(const ConfigMapWatcher&) = delete;
   ConfigMapWatcher& operator=(const ConfigMapWatcher&) = delete;
@@ -122,6 +125,8 @@ class ConfigMapWatcher {
  private:
   enum class WatchEnd;
   void Run();
+  void Step(bool& need_list);
+  void ReportHandlerException(const char* what);
   bool ListAll();
   WatchEnd WatchOnce();
   void SleepBackoff();

@@ -219,6 +219,34 @@ TEST_F(ClientTest, TokenIsReReadAfterTheInterval) {
   EXPECT_EQ(seen[2].authorization, "Bearer token-two");
 }
 
+TEST_F(ClientTest, Ipv6ServiceAddressFromTheEnvironment) {
+  std::unique_ptr<FakeApiServer> v6;
+  try {
+    v6 = std::make_unique<FakeApiServer>((dir_.path() / "tls.crt").string(), (dir_.path() / "tls.key").string(),
+                                         "::1");
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << "no IPv6 loopback: " << e.what();
+  }
+  WriteFile(dir_.path() / "namespace", "draguard-system");
+  InClusterOptions o;
+  o.token_file = token_file_;
+  o.ca_file = ca_file_;
+  o.namespace_file = (dir_.path() / "namespace").string();
+  std::string port = std::to_string(v6->port());
+  o.getenv = [&](const char* name) -> std::optional<std::string> {
+    if (std::string(name) == "KUBERNETES_SERVICE_HOST") return std::string("[::1]");
+    if (std::string(name) == "KUBERNETES_SERVICE_PORT") return port;
+    return std::nullopt;
+  };
+  auto config = InClusterConfig(o);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(ServerUrl(*config), "https://[::1]:" + port);
+  Client client(*config);
+  CreateResult r = client.CreateResourceClaimTemplate("team-a", Template("v6"));
+  EXPECT_EQ(r.outcome, CreateResult::Outcome::kCreated) << r.error.message;
+  EXPECT_EQ(v6->seen().size(), 1u);
+}
+
 TEST(InClusterConfigTest, ReadsEnvironmentAndFiles) {
   TempDir dir;
   WriteFile(dir.path() / "token", "abc\n");

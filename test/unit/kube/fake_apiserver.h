@@ -91,7 +91,7 @@ inline Pem MakeCert(const char* cn, const Pem* issuer) {
     X509_set_issuer_name(x, X509_get_subject_name(ca));
     AddExt(x, ca, NID_basic_constraints, "critical,CA:FALSE");
     AddExt(x, ca, NID_ext_key_usage, "serverAuth");
-    AddExt(x, ca, NID_subject_alt_name, "IP:127.0.0.1,DNS:localhost");
+    AddExt(x, ca, NID_subject_alt_name, "IP:127.0.0.1,IP:::1,DNS:localhost");
     X509_sign(x, ca_key, EVP_sha256());
   } else {
     X509_set_issuer_name(x, X509_get_subject_name(x));
@@ -184,7 +184,8 @@ struct Seen {
 
 class FakeApiServer {
  public:
-  FakeApiServer(const std::string& cert_file, const std::string& key_file)
+  FakeApiServer(const std::string& cert_file, const std::string& key_file,
+                const std::string& bind_host = "127.0.0.1")
       : server_(cert_file.c_str(), key_file.c_str()) {
     if (!server_.is_valid()) throw std::runtime_error("SSLServer invalid");
     server_.set_read_timeout(5, 0);
@@ -197,8 +198,8 @@ class FakeApiServer {
                 [this](const httplib::Request& req, httplib::Response& res) { ConfigMaps(req, res); });
     server_.Get(R"(/api/v1/namespaces/([^/]+)/configmaps)",
                 [this](const httplib::Request& req, httplib::Response& res) { ConfigMaps(req, res); });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    if (port_ <= 0) throw std::runtime_error("bind");
+    port_ = server_.bind_to_any_port(bind_host);
+    if (port_ <= 0) throw std::runtime_error("cannot bind " + bind_host);
     thread_ = std::thread([this] { server_.listen_after_bind(); });
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (!server_.is_running() && std::chrono::steady_clock::now() < until) std::this_thread::yield();

@@ -327,6 +327,33 @@ TEST_F(WatchTest, ExpiredTokenOnWatchIsReReadAndRetried) {
   for (const auto& s : server_->seen()) EXPECT_EQ(s.authorization, "Bearer rotated-token-value");
 }
 
+// A handler that throws once on its first upsert.
+class ThrowingRecorder : public Recorder {
+ public:
+  void OnUpsert(const ConfigMap& cm) override {
+    if (!thrown_.exchange(true)) throw std::runtime_error("consumer bug");
+    Recorder::OnUpsert(cm);
+  }
+
+ private:
+  std::atomic<bool> thrown_{false};
+};
+
+TEST_F(WatchTest, HandlerExceptionIsReportedAndAnsweredWithARelist) {
+  server_->ScriptList({200, ListBody({}, "5")});
+  server_->ScriptWatch({200, "", {Event("ADDED", ConfigMapJson("topo", "a", "6"))}, true});
+  server_->ScriptList({200, ListBody({ConfigMapJson("topo", "a", "6")}, "7")});
+  ThrowingRecorder rec;
+  ConfigMapWatcher w(*client_, rec, Options());
+  w.Start();
+  ASSERT_TRUE(rec.WaitFor(2));
+  w.Stop();
+  EXPECT_EQ(rec.log(), (std::vector<std::string>{"sync", "sync topo/a@6"}));
+  ASSERT_EQ(rec.errors().size(), 1u);
+  EXPECT_NE(rec.errors()[0].find("consumer bug"), std::string::npos);
+  EXPECT_EQ(time_.Sleeps().size(), 1u);
+}
+
 TEST(ConfigMapTest, ParsesLabelsDataAndDecodesBinaryData) {
   json j = ConfigMapJson("topo", "node-a-topology", "42", "node-a");
   j["binaryData"] = {{"topology.xml.gz", "AAEC/w=="}, {"empty", ""}};
