@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
+#include <vector>
 
 #include "draguard/topology/loader.h"
 
@@ -26,7 +27,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!screened.ok()) return 0;
   if (format != "1.x" && format != "2.0") std::abort();
 
-  auto parsed = ParseHwlocXml(xml, limits, &reason);
+  // One long-lived isolated worker for the whole run (forking per input is slow).
+  static ImportPool pool(1);
+  std::vector<LoadErrorReason> reasons;
+  auto results = pool.ParseBatch({xml}, limits, &reasons);
+  auto& parsed = results[0];
+  reason = reasons[0];
   if (parsed.ok() != (reason == LoadErrorReason::kNone)) std::abort();
   if (parsed.ok()) {
     const Shape& s = parsed.value().shape;
