@@ -107,6 +107,36 @@ TEST(LoaderTest, TiogaXgmiFullyConnectedWithRsmiMemory) {
   EXPECT_EQ(s.derived.max_gpus_per_numa, 2u);
 }
 
+// MI300A in TPX mode: one PCI device carries three rsmi partitions (GPUModel empty on all but the
+// first). It stays one GPU with partitions = 3, and its memory/model/UUID come from the first.
+TEST(LoaderTest, RsmiPartitionsAreOneGpu) {
+  std::string xml = ReadFile(kDir + kTioga);
+  const std::string rsmi0_end = "<info name=\"XGMIPeers\" value=\"rsmi1 rsmi2 rsmi3 rsmi4 rsmi5 rsmi6 rsmi7 \"/>\n                </object>";
+  const size_t at = xml.find(rsmi0_end);
+  ASSERT_NE(at, std::string::npos);
+  std::string parts;
+  for (int k = 0; k < 2; ++k) {
+    parts += "\n                <object type=\"OSDev\" gp_index=\"" + std::to_string(99990 + k) + "\" name=\"rsmi" +
+             std::to_string(8 + k) + "\" subtype=\"RSMI\" osdev_type=\"1\">\n"
+             "                  <info name=\"Backend\" value=\"RSMI\"/>\n"
+             "                  <info name=\"GPUModel\" value=\"\"/>\n"
+             "                </object>";
+  }
+  xml.insert(at + rsmi0_end.size(), parts);
+  auto r = ParseHwlocXml(xml);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Shape& s = r->shape;
+  ASSERT_EQ(s.gpus.size(), 8u);  // still 8 GPUs, counted by PCI device
+  const Gpu& g = s.gpus[0];      // 0000:c1:00.0 carries rsmi0
+  EXPECT_EQ(g.pci_bus_id, "0000:c1:00.0");
+  EXPECT_EQ(g.partitions, 3u);
+  EXPECT_EQ(g.os_devices, (std::vector<std::string>{"rsmi0", "rsmi8", "rsmi9"}));
+  EXPECT_EQ(g.model, "AMD INSTINCT MI200 (MCM) OAM LC MBA HPE C2");
+  EXPECT_EQ(g.memory_bytes, std::optional<uint64_t>(67092480ull * 1024));
+  EXPECT_EQ(r->gpu_uuids[0], "4a7c19da329a2b8c");
+  EXPECT_EQ(s.gpus[1].partitions, 1u);
+}
+
 TEST(LoaderTest, CudaMemoryIsKibAndSmCountRead) {
   ParsedExport p = Load(kG4dn);
   ASSERT_EQ(p.shape.gpus.size(), 8u);
