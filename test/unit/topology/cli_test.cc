@@ -95,6 +95,20 @@ TEST(TopologyCliTest, JsonShapeMatchesProductDoc) {
   EXPECT_LT(r.out.find("\"pciBusId\""), r.out.find("\"vendor\""));
 }
 
+TEST(TopologyCliTest, TableShowsPeersAndCpuLinks) {
+  CliRun r = Cli({"show", "-f", kPower8, "-o", "table"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string header, first;
+  std::getline(lines, header);
+  std::getline(lines, first);
+  EXPECT_NE(header.find("PCIE-ROOT"), std::string::npos);
+  EXPECT_NE(first.find("0002:01:00.0"), std::string::npos);
+  EXPECT_NE(first.find("pci0002:00"), std::string::npos);
+  EXPECT_NE(first.find("16280Mi"), std::string::npos);
+  EXPECT_NE(first.find("1,cpu0"), std::string::npos);  // NVLink peer GPU 1 and the CPU package 0
+}
+
 TEST(TopologyCliTest, NullsForUnknownMemoryAndNoMatrix) {
   CliRun r = Cli({"show", "-f", kDir + "hwloc_hp-sl390s-g7_2s-xeon_3xTesla-M2070_mlx4.xml"});
   ASSERT_EQ(r.code, 0) << r.err;
