@@ -44,6 +44,7 @@ bool IsSharingDimension(const std::string& name) {
 
 struct Context {
   const policy::Policy& policy;
+  std::string owner;        // `Deployment "web"` for templates
   std::string prefix;       // "" for Pods, `Deployment "web": ` for templates
   bool workload = false;
   std::vector<Finding>* findings;
@@ -86,11 +87,11 @@ void CheckResources(const Json& resources, const std::string& pointer, const std
             break;
         }
       }
-      if (ctx.workload) {
-        if (ctx.policy.mutation.enabled) {
-          f.cap = policy::Action::kWarn;
-          f.message += "; it will be converted when its Pods are created";
-        }
+      if (ctx.workload && ctx.policy.mutation.enabled) {
+        // Admission warnings are cut at 120 characters: say what happens first.
+        f.cap = policy::Action::kWarn;
+        f.message = ctx.owner + ": " + name + " in " + who + " will be converted when its Pods are created (at " +
+                    pointer + ")";
       }
       ctx.findings->push_back(std::move(f));
     }
@@ -108,7 +109,7 @@ class LegacyGpuResource final : public Rule {
     if (objects.specs.empty() && objects.loose_containers.empty()) return Skip();
     std::vector<Finding> findings;
     for (const auto& spec : objects.specs) {
-      Context ctx{input.policy, "", spec.workload, &findings};
+      Context ctx{input.policy, spec.owner, "", spec.workload, &findings};
       if (spec.workload) ctx.prefix = spec.owner + " " + spec.pointer + ": ";
       for (const auto& c : Containers(spec)) {
         auto res = c.container->find("resources");
@@ -123,7 +124,7 @@ class LegacyGpuResource final : public Rule {
       }
     }
     for (const auto& c : objects.loose_containers) {
-      Context ctx{input.policy, objects.owner + " " + c.pointer + ": ", true, &findings};
+      Context ctx{input.policy, objects.owner, objects.owner + " " + c.pointer + ": ", true, &findings};
       std::string who = "container \"" + c.name + "\"";
       // TrainJob's trainer carries resourcesPerNode instead of resources.
       for (const char* field : {"resources", "resourcesPerNode"}) {

@@ -58,7 +58,7 @@ TEST(Dg001Workloads, EveryBuiltInKindAndDefaultCustomResource) {
     auto r = RunRule("DG001", Request(c.object), DefaultPolicy());
     EXPECT_EQ(Pointers(r), std::vector<std::string>{c.pointer}) << c.name;
     ASSERT_FALSE(r.findings.empty()) << c.name;
-    EXPECT_NE(r.findings[0].message.find(" \"w\" "), std::string::npos) << c.name << ": " << r.findings[0].message;
+    EXPECT_NE(r.findings[0].message.find(" \"w\""), std::string::npos) << c.name << ": " << r.findings[0].message;
     EXPECT_NE(r.findings[0].message.find("will be converted when its Pods are created"), std::string::npos) << c.name;
   }
 }
