@@ -100,8 +100,73 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"missing_kind", "apiVersion: draguard.io/v1alpha1\n", "kind: is required"},
         ErrorCase{"empty", "", "policy is empty"},
         ErrorCase{"not_a_map", "- a\n- b\n", "must be a mapping"},
-        ErrorCase{"yaml_syntax", "apiVersion: draguard.io/v1alpha1\nkind: [Policy\n", "policy.yaml:3:1: invalid YAML"}),
+        ErrorCase{"yaml_syntax", "apiVersion: draguard.io/v1alpha1\nkind: [Policy\n", "policy.yaml:3:1: invalid YAML"},
+        ErrorCase{"bad_mapping_mode", "apiVersion: draguard.io/v1alpha1\nkind: Policy\nextendedResourceMapping: maybe\n",
+                  "policy.yaml:3:26: extendedResourceMapping: must be one of deny | warn | allow"},
+        ErrorCase{"bad_memory_minimum", "apiVersion: draguard.io/v1alpha1\nkind: Policy\nmemoryReservation: {minimum: lots}\n",
+                  "memoryReservation.minimum: \"lots\" is not a non-negative quantity"},
+        ErrorCase{"custom_resource_bad_path",
+                  "apiVersion: draguard.io/v1alpha1\nkind: Policy\ncustomResources:\n- {group: a, kind: B, podTemplates: [\"spec..t\"]}\n",
+                  "customResources[0]: invalid path \"spec..t\""},
+        ErrorCase{"custom_resource_no_kind",
+                  "apiVersion: draguard.io/v1alpha1\nkind: Policy\ncustomResources:\n- {group: a, podTemplates: [spec.t]}\n",
+                  "customResources[0].kind: is required"},
+        ErrorCase{"selector_bad_operator",
+                  "apiVersion: draguard.io/v1alpha1\nkind: Policy\nexemptions:\n  objectSelectors:\n  - matchExpressions: [{key: a, operator: Is}]\n",
+                  "exemptions.objectSelectors[0].matchExpressions[0].operator: must be one of In | NotIn | Exists | DoesNotExist"},
+        ErrorCase{"device_classes_unknown_key",
+                  "apiVersion: draguard.io/v1alpha1\nkind: Policy\ndeviceClasses: {gpus: [x]}\n",
+                  "deviceClasses.gpus: unknown key"}),
     [](const ::testing::TestParamInfo<ErrorCase>& i) { return std::string(i.param.name); });
+
+TEST(Policy, DefaultPolicyFileMatchesTheBuiltInDefaults) {
+  auto p = ParsePolicy(DefaultPolicyYaml(), "default");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  Policy builtin;
+  EXPECT_EQ(p->legacy_resources, builtin.legacy_resources);
+  EXPECT_EQ(p->custom_resources.size(), builtin.custom_resources.size());
+  for (std::size_t i = 0; i < p->custom_resources.size() && i < builtin.custom_resources.size(); ++i) {
+    EXPECT_EQ(p->custom_resources[i].kind, builtin.custom_resources[i].kind);
+    EXPECT_EQ(p->custom_resources[i].pod_templates, builtin.custom_resources[i].pod_templates);
+    EXPECT_EQ(p->custom_resources[i].containers, builtin.custom_resources[i].containers);
+  }
+  EXPECT_EQ(p->device_classes.gpu, builtin.device_classes.gpu);
+  EXPECT_EQ(p->device_classes.mig, builtin.device_classes.mig);
+  EXPECT_EQ(p->device_classes.passthrough, builtin.device_classes.passthrough);
+  EXPECT_EQ(p->alignment_exempt_classes, builtin.alignment_exempt_classes);
+  EXPECT_EQ(p->memory_minimum, builtin.memory_minimum);
+  EXPECT_EQ(p->extended_resource_mapping, ExtendedResourceMapping::kDeny);
+  EXPECT_TRUE(p->IsLegacyResource("nvidia.com/gpumem"));
+  EXPECT_TRUE(p->IsLegacyResource("nvidia.com/gpu-10gb"));
+}
+
+TEST(Policy, NewKeysParse) {
+  auto p = ParsePolicy(R"(apiVersion: draguard.io/v1alpha1
+kind: Policy
+extendedResourceMapping: allow
+deviceClasses: {gpu: [gpu.nvidia.com, fast], mig: [], passthrough: []}
+memoryReservation: {minimum: 40Gi}
+topologyAlignment: {exemptClasses: [dranet]}
+adminAccess: {allowedNamespaces: [gpu-operator]}
+allocationModeAll: {allowedNamespaces: ["monitoring-*"]}
+exemptions:
+  objectSelectors:
+  - matchLabels: {tier: infra}
+    matchExpressions: [{key: team, operator: In, values: [sre]}]
+customResources:
+- {group: example.com, kind: Trainer, podTemplates: ["spec.roles.*.template", "spec.groups[].template"]}
+)");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->extended_resource_mapping, ExtendedResourceMapping::kAllow);
+  EXPECT_TRUE(p->device_classes.IsGpuClass("fast"));
+  EXPECT_EQ(p->memory_minimum, "40Gi");
+  EXPECT_EQ(p->alignment_exempt_classes, std::vector<std::string>{"dranet"});
+  ASSERT_EQ(p->exemptions.object_selectors.size(), 1u);
+  EXPECT_TRUE(p->exemptions.object_selectors[0].Matches({{"tier", "infra"}, {"team", "sre"}}));
+  EXPECT_FALSE(p->exemptions.object_selectors[0].Matches({{"tier", "infra"}, {"team", "ml"}}));
+  ASSERT_EQ(p->custom_resources.size(), 1u);
+  EXPECT_EQ(p->custom_resources[0].pod_templates.size(), 2u);
+}
 
 TEST(PolicyStore, BadReloadKeepsLastGoodPolicy) {
   auto dir = std::filesystem::temp_directory_path() / ("draguard-policy-" + std::to_string(::getpid()));
