@@ -57,9 +57,10 @@ std::optional<ClaimRef> FindClaim(const admission::AdmissionRequest& request) {
   const auto& gvk = request.kind;
   if (gvk.group != "resource.k8s.io") return std::nullopt;
   if (gvk.kind != "ResourceClaim" && gvk.kind != "ResourceClaimTemplate") return std::nullopt;
-  if (request.operation != admission::Operation::kCreate && request.operation != admission::Operation::kUpdate) {
-    return std::nullopt;
-  }
+  // The spec of claims and templates is immutable: an UPDATE changes metadata only (controllers
+  // add and remove finalizers), and judging it again would block the cleanup of claims admitted
+  // before the policy. Claims are judged when they are created.
+  if (request.operation != admission::Operation::kCreate) return std::nullopt;
   const Json& obj = request.object;
   if (!obj.is_object()) return std::nullopt;
   ClaimRef c;

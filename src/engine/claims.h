@@ -79,7 +79,8 @@ struct ClaimRef {
   std::map<std::string, std::string> annotations;  ///< object annotations (+ template spec.metadata)
 };
 
-/// The claim in a ResourceClaim / ResourceClaimTemplate request (CREATE or UPDATE), else nullopt.
+/// The claim in a ResourceClaim / ResourceClaimTemplate CREATE request, else nullopt (the spec is
+/// immutable, so UPDATEs are not judged).
 std::optional<ClaimRef> FindClaim(const admission::AdmissionRequest& request);
 
 /// The driver domain whose attributes a GPU class's devices publish ("gpu.nvidia.com"), or "".

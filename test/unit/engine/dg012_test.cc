@@ -24,6 +24,15 @@ TEST(Dg012, UsesTheOriginalRequestKind) {
   EXPECT_EQ(RunRule("DG012", req, DefaultPolicy()).status, RuleStatus::kFail);
 }
 
+TEST(Dg012, ClaimUpdatesAreNotJudged) {
+  auto req = Request(Template(kSpec, "v1beta2"), "team-a", admission::Operation::kUpdate);
+  req.old_object = req.object;
+  EXPECT_EQ(RunRule("DG012", req, DefaultPolicy()).status, RuleStatus::kSkip);
+  EXPECT_EQ(RunRule("DG003", Request(Template(R"({"devices":{"requests":[{"name":"g","exactly":{"deviceClassName":"gpu.nvidia.com"}}]}})"),
+                                     "team-a", admission::Operation::kUpdate), DefaultPolicy()).status,
+            RuleStatus::kSkip);
+}
+
 TEST(Dg012, DefaultIsWarn) {
   auto d = Review(Request(Template(kSpec, "v1beta2")), DefaultPolicy());
   EXPECT_TRUE(Contains(d.warned_rules, "DG012"));
