@@ -133,6 +133,40 @@ std::map<std::string, Row> Outcomes(const Registry& reg, const policy::Policy& p
   return out;
 }
 
+// Every GPU-ish (and neighbouring accelerator / NIC) resource name that the fixtures request, and
+// how the default policy treats it. The names were collected from every resources /
+// resourcesPerNode map in test/data/manifests/.
+TEST(Manifests, HowEveryResourceNameInTheFixturesIsTreated) {
+  auto pol = DefaultPolicy();
+  struct Name {
+    const char* name;
+    bool legacy;         // denied by DG001 in a Pod
+    bool mapping_aware;  // follows extendedResourceMapping (a device count a DeviceClass can back)
+  };
+  const Name names[] = {
+      {"nvidia.com/gpu", true, true},          {"nvidia.com/gpu.shared", true, true},
+      {"nvidia.com/gpu-10gb", true, true},     {"nvidia.com/mig-1g.5gb", true, true},
+      {"nvidia.com/mig-1g.10gb", true, true},  {"nvidia.com/mig-1g.12gb", true, true},
+      {"nvidia.com/mig-2g.10gb", true, true},  {"nvidia.com/mig-3g.20gb", true, true},
+      {"nvidia.com/gpumem", true, false},      {"nvidia.com/gpucores", true, false},
+      {"nvidia.com/gpumem-percentage", true, false},
+      {"rdma/roce_gdr", false, false},         {"vpc.amazonaws.com/efa", false, false},
+  };
+  Registry reg = DefaultRegistry();
+  for (const auto& n : names) {
+    Json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", {{"name", "p"}}},
+                {"spec", {{"containers", {{{"name", "c"}, {"resources", {{"limits", {{n.name, "1"}}}}}}}}}}};
+    auto req = RequestFor(pod);
+    for (auto mapping : {policy::ExtendedResourceMapping::kDeny, policy::ExtendedResourceMapping::kAllow}) {
+      pol.extended_resource_mapping = mapping;
+      RuleInput in{req, pol, nullptr, {}};
+      auto d = Decide(Evaluate(in, reg), pol);
+      bool want_deny = n.legacy && (mapping == policy::ExtendedResourceMapping::kDeny || !n.mapping_aware);
+      EXPECT_EQ(d.verdict, want_deny ? "deny" : "allow") << n.name << " mapping " << static_cast<int>(mapping);
+    }
+  }
+}
+
 TEST(Manifests, CorpusIsComplete) {
   EXPECT_EQ(Files("legacy").size(), 40u);
   EXPECT_EQ(Files("dra").size(), 88u);
