@@ -1,5 +1,6 @@
 #include "draguard/kube/client.h"
 
+#include <arpa/inet.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -9,6 +10,9 @@
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include "transport.h"
 
@@ -70,6 +74,37 @@ const char* HttpReason(int code) {
     case 504: return "Timeout";
     default: return "Unknown";
   }
+}
+
+bool IsIpLiteral(const std::string& host) {
+  unsigned char buf[sizeof(struct in6_addr)];
+  return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
+}
+
+// Server verification is done by OpenSSL during the handshake, not by httplib: httplib 0.11.4's
+// own SAN check (SSLClient::verify_host_with_subject_alt_name) memcmp()s `sizeof(in6_addr)` bytes
+// of every IP SAN, even 4-byte IPv4 ones, and compares an uninitialised in6_addr for IPv4 hosts
+// (heap over-read found by ASan). So httplib's check stays off and the context verifies the
+// chain against the CA file and the host/IP with X509_check_host / X509_check_ip semantics.
+Status ConfigureTls(SSL_CTX* ctx, const ClientConfig& config) {
+  if (ctx == nullptr) return Status::Internal("no TLS context");
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  if (!config.ca_file.empty()) {
+    if (SSL_CTX_load_verify_locations(ctx, config.ca_file.c_str(), nullptr) != 1) {
+      ERR_clear_error();
+      return Status::FailedPrecondition("cannot load CA file " + config.ca_file);
+    }
+  } else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+    ERR_clear_error();
+    return Status::FailedPrecondition("cannot load the system CA store");
+  }
+  X509_VERIFY_PARAM* param = SSL_CTX_get0_param(ctx);
+  int ok = IsIpLiteral(config.host) ? X509_VERIFY_PARAM_set1_ip_asc(param, config.host.c_str())
+                                    : X509_VERIFY_PARAM_set1_host(param, config.host.c_str(), 0);
+  if (ok != 1) return Status::InvalidArgument("bad API server host '" + config.host + "'");
+  X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  return Status::Ok();
 }
 
 }  // namespace
@@ -277,8 +312,11 @@ HttpResponse ClientImpl::DoOnce(const HttpRequest& request, const std::string& t
   auto deadline_at = start + request.deadline;
   try {
     auto cli = std::make_unique<httplib::SSLClient>(config_.host, config_.port);
-    cli->enable_server_certificate_verification(true);
-    if (!config_.ca_file.empty()) cli->set_ca_cert_path(config_.ca_file);
+    cli->enable_server_certificate_verification(false);  // httplib's check; OpenSSL's is on below
+    if (Status st = ConfigureTls(cli->ssl_context(), config_); !st.ok()) {
+      out.error = ApiError{0, "TLS", st.message()};
+      return out;
+    }
     cli->set_keep_alive(false);
     cli->set_follow_location(false);
     cli->set_url_encode(false);

@@ -151,6 +151,33 @@ TEST_F(ClientTest, WrongCaIsRefused) {
   EXPECT_TRUE(server_->seen().empty());
 }
 
+TEST_F(ClientTest, CertificateForAnotherAddressIsRefused) {
+  // Signed by the trusted CA, but for other names: the host/IP check must fail.
+  auto leaf = MakeCert("elsewhere", &ca_, "IP:127.0.0.2,IP:::2,DNS:kubernetes.default.svc");
+  WriteFile(dir_.path() / "other.crt", leaf.cert);
+  WriteFile(dir_.path() / "other.key", leaf.key);
+  FakeApiServer other((dir_.path() / "other.crt").string(), (dir_.path() / "other.key").string());
+  Client client("127.0.0.1", other.port(), ca_file_, token_file_);
+  CreateResult r = client.CreateResourceClaimTemplate("team-a", Template("draguard-x"));
+  ASSERT_EQ(r.outcome, CreateResult::Outcome::kError);
+  EXPECT_EQ(r.error.reason, "TLS") << r.error.message;
+  EXPECT_TRUE(other.seen().empty());
+  // "localhost" is not in the certificate either.
+  Client by_name("localhost", other.port(), ca_file_, token_file_);
+  EXPECT_EQ(by_name.CreateResourceClaimTemplate("team-a", Template("draguard-x")).error.reason, "TLS");
+  // ...but it is in the normal one, so a DNS name verifies too.
+  Client good("localhost", server_->port(), ca_file_, token_file_);
+  CreateResult ok = good.CreateResourceClaimTemplate("team-a", Template("draguard-dns"));
+  EXPECT_EQ(ok.outcome, CreateResult::Outcome::kCreated) << ok.error.message;
+}
+
+TEST_F(ClientTest, MissingCaFileIsATlsError) {
+  Client client("127.0.0.1", server_->port(), (dir_.path() / "nope.crt").string(), token_file_);
+  CreateResult r = client.CreateResourceClaimTemplate("team-a", Template("draguard-x"));
+  EXPECT_EQ(r.error.reason, "TLS");
+  EXPECT_NE(r.error.message.find("cannot load CA file"), std::string::npos);
+}
+
 TEST_F(ClientTest, ConnectionRefusedIsATransportError) {
   int port = server_->port();
   server_.reset();  // nothing listens on the port any more

@@ -67,8 +67,9 @@ inline void AddExt(X509* cert, X509* issuer, int nid, const char* value) {
   X509_EXTENSION_free(ext);
 }
 
-// A CA (issuer == nullptr) or a leaf for 127.0.0.1 signed by `issuer`.
-inline Pem MakeCert(const char* cn, const Pem* issuer) {
+// A CA (issuer == nullptr) or a leaf with `sans` signed by `issuer`.
+inline Pem MakeCert(const char* cn, const Pem* issuer,
+                    const char* sans = "IP:127.0.0.1,IP:::1,DNS:localhost") {
   static long serial = 1;
   EVP_PKEY* key = EVP_EC_gen("P-256");
   X509* x = X509_new();
@@ -91,7 +92,7 @@ inline Pem MakeCert(const char* cn, const Pem* issuer) {
     X509_set_issuer_name(x, X509_get_subject_name(ca));
     AddExt(x, ca, NID_basic_constraints, "critical,CA:FALSE");
     AddExt(x, ca, NID_ext_key_usage, "serverAuth");
-    AddExt(x, ca, NID_subject_alt_name, "IP:127.0.0.1,IP:::1,DNS:localhost");
+    AddExt(x, ca, NID_subject_alt_name, sans);
     X509_sign(x, ca_key, EVP_sha256());
   } else {
     X509_set_issuer_name(x, X509_get_subject_name(x));

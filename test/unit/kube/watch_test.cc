@@ -4,6 +4,7 @@
 #include "draguard/kube/watch.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <csignal>
 #include <atomic>
@@ -312,19 +313,30 @@ TEST_F(WatchTest, StopInterruptsTheDefaultBackoffWait) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
-TEST_F(WatchTest, ExpiredTokenOnWatchIsReReadAndRetried) {
+TEST_F(WatchTest, RotatedTokenIsReReadAfterA401AndRetried) {
+  std::string token = (dir_.path() / "token").string();
+  // The client has loaded "watch-token" (a GET that finds nothing).
+  ASSERT_EQ(client_->GetResourceClaimTemplate("x", "y").outcome, GetResult::Outcome::kNotFound);
+  // Rewrite in place, same size and mtime: only the 401 can reveal the change.
+  struct stat st {};
+  ASSERT_EQ(::stat(token.c_str(), &st), 0);
+  WriteFile(token, "watch-tok2N");
+  struct timespec times[2] = {st.st_mtim, st.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, token.c_str(), times, 0), 0);
+  server_->AcceptTokens({"watch-tok2N"});
   server_->ScriptList({200, ListBody({}, "5")});
   server_->ScriptWatch({200, "", {Event("ADDED", ConfigMapJson("topo", "a", "6"))}, true});
   ConfigMapWatcher w(*client_, rec_, Options());
-  // The token rotates before the watcher starts; the server only accepts the new one.
-  std::string tmp = (dir_.path() / "token.new").string();
-  WriteFile(tmp, "rotated-token-value");
-  std::filesystem::rename(tmp, dir_.path() / "token");
-  server_->AcceptTokens({"rotated-token-value"});
   w.Start();
   ASSERT_TRUE(rec_.WaitFor(2));
   w.Stop();
-  for (const auto& s : server_->seen()) EXPECT_EQ(s.authorization, "Bearer rotated-token-value");
+  auto seen = server_->seen();
+  ASSERT_EQ(seen.size(), 4u);  // GET, LIST (401), LIST again, WATCH
+  EXPECT_EQ(seen[1].authorization, "Bearer watch-token");
+  EXPECT_EQ(seen[2].authorization, "Bearer watch-tok2N");
+  EXPECT_EQ(seen[3].authorization, "Bearer watch-tok2N");
+  EXPECT_EQ(rec_.log(), (std::vector<std::string>{"sync", "upsert topo/a@6"}));
+  EXPECT_TRUE(rec_.errors().empty());
 }
 
 // A handler that throws once on its first upsert.
