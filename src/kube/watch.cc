@@ -100,16 +100,21 @@ void ConfigMapWatcher::Start() {
 }
 
 void ConfigMapWatcher::Stop() {
+  std::lock_guard<std::mutex> serial(stop_mu_);
   stopping_ = true;
   {
     std::unique_lock<std::mutex> lock(mu_);
     if (!thread_.joinable()) return;
     // The connection may be between "created" and "connected"; keep shutting it until the
-    // thread has left (each call is cheap and safe).
+    // thread has left (each call is cheap and safe). HttpConnection::Stop() waits while httplib
+    // connects, so it runs without mu_, which the watcher thread needs for its bookkeeping.
     while (!done_) {
-      if (active_) active_->Stop();
+      std::shared_ptr<HttpConnection> conn = active_;
       cv_.notify_all();
-      cv_.wait_for(lock, milliseconds(20));
+      lock.unlock();
+      if (conn) conn->Stop();
+      lock.lock();
+      cv_.wait_for(lock, milliseconds(20), [this] { return done_.load(); });
     }
   }
   thread_.join();

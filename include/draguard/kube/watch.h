@@ -114,7 +114,8 @@ class ConfigMapWatcher {
 
   /// Starts the background thread (once).
   void Start();
-  /// Stops and joins the thread; idempotent; no handler call happens after it returns.
+  /// Stops and joins the thread; idempotent and thread-safe; no handler call happens after it
+  /// returns. Must not be called from a handler.
   void Stop();
 
   /// The last resourceVersion seen (list, event or bookmark). Thread-safe.
@@ -140,6 +141,7 @@ class ConfigMapWatcher {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> done_{false};
   std::atomic<uint64_t> lists_{0};
+  std::mutex stop_mu_;  // serialises Stop() callers
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::string resource_version_;   // guarded by mu_
