@@ -339,6 +339,52 @@ TEST_F(WatchTest, RotatedTokenIsReReadAfterA401AndRetried) {
   EXPECT_TRUE(rec_.errors().empty());
 }
 
+TEST_F(WatchTest, OtherErrorEventBacksOffAndRewatchesWithoutRelist) {
+  server_->ScriptList({200, ListBody({}, "10")});
+  server_->ScriptWatch({200, "",
+                        {Event("ADDED", ConfigMapJson("topo", "a", "11")),
+                         Event("ERROR", json::parse(StatusBody(500, "InternalError", "etcd leader changed")))},
+                        true});
+  WatchOptions o = Options();
+  o.backoff.jitter = 0;
+  ConfigMapWatcher w(*client_, rec_, o);
+  w.Start();
+  ASSERT_TRUE(server_->WaitSeen([](const auto& s) { return FakeApiServer::Watches(s) >= 2; }));
+  w.Stop();
+  EXPECT_EQ(w.list_count(), 1u);
+  EXPECT_EQ(WatchRequests()[1].param("resourceVersion"), "11");
+  EXPECT_EQ(time_.Sleeps(), (std::vector<milliseconds>{milliseconds(500)}));
+  ASSERT_EQ(rec_.errors().size(), 1u);
+  EXPECT_NE(rec_.errors()[0].find("etcd leader changed"), std::string::npos);
+}
+
+TEST_F(WatchTest, UndecodableEventIsAFailure) {
+  server_->ScriptList({200, ListBody({}, "10")});
+  server_->ScriptWatch({200, "", {"{not json\n"}, true});
+  ConfigMapWatcher w(*client_, rec_, Options());
+  w.Start();
+  ASSERT_TRUE(server_->WaitSeen([](const auto& s) { return FakeApiServer::Watches(s) >= 2; }));
+  w.Stop();
+  EXPECT_EQ(time_.Sleeps().size(), 1u);
+  EXPECT_EQ(WatchRequests()[1].param("resourceVersion"), "10");
+  ASSERT_FALSE(rec_.errors().empty());
+  EXPECT_NE(rec_.errors()[0].find("undecodable event"), std::string::npos);
+}
+
+TEST_F(WatchTest, SilentWatchIsReopenedAfterTheIdleTimeout) {
+  server_->ScriptList({200, ListBody({}, "10")});
+  server_->ScriptWatch({200, "", {Event("ADDED", ConfigMapJson("topo", "a", "11"))}, true});  // then silence
+  WatchOptions o = Options();
+  o.idle_timeout = milliseconds(300);
+  ConfigMapWatcher w(*client_, rec_, o);
+  w.Start();
+  ASSERT_TRUE(server_->WaitSeen([](const auto& s) { return FakeApiServer::Watches(s) >= 2; }));
+  w.Stop();
+  EXPECT_EQ(WatchRequests()[1].param("resourceVersion"), "11");
+  EXPECT_EQ(w.list_count(), 1u);
+  EXPECT_TRUE(time_.Sleeps().empty());
+}
+
 // A handler that throws once on its first upsert.
 class ThrowingRecorder : public Recorder {
  public:
