@@ -23,11 +23,14 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 # draguard on its generated certificate (the state folder lives in $tmp).
 dg_port=$(free_port)
-"$bin" serve --listen "127.0.0.1:$dg_port" --state-dir "$tmp/state" --shutdown-delay 0 > "$tmp/draguard.log" 2>&1 &
+"$bin" serve --listen "127.0.0.1:$dg_port" --state-dir "$tmp/state" --shutdown-delay 0 ${DRAGUARD_ARGS:-} > "$tmp/draguard.log" 2>&1 &
 dg_pid=$!
 pids+=("$dg_pid")
-for _ in $(seq 1 200); do grep -q '"msg":"listening"' "$tmp/draguard.log" 2>/dev/null && break; sleep 0.05; done
-grep -q '"msg":"listening"' "$tmp/draguard.log" || { cat "$tmp/draguard.log"; exit 1; }
+for _ in $(seq 1 200); do
+  curl -s --cacert "$tmp/state/ca.crt" "https://127.0.0.1:$dg_port/readyz" >/dev/null 2>&1 && break
+  sleep 0.05
+done
+curl -sf --cacert "$tmp/state/ca.crt" "https://127.0.0.1:$dg_port/readyz" >/dev/null || { cat "$tmp/draguard.log"; exit 1; }
 
 # The reference: nginx answering the response draguard gives, with the same certificate.
 response=$(curl -s --cacert "$tmp/state/ca.crt" -H 'Content-Type: application/json' \

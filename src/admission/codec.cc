@@ -174,9 +174,10 @@ Result<AdmissionRequest> DecodeReview(std::string_view body, const DecodeLimits&
     return Status::InvalidArgument("apiVersion \"" + req.api_version +
                                    "\" is not supported; use admission.k8s.io/v1");
   }
-  const Json* r = Field(doc, "request");
-  if (r == nullptr) return Status::InvalidArgument("AdmissionReview has no request");
-  if (!r->is_object()) return Status::InvalidArgument("request must be an object");
+  auto rit = doc.find("request");
+  if (rit == doc.end() || rit->is_null()) return Status::InvalidArgument("AdmissionReview has no request");
+  if (!rit->is_object()) return Status::InvalidArgument("request must be an object");
+  Json* r = &*rit;
 
   const char* w = "request";
   if (auto s = GetString(*r, "uid", &req.uid, w); !s.ok()) return s;
@@ -203,19 +204,20 @@ Result<AdmissionRequest> DecodeReview(std::string_view body, const DecodeLimits&
   if (!parsed_op.ok()) return parsed_op.status();
   req.operation = *parsed_op;
   if (auto s = DecodeUserInfo(*r, &req.user_info); !s.ok()) return s;
-  if (const Json* v = Field(*r, "object")) {
-    if (!v->is_object()) return Status::InvalidArgument("request.object must be an object");
-    req.object = *v;
+  // The objects are moved out of the parsed document, not copied: they are most of the body.
+  if (auto it = r->find("object"); it != r->end() && !it->is_null()) {
+    if (!it->is_object()) return Status::InvalidArgument("request.object must be an object");
+    req.object = std::move(*it);
   }
-  if (const Json* v = Field(*r, "oldObject")) {
-    if (!v->is_object()) return Status::InvalidArgument("request.oldObject must be an object");
-    req.old_object = *v;
+  if (auto it = r->find("oldObject"); it != r->end() && !it->is_null()) {
+    if (!it->is_object()) return Status::InvalidArgument("request.oldObject must be an object");
+    req.old_object = std::move(*it);
   }
   if (const Json* v = Field(*r, "dryRun")) {
     if (!v->is_boolean()) return Status::InvalidArgument("request.dryRun must be a boolean");
     req.dry_run = v->get<bool>();
   }
-  if (const Json* v = Field(*r, "options")) req.options = *v;
+  if (auto it = r->find("options"); it != r->end() && !it->is_null()) req.options = std::move(*it);
   if ((req.operation == Operation::kCreate || req.operation == Operation::kUpdate) &&
       req.object.is_null()) {
     return Status::InvalidArgument(std::string("request.object is missing for ") +
