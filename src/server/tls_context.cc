@@ -79,7 +79,6 @@ bool ConfigureServerContext(SSL_CTX* ctx, const TlsContextOptions* options, std:
   }
   SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
                                SSL_OP_CIPHER_SERVER_PREFERENCE);
-  SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
   static const unsigned char kSessionContext[] = "draguard";
   SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof kSessionContext - 1);
   if (options->certificates == nullptr || !options->certificates->Current()) {
