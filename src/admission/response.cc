@@ -1,6 +1,7 @@
 #include "draguard/admission/response.h"
 
-#include <array>
+#include "draguard/base64.h"
+
 #include <set>
 #include <utility>
 
@@ -139,67 +140,12 @@ AdmissionResponse Complete(AdmissionResponse response, std::string_view uid, Web
   return response;
 }
 
-std::string Base64Encode(std::string_view data) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((data.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 2 < data.size(); i += 3) {
-    uint32_t n = (static_cast<uint8_t>(data[i]) << 16) | (static_cast<uint8_t>(data[i + 1]) << 8) |
-                 static_cast<uint8_t>(data[i + 2]);
-    out.push_back(kAlphabet[(n >> 18) & 63]);
-    out.push_back(kAlphabet[(n >> 12) & 63]);
-    out.push_back(kAlphabet[(n >> 6) & 63]);
-    out.push_back(kAlphabet[n & 63]);
-  }
-  if (i + 1 == data.size()) {
-    uint32_t n = static_cast<uint8_t>(data[i]) << 16;
-    out.push_back(kAlphabet[(n >> 18) & 63]);
-    out.push_back(kAlphabet[(n >> 12) & 63]);
-    out.append("==");
-  } else if (i + 2 == data.size()) {
-    uint32_t n = (static_cast<uint8_t>(data[i]) << 16) | (static_cast<uint8_t>(data[i + 1]) << 8);
-    out.push_back(kAlphabet[(n >> 18) & 63]);
-    out.push_back(kAlphabet[(n >> 12) & 63]);
-    out.push_back(kAlphabet[(n >> 6) & 63]);
-    out.push_back('=');
-  }
-  return out;
-}
+std::string Base64Encode(std::string_view data) { return draguard::Base64Encode(data); }
 
 bool Base64Decode(std::string_view data, std::string* out) {
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  if (data.size() % 4 != 0) return false;
-  out->clear();
-  out->reserve(data.size() / 4 * 3);
-  for (std::size_t i = 0; i < data.size(); i += 4) {
-    std::array<int, 4> v{};
-    int pad = 0;
-    for (int j = 0; j < 4; ++j) {
-      char c = data[i + j];
-      if (c == '=') {
-        if (i + 4 != data.size() || j < 2) return false;
-        v[j] = 0;
-        ++pad;
-      } else {
-        if (pad > 0) return false;
-        v[j] = value(c);
-        if (v[j] < 0) return false;
-      }
-    }
-    uint32_t n = (v[0] << 18) | (v[1] << 12) | (v[2] << 6) | v[3];
-    out->push_back(static_cast<char>((n >> 16) & 0xFF));
-    if (pad < 2) out->push_back(static_cast<char>((n >> 8) & 0xFF));
-    if (pad < 1) out->push_back(static_cast<char>(n & 0xFF));
-  }
+  auto decoded = draguard::Base64Decode(data, /*require_padding=*/true);
+  if (!decoded.ok()) return false;
+  *out = std::move(decoded).value();
   return true;
 }
 

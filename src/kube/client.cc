@@ -16,6 +16,8 @@
 
 #include "transport.h"
 
+#include "draguard/base64.h"
+
 namespace draguard::kube {
 namespace {
 
@@ -201,31 +203,7 @@ std::string UrlEncode(std::string_view s) {
 }
 
 Result<std::string> DecodeBase64(std::string_view in) {
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  while (!in.empty() && in.back() == '=') in.remove_suffix(1);
-  if (in.size() % 4 == 1) return Status::InvalidArgument("bad base64 length");
-  std::string out;
-  out.reserve(in.size() * 3 / 4);
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : in) {
-    int v = value(c);
-    if (v < 0) return Status::InvalidArgument("bad base64 character");
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xFF));
-    }
-  }
-  return out;
+  return draguard::Base64Decode(in, /*require_padding=*/false);
 }
 
 // ---- token ------------------------------------------------------------------------------------
