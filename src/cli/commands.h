@@ -18,4 +18,7 @@ int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream&
 int Review(const std::vector<std::string>& args, std::istream& in, std::ostream& out,
            std::ostream& err);
 
+/// `draguard cel eval EXPR --topology FILE|DIR --node NAME`.
+int CelEvalOnTopology(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
 }  // namespace draguard::cli

@@ -17,6 +17,7 @@ Usage:
   draguard topology show -f FILE|DIR [-o json|table] [--node NAME]
   draguard cel check EXPR                      parse and type-check a DRA selector
   draguard cel eval EXPR --device JSON         evaluate a DRA selector against a device
+  draguard cel eval EXPR --topology F --node N evaluate it against every simulated GPU of a node
   draguard version                             print the version
   draguard help                                this text
 
@@ -63,7 +64,14 @@ int main(int argc, char** argv) {
   }
   if (cmd == "serve") return draguard::cli::Serve(rest, std::cout, std::cerr);
   if (cmd == "review") return draguard::cli::Review(rest, std::cin, std::cout, std::cerr);
-  if (cmd == "cel") return draguard::cel::RunCelCommand(rest, std::cout, std::cerr);
+  if (cmd == "cel") {
+    for (const auto& a : rest) {
+      if (a == "--topology" || a.rfind("--topology=", 0) == 0) {
+        return draguard::cli::CelEvalOnTopology(rest, std::cout, std::cerr);
+      }
+    }
+    return draguard::cel::RunCelCommand(rest, std::cout, std::cerr);
+  }
   if (cmd == "topology") return draguard::topology::RunTopologyCommand(rest, std::cout, std::cerr);
   std::cerr << "draguard: unknown command \"" << cmd << "\"\n\n" << kUsage;
   return draguard::cli::kExitUsage;

@@ -153,6 +153,43 @@ TEST_F(CliTest, ReviewPrintsWhatTheServerSends) {
   EXPECT_EQ(got, want);
 }
 
+TEST_F(CliTest, CelEvalAgainstTheSimulatedDevicesOfANode) {
+  const std::string file = std::string(DRAGUARD_TEST_DATA) +
+                           "/hwloc/aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa.xml";
+  // The two T4s under root complex pci0000:17 (ground truth), each reporting 15109 MiB.
+  auto child = Child::Spawn({DRAGUARD_BINARY, "cel", "eval",
+                             "device.attributes['resource.kubernetes.io'].pcieRoot == 'pci0000:17' && "
+                             "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('14Gi')) >= 0",
+                             "--topology", file, "--node", "aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa"},
+                            dir_);
+  std::string out;
+  child.ReadUntil("\x01", &out);
+  EXPECT_EQ(child.Wait(), 0) << out;
+  int true_count = 0, false_count = 0;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(": true") != std::string::npos) ++true_count;
+    if (line.find(": false") != std::string::npos) ++false_count;
+  }
+  EXPECT_EQ(true_count, 2) << out;
+  EXPECT_EQ(false_count, 6) << out;
+  EXPECT_NE(out.find("gpu-0: true"), std::string::npos) << out;
+  // 15Gi is above what a T4 reports: nothing qualifies.
+  auto none = Child::Spawn({DRAGUARD_BINARY, "cel", "eval",
+                            "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('15Gi')) >= 0",
+                            "--topology", file, "--node", "aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa"},
+                           dir_);
+  out.clear();
+  none.ReadUntil("\x01", &out);
+  EXPECT_EQ(none.Wait(), 0);
+  EXPECT_EQ(out.find(": true"), std::string::npos) << out;
+  auto missing = Child::Spawn({DRAGUARD_BINARY, "cel", "eval", "true", "--topology", file, "--node", "nope"}, dir_);
+  out.clear();
+  missing.ReadUntil("\x01", &out);
+  EXPECT_EQ(missing.Wait(), 2);
+  EXPECT_NE(out.find("is not in"), std::string::npos) << out;
+}
+
 TEST_F(CliTest, ExitCodes) {
   auto usage = Child::Spawn({DRAGUARD_BINARY, "serve", "--bogus"}, dir_);
   std::string out;
