@@ -245,6 +245,10 @@ int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream&
   deps.registry = &registry;
   deps.metrics = &server_metrics;
   deps.topology = [&topology_store] { return topology_store.Current(); };
+  deps.extra_ready = [&policies, &topology_store] {
+    auto pol = policies.Current();
+    return !pol || !pol->require_topology_for_readiness || topology_store.Current()->node_count() > 0;
+  };
   server::Server srv(opt, deps);
   if (auto st = srv.Start(); !st.ok()) {
     err << "draguard serve: " << st.message() << "\n";

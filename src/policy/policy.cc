@@ -171,7 +171,7 @@ Result<Policy> ParseDocument(const YAML::Node& root, const Parser& p) {
                                   "ruleErrors", "exemptions", "workloadClasses", "mutation",
                                   "extendedResourceMapping", "customResources", "deviceClasses",
                                   "memoryReservation", "topologyAlignment", "adminAccess",
-                                  "allocationModeAll"}));
+                                  "allocationModeAll", "readiness"}));
   std::string api_version, kind;
   if (!root["apiVersion"]) return p.Error(root, "apiVersion", "is required (draguard.io/v1alpha1)");
   DRAGUARD_RETURN_IF_ERROR(p.String(root["apiVersion"], "apiVersion", &api_version));
@@ -251,6 +251,13 @@ Result<Policy> ParseDocument(const YAML::Node& root, const Parser& p) {
         DRAGUARD_RETURN_IF_ERROR(p.StringList(pc, path + ".priorityClassNames",
                                         &pol.latency_sensitive.priority_class_names));
       }
+    }
+  }
+  if (auto n = root["readiness"]; n && !n.IsNull()) {
+    DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(n, "readiness"));
+    DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(n, "readiness", {"requireTopology"}));
+    if (auto t = n["requireTopology"]) {
+      DRAGUARD_RETURN_IF_ERROR(p.Bool(t, "readiness.requireTopology", &pol.require_topology_for_readiness));
     }
   }
   if (auto n = root["mutation"]; n && !n.IsNull()) {

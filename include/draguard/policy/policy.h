@@ -107,6 +107,7 @@ struct Policy {
   WorkloadClassSelector latency_sensitive;
   MutationConfig mutation;
   RuleErrorPolicy rule_errors = RuleErrorPolicy::kAllow;
+  bool require_topology_for_readiness = false;  ///< /readyz waits for at least one node
   ExtendedResourceMapping extended_resource_mapping = ExtendedResourceMapping::kDeny;
   std::vector<CustomResource> custom_resources = DefaultCustomResources();
   DeviceClasses device_classes;

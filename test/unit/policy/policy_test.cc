@@ -195,3 +195,22 @@ TEST(PolicyStore, BadReloadKeepsLastGoodPolicy) {
 
 }  // namespace
 }  // namespace draguard::policy
+
+namespace draguard::policy {
+namespace {
+
+TEST(ParsePolicy, ReadinessCanRequireTopology) {
+  auto p = ParsePolicy("apiVersion: draguard.io/v1alpha1\nkind: Policy\nreadiness: {requireTopology: true}\n");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_TRUE(p->require_topology_for_readiness);
+  auto d = ParsePolicy(DefaultPolicyYaml());
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->require_topology_for_readiness);
+  auto bad = ParsePolicy("apiVersion: draguard.io/v1alpha1\nkind: Policy\nreadiness:\n  requireTopolgy: true\n", "p.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("p.yaml:4:3: readiness.requireTopolgy: unknown key"), std::string::npos)
+      << bad.status().message();
+}
+
+}  // namespace
+}  // namespace draguard::policy
