@@ -23,6 +23,7 @@
 
 #include "draguard/cel/debug_string.h"
 #include "regex_cache.h"
+#include "utf8.h"
 
 namespace draguard::cel {
 
@@ -689,24 +690,7 @@ std::vector<uint32_t> Decode(const std::string& s) {
 
 std::string Encode(const std::vector<uint32_t>& cps, size_t from, size_t to) {
   std::string out;
-  for (size_t i = from; i < to; ++i) {
-    uint32_t cp = cps[i];
-    if (cp < 0x80) {
-      out.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-  }
+  for (size_t i = from; i < to; ++i) internal::AppendUtf8(out, cps[i]);
   return out;
 }
 

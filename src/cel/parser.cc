@@ -6,6 +6,8 @@
 // arguments, unsupported syntax) are recorded and parsing continues, so several can be reported.
 #include "draguard/cel/parser.h"
 
+#include "utf8.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -88,23 +90,7 @@ int HexVal(char c) {
   return c - 'A' + 10;
 }
 
-void AppendUtf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
+using internal::AppendUtf8;
 
 // Length of the UTF-8 sequence starting at s[i] (1 for invalid bytes).
 size_t Utf8Len(std::string_view s, size_t i) {

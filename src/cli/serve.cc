@@ -178,7 +178,6 @@ int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream&
     logger->Info(paths->generated ? "generated CA and serving certificate"
                                   : "reusing CA and serving certificate",
                  {{"stateDir", dir}, {"caCert", paths->ca_cert}, {"sans", dns}});
-    opt.client_ca = f.Get("--client-ca");
   }
 
   // Topology: the exports in --topology-dir (watched), else the bundled examples.

@@ -1,14 +1,15 @@
 // Internal binary encoding of ParsedExport (see export_codec.h).
 #include "export_codec.h"
 
-#include <cstring>
 
 namespace draguard::topology::internal {
 namespace {
 
 class Writer {
  public:
-  void U64(uint64_t v) { out_.append(reinterpret_cast<const char*>(&v), sizeof v); }
+  void U64(uint64_t v) {  // little-endian on every host
+    for (int i = 0; i < 8; ++i) out_.push_back(static_cast<char>(v >> (8 * i)));
+  }
   void Str(std::string_view s) {
     U64(s.size());
     out_.append(s);
@@ -28,7 +29,8 @@ class Reader {
   explicit Reader(std::string_view in) : in_(in) {}
   bool U64(uint64_t& v) {
     if (in_.size() - pos_ < sizeof v) return Fail();
-    std::memcpy(&v, in_.data() + pos_, sizeof v);
+    v = 0;
+    for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(in_[pos_ + i])) << (8 * i);
     pos_ += sizeof v;
     return true;
   }
@@ -110,17 +112,8 @@ bool ReadIc(Reader& r, Interconnect& ic, size_t gpus) {
   return true;
 }
 
-}  // namespace
-
-std::string EncodeExport(const ParsedExport& p) {
-  Writer w;
-  w.U64(kMagic);
-  w.Str(p.host_name);
-  w.Str(p.hwloc_version);
-  w.Str(p.xml_format);
-  w.U64(p.gpu_uuids.size());
-  for (const auto& u : p.gpu_uuids) w.Str(u);
-  const Shape& s = p.shape;
+// The hardware fields of a shape, in a fixed order (also the input of the shape fingerprint).
+void WriteShape(Writer& w, const Shape& s) {
   w.U64(s.numa_nodes.size());
   for (const NumaNode& n : s.numa_nodes) {
     w.U64(n.os_index);
@@ -165,6 +158,25 @@ std::string EncodeExport(const ParsedExport& p) {
   }
   WriteIc(w, s.nvlink);
   WriteIc(w, s.xgmi);
+}
+
+}  // namespace
+
+std::string EncodeShape(const Shape& s) {
+  Writer w;
+  WriteShape(w, s);
+  return w.Take();
+}
+
+std::string EncodeExport(const ParsedExport& p) {
+  Writer w;
+  w.U64(kMagic);
+  w.Str(p.host_name);
+  w.Str(p.hwloc_version);
+  w.Str(p.xml_format);
+  w.U64(p.gpu_uuids.size());
+  for (const auto& u : p.gpu_uuids) w.Str(u);
+  WriteShape(w, p.shape);
   return w.Take();
 }
 

@@ -10,6 +10,8 @@
 
 namespace draguard::topology::internal {
 
+/// Encodes the hardware fields of a shape (not `derived`/`fingerprint`); integers little-endian.
+std::string EncodeShape(const Shape& s);
 /// Encodes the hardware fields and identity of `p` (not `derived`/`fingerprint`).
 std::string EncodeExport(const ParsedExport& p);
 /// Decodes EncodeExport output, validating every length and index; runs FinalizeShape.

@@ -835,6 +835,45 @@ ImportPool::ImportPool(unsigned slots) : impl_(std::make_unique<Impl>()) {
   for (size_t i = 0; i < impl_->slots.size(); ++i) impl_->free.push_back(i);
 }
 
+namespace {
+
+// A batch after the pre-parse screen: refused exports already have their result; the rest wait
+// in `pending`, with `index` giving their position in the batch.
+struct Batch {
+  std::vector<std::optional<Result<ParsedExport>>> results;
+  std::vector<LoadErrorReason> reasons;
+  std::vector<Pending> pending;
+  std::vector<size_t> index;
+};
+
+Batch ScreenBatch(const std::vector<std::string_view>& xmls, const LoaderLimits& limits) {
+  Batch b;
+  b.results.resize(xmls.size());
+  b.reasons.assign(xmls.size(), LoadErrorReason::kNone);
+  for (size_t i = 0; i < xmls.size(); ++i) {
+    std::string format;
+    if (Status s = ScreenHwlocXml(xmls[i], limits, &b.reasons[i], &format); !s.ok()) {
+      b.results[i] = s;
+      continue;
+    }
+    b.pending.push_back({xmls[i], std::move(format)});
+    b.index.push_back(i);
+  }
+  return b;
+}
+
+std::vector<Result<ParsedExport>> Collect(Batch& b, std::vector<LoadErrorReason>* reasons_out) {
+  std::vector<Result<ParsedExport>> out;
+  out.reserve(b.results.size());
+  for (auto& r : b.results) {
+    out.push_back(r.has_value() ? std::move(*r) : Result<ParsedExport>(Status::Internal("no result")));
+  }
+  if (reasons_out != nullptr) *reasons_out = std::move(b.reasons);
+  return out;
+}
+
+}  // namespace
+
 ImportPool::~ImportPool() {
   for (Impl::Slot& s : impl_->slots) Impl::Stop(s);
 }
@@ -842,19 +881,11 @@ ImportPool::~ImportPool() {
 std::vector<Result<ParsedExport>> ImportPool::ParseBatch(const std::vector<std::string_view>& xmls,
                                                          const LoaderLimits& limits,
                                                          std::vector<LoadErrorReason>* reasons_out) {
-  std::vector<std::optional<Result<ParsedExport>>> results(xmls.size());
-  std::vector<LoadErrorReason> reasons(xmls.size(), LoadErrorReason::kNone);
-  std::vector<size_t> todo;
-  std::vector<Pending> pending;
-  for (size_t i = 0; i < xmls.size(); ++i) {
-    std::string format;
-    if (Status s = ScreenHwlocXml(xmls[i], limits, &reasons[i], &format); !s.ok()) {
-      results[i] = s;
-      continue;
-    }
-    pending.push_back({xmls[i], std::move(format)});
-    todo.push_back(i);
-  }
+  Batch b = ScreenBatch(xmls, limits);
+  auto& results = b.results;
+  auto& reasons = b.reasons;
+  const auto& todo = b.index;
+  const auto& pending = b.pending;
   if (!pending.empty()) {
     EnsureHwlocComponentsLoaded();
     size_t slot = 0;
@@ -876,29 +907,17 @@ std::vector<Result<ParsedExport>> ImportPool::ParseBatch(const std::vector<std::
     }
     impl_->cv.notify_one();
   }
-  std::vector<Result<ParsedExport>> out;
-  out.reserve(xmls.size());
-  for (auto& r : results) out.push_back(r.has_value() ? std::move(*r) : Result<ParsedExport>(Status::Internal("no result")));
-  if (reasons_out != nullptr) *reasons_out = std::move(reasons);
-  return out;
+  return Collect(b, reasons_out);
 }
 
 std::vector<Result<ParsedExport>> ParseHwlocXmlBatch(const std::vector<std::string_view>& xmls,
                                                      const LoaderLimits& limits,
                                                      std::vector<LoadErrorReason>* reasons_out) {
-  std::vector<std::optional<Result<ParsedExport>>> results(xmls.size());
-  std::vector<LoadErrorReason> reasons(xmls.size(), LoadErrorReason::kNone);
-  std::vector<Pending> pending;
-  std::vector<size_t> pending_index;
-  for (size_t i = 0; i < xmls.size(); ++i) {
-    std::string format;
-    if (Status s = ScreenHwlocXml(xmls[i], limits, &reasons[i], &format); !s.ok()) {
-      results[i] = s;
-      continue;
-    }
-    pending.push_back({xmls[i], std::move(format)});
-    pending_index.push_back(i);
-  }
+  Batch b = ScreenBatch(xmls, limits);
+  auto& results = b.results;
+  auto& reasons = b.reasons;
+  const auto& pending_index = b.index;
+  const auto& pending = b.pending;
   if (!pending.empty()) {
     EnsureHwlocComponentsLoaded();
     std::vector<std::optional<Result<ParsedExport>>> sub(pending.size());
@@ -915,11 +934,7 @@ std::vector<Result<ParsedExport>> ParseHwlocXmlBatch(const std::vector<std::stri
       reasons[pending_index[k]] = sub_reasons[k];
     }
   }
-  std::vector<Result<ParsedExport>> out;
-  out.reserve(xmls.size());
-  for (auto& r : results) out.push_back(r.has_value() ? std::move(*r) : Result<ParsedExport>(Status::Internal("no result")));
-  if (reasons_out != nullptr) *reasons_out = std::move(reasons);
-  return out;
+  return Collect(b, reasons_out);
 }
 
 Result<ParsedExport> ParseHwlocXml(std::string_view xml, const LoaderLimits& limits, LoadErrorReason* reason) {

@@ -5,102 +5,31 @@
 #include <string>
 
 #include "draguard/topology/model.h"
+#include "export_codec.h"
 
 namespace draguard::topology {
 namespace {
 
 const std::string kEmpty;
 
-// FNV-1a 64-bit over a canonical byte form of the hardware fields.
-class Hasher {
- public:
-  void Bytes(std::string_view s) {
-    U64(s.size());
-    for (unsigned char c : s) Byte(c);
-  }
-  void U64(uint64_t v) {
-    for (int i = 0; i < 8; ++i) Byte(static_cast<unsigned char>(v >> (8 * i)));
-  }
-  void Indexes(const std::vector<uint32_t>& v) {
-    U64(v.size());
-    for (uint32_t x : v) U64(x);
-  }
-  uint64_t value() const { return h_; }
-
- private:
-  void Byte(unsigned char c) {
-    h_ ^= c;
-    h_ *= 0x100000001b3ull;
-  }
-  uint64_t h_ = 0xcbf29ce484222325ull;
-};
-
-void HashInterconnect(Hasher& h, const Interconnect& ic) {
-  h.Bytes(ic.source);
-  h.U64(ic.via_switch);
-  h.U64(ic.peers.size());
-  for (const GpuLink& l : ic.peers) {
-    h.U64(l.a);
-    h.U64(l.b);
-    h.U64(l.mbps);
-  }
-  h.U64(ic.cpu_peers.size());
-  for (const CpuLink& l : ic.cpu_peers) {
-    h.U64(l.gpu);
-    h.U64(l.package_os_index);
-    h.U64(l.mbps);
-  }
-}
-
+// FNV-1a 64-bit over the canonical byte form of the hardware fields (EncodeShape), so that the
+// fingerprint and the worker encoding can never disagree on which fields count.
 std::string Fingerprint(const Shape& s) {
-  Hasher h;
-  h.Bytes("draguard-shape-v1");
-  h.U64(s.numa_nodes.size());
-  for (const NumaNode& n : s.numa_nodes) {
-    h.U64(n.os_index);
-    h.U64(n.memory_bytes);
-    h.U64(n.cpus);
-    h.Bytes(n.subtype);
-  }
-  h.U64(s.pcie_roots.size());
-  for (const PcieRoot& r : s.pcie_roots) {
-    h.Bytes(r.id);
-    h.U64(r.domain);
-    h.U64(r.bus_first);
-    h.U64(r.bus_last);
-    h.Indexes(r.numa_nodes);
-  }
-  h.U64(s.gpus.size());
-  for (const Gpu& g : s.gpus) {
-    h.Bytes(g.pci_bus_id);
-    h.U64(static_cast<uint64_t>(g.vendor));
-    h.U64(g.vendor_id);
-    h.U64(g.device_id);
-    h.U64(g.pci_class);
-    h.Bytes(g.model);
-    h.U64(g.memory_bytes.has_value());
-    h.U64(g.memory_bytes.value_or(0));
-    h.U64(static_cast<uint64_t>(g.memory_source));
-    h.U64(g.sm_count.has_value());
-    h.U64(g.sm_count.value_or(0));
-    h.U64(g.pcie_root);
-    h.Indexes(g.numa_nodes);
-    h.U64(g.os_devices.size());
-    for (const std::string& d : g.os_devices) h.Bytes(d);
-    h.U64(g.partitions);
-  }
-  h.U64(s.nics.size());
-  for (const Nic& n : s.nics) {
-    h.Bytes(n.name);
-    h.Bytes(n.pci_bus_id);
-    h.U64(n.pcie_root);
-    h.Indexes(n.numa_nodes);
-    h.U64(n.rdma);
-  }
-  HashInterconnect(h, s.nvlink);
-  HashInterconnect(h, s.xgmi);
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto feed = [&h](std::string_view bytes) {
+    for (unsigned char c : bytes) {
+      h ^= c;
+      h *= 0x100000001b3ull;
+    }
+  };
+  const std::string_view kVersion = "draguard-shape-v1";
+  std::string prefix;
+  for (int i = 0; i < 8; ++i) prefix.push_back(static_cast<char>(kVersion.size() >> (8 * i)));
+  feed(prefix);
+  feed(kVersion);
+  feed(internal::EncodeShape(s));
   char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h.value()));
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   return buf;
 }
 
