@@ -1,5 +1,7 @@
 #include "draguard/policy/policy.h"
 
+#include <cerrno>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -92,6 +94,27 @@ class Parser {
     return Status::Ok();
   }
 
+  Status Int(const YAML::Node& n, const std::string& path, int64_t min, int64_t max, int64_t* out) const {
+    if (n.IsScalar()) {
+      const std::string& t = n.Scalar();
+      char* end = nullptr;
+      errno = 0;
+      long long v = std::strtoll(t.c_str(), &end, 10);
+      if (!t.empty() && end == t.c_str() + t.size() && errno == 0 && v >= min && v <= max) {
+        *out = v;
+        return Status::Ok();
+      }
+    }
+    return Error(n, path, "must be an integer from " + std::to_string(min) + " to " + std::to_string(max));
+  }
+
+  Status Quantity(const YAML::Node& n, const std::string& path, std::string* out) const {
+    DRAGUARD_RETURN_IF_ERROR(String(n, path, out));
+    auto q = cel::Quantity::Parse(*out);
+    if (!q.ok() || q->Sign() < 0) return Error(n, path, "\"" + *out + "\" is not a non-negative quantity (e.g. 40Gi)");
+    return Status::Ok();
+  }
+
   template <typename E>
   Status Enum(const YAML::Node& n, const std::string& path,
               const std::vector<std::pair<const char*, E>>& values, E* out) const {
@@ -157,6 +180,98 @@ Status ParseSelector(const YAML::Node& n, const std::string& path, const Parser&
       if (set_op && r.values.empty()) return p.Error(e[i], ep + ".values", "must be non-empty for " + r.op);
       if (!set_op && !r.values.empty()) return p.Error(e[i], ep + ".values", "must be empty for " + r.op);
       out->match_expressions.push_back(std::move(r));
+    }
+  }
+  return Status::Ok();
+}
+
+Status ParseCatalogueProfile(const Parser& p, const YAML::Node& n, const std::string& path, CatalogueProfile* out) {
+  DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(n, path));
+  DRAGUARD_RETURN_IF_ERROR(
+      p.CheckKeys(n, path, {"gpus", "mig", "memory", "product", "nic", "interconnect", "latencySensitive"}));
+  if (auto v = n["gpus"]) DRAGUARD_RETURN_IF_ERROR(p.Int(v, path + ".gpus", 1, 32, &out->gpus));
+  if (auto v = n["mig"]) DRAGUARD_RETURN_IF_ERROR(p.String(v, path + ".mig", &out->mig));
+  if (auto v = n["memory"]) DRAGUARD_RETURN_IF_ERROR(p.Quantity(v, path + ".memory", &out->memory));
+  if (auto v = n["product"]) DRAGUARD_RETURN_IF_ERROR(p.String(v, path + ".product", &out->product));
+  if (auto v = n["nic"]) {
+    DRAGUARD_RETURN_IF_ERROR(p.String(v, path + ".nic", &out->nic));
+    if (out->nic != "none" && out->nic != "rdma") return p.Error(v, path + ".nic", "must be none or rdma");
+  }
+  if (auto v = n["interconnect"]) {
+    DRAGUARD_RETURN_IF_ERROR(p.String(v, path + ".interconnect", &out->interconnect));
+    if (out->interconnect != "pcie" && out->interconnect != "nvlink" && out->interconnect != "any") {
+      return p.Error(v, path + ".interconnect", "must be pcie, nvlink or any");
+    }
+  }
+  if (auto v = n["latencySensitive"]) {
+    DRAGUARD_RETURN_IF_ERROR(p.Bool(v, path + ".latencySensitive", &out->latency_sensitive));
+  }
+  return Status::Ok();
+}
+
+Status ParseMutation(const Parser& p, const YAML::Node& n, MutationConfig* m) {
+  DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(n, "mutation"));
+  DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(n, "mutation",
+                                       {"enabled", "templates", "defaultMemory", "shared", "mps", "nic",
+                                        "unaligned", "hostnameAffinityLimit", "apiTimeoutMs", "catalogue"}));
+  if (auto e = n["enabled"]) DRAGUARD_RETURN_IF_ERROR(p.Bool(e, "mutation.enabled", &m->enabled));
+  if (auto t = n["templates"]) {
+    DRAGUARD_RETURN_IF_ERROR(p.Enum<TemplateMode>(
+        t, "mutation.templates", {{"create", TemplateMode::kCreate}, {"reference", TemplateMode::kReference}},
+        &m->templates));
+  }
+  if (auto v = n["defaultMemory"]) DRAGUARD_RETURN_IF_ERROR(p.Quantity(v, "mutation.defaultMemory", &m->default_memory));
+  if (auto v = n["shared"]) {
+    DRAGUARD_RETURN_IF_ERROR(
+        p.Enum<SharedMode>(v, "mutation.shared", {{"deny", SharedMode::kDeny}, {"mps", SharedMode::kMps}}, &m->shared));
+  }
+  if (auto v = n["mps"]; v && !v.IsNull()) {
+    DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(v, "mutation.mps"));
+    DRAGUARD_RETURN_IF_ERROR(
+        p.CheckKeys(v, "mutation.mps", {"defaultActiveThreadPercentage", "defaultPinnedDeviceMemoryLimit"}));
+    if (auto t = v["defaultActiveThreadPercentage"]) {
+      DRAGUARD_RETURN_IF_ERROR(
+          p.Int(t, "mutation.mps.defaultActiveThreadPercentage", 1, 100, &m->mps.active_thread_percentage));
+    }
+    if (auto t = v["defaultPinnedDeviceMemoryLimit"]) {
+      DRAGUARD_RETURN_IF_ERROR(
+          p.Quantity(t, "mutation.mps.defaultPinnedDeviceMemoryLimit", &m->mps.pinned_memory_limit));
+    }
+  }
+  if (auto v = n["nic"]; v && !v.IsNull()) {
+    DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(v, "mutation.nic"));
+    DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(v, "mutation.nic", {"default", "deviceClass", "driver"}));
+    if (auto t = v["default"]) {
+      DRAGUARD_RETURN_IF_ERROR(p.String(t, "mutation.nic.default", &m->nic.default_for_multi_gpu));
+      if (m->nic.default_for_multi_gpu != "none" && m->nic.default_for_multi_gpu != "rdma") {
+        return p.Error(t, "mutation.nic.default", "must be none or rdma");
+      }
+    }
+    if (auto t = v["deviceClass"]) DRAGUARD_RETURN_IF_ERROR(p.String(t, "mutation.nic.deviceClass", &m->nic.device_class));
+    if (auto t = v["driver"]) DRAGUARD_RETURN_IF_ERROR(p.String(t, "mutation.nic.driver", &m->nic.driver));
+  }
+  if (auto v = n["unaligned"]) {
+    int allow = 0;
+    DRAGUARD_RETURN_IF_ERROR(p.Enum<int>(v, "mutation.unaligned", {{"deny", 0}, {"allow", 1}}, &allow));
+    m->allow_unaligned = allow == 1;
+  }
+  if (auto v = n["hostnameAffinityLimit"]) {
+    int64_t limit = 0;
+    DRAGUARD_RETURN_IF_ERROR(p.Int(v, "mutation.hostnameAffinityLimit", 0, 1000, &limit));
+    m->hostname_affinity_limit = static_cast<uint32_t>(limit);
+  }
+  if (auto v = n["apiTimeoutMs"]) {
+    int64_t ms = 0;
+    DRAGUARD_RETURN_IF_ERROR(p.Int(v, "mutation.apiTimeoutMs", 1, 30000, &ms));
+    m->api_timeout_ms = static_cast<uint32_t>(ms);
+  }
+  if (auto v = n["catalogue"]; v && !v.IsNull()) {
+    if (!v.IsSequence()) return p.Error(v, "mutation.catalogue", "must be a list of profiles");
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      CatalogueProfile prof;
+      DRAGUARD_RETURN_IF_ERROR(
+          ParseCatalogueProfile(p, v[i], "mutation.catalogue[" + std::to_string(i) + "]", &prof));
+      m->catalogue.push_back(std::move(prof));
     }
   }
   return Status::Ok();
@@ -261,15 +376,7 @@ Result<Policy> ParseDocument(const YAML::Node& root, const Parser& p) {
     }
   }
   if (auto n = root["mutation"]; n && !n.IsNull()) {
-    DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(n, "mutation"));
-    DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(n, "mutation", {"enabled", "templates"}));
-    if (auto e = n["enabled"]) DRAGUARD_RETURN_IF_ERROR(p.Bool(e, "mutation.enabled", &pol.mutation.enabled));
-    if (auto t = n["templates"]) {
-      DRAGUARD_RETURN_IF_ERROR(p.Enum<TemplateMode>(
-          t, "mutation.templates",
-          {{"create", TemplateMode::kCreate}, {"reference", TemplateMode::kReference}},
-          &pol.mutation.templates));
-    }
+    DRAGUARD_RETURN_IF_ERROR(ParseMutation(p, n, &pol.mutation));
   }
   if (auto n = root["extendedResourceMapping"]) {
     DRAGUARD_RETURN_IF_ERROR(p.Enum<ExtendedResourceMapping>(

@@ -4,6 +4,7 @@
 // Parsing reports unknown keys and wrong types with line and column; it never throws.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -85,10 +86,48 @@ struct WorkloadClassSelector {
   std::vector<std::string> priority_class_names;  ///< any matches (OR with labels)
 };
 
+/// How mutation converts `nvidia.com/gpu.shared`.
+enum class SharedMode { kDeny, kMps };
+
+/// MPS limits written into a generated GpuConfig (overridable per Pod by annotations).
+struct MpsDefaults {
+  int64_t active_thread_percentage = 50;    ///< defaultActiveThreadPercentage (0-100)
+  std::string pinned_memory_limit = "10Gi"; ///< defaultPinnedDeviceMemoryLimit (a quantity)
+};
+
+/// The NIC request mutation adds next to GPUs.
+struct NicConfig {
+  /// "none" or "rdma": what multi-GPU Pods get without the draguard.io/nic annotation.
+  std::string default_for_multi_gpu = "none";
+  std::string device_class = "dranet";  ///< DeviceClass of the NIC request
+  std::string driver = "dra.net";       ///< driver (attribute domain) of the NIC devices
+};
+
+/// One request profile of the template catalogue (`draguard render`, reference mode).
+struct CatalogueProfile {
+  int64_t gpus = 1;              ///< full GPUs (ignored when `mig` is set)
+  std::string mig;               ///< MIG profile ("3g.40gb"); empty for full GPUs
+  std::string memory;            ///< memory floor per GPU; empty = the policy default
+  std::string product;           ///< productName to select; empty = any
+  std::string nic;               ///< "" | "none" | "rdma"
+  std::string interconnect;      ///< "" | "pcie" | "nvlink" | "any"
+  bool latency_sensitive = false;  ///< generate for the latency-sensitive class
+};
+
 /// Mutation settings.
 struct MutationConfig {
   bool enabled = true;                          ///< /mutate converts legacy requests
   TemplateMode templates = TemplateMode::kCreate;
+  /// Memory floor per full GPU when the Pod has no draguard.io/gpu-memory annotation; empty =
+  /// memoryReservation.minimum.
+  std::string default_memory;
+  SharedMode shared = SharedMode::kDeny;        ///< nvidia.com/gpu.shared handling
+  MpsDefaults mps;                              ///< limits for SharedMode::kMps
+  NicConfig nic;                                ///< NIC requests
+  bool allow_unaligned = false;                 ///< admit multi-device requests no node can align
+  uint32_t hostname_affinity_limit = 8;         ///< pin by node name up to this many nodes
+  uint32_t api_timeout_ms = 3000;               ///< deadline of template creation per review
+  std::vector<CatalogueProfile> catalogue;      ///< profiles for `render` and reference mode
 };
 
 /// Per-rule settings.

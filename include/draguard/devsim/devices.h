@@ -1,0 +1,47 @@
+// Simulated DRA devices as CEL selectors see them: the NVIDIA GPUs of a node (what the
+// gpu.nvidia.com driver would publish, see topology/dra_devices.h) and its NICs (what the dranet
+// driver would publish), converted once to cel::Device so that selectors can be evaluated against
+// the real topology by the claim generator and the satisfiability check (DG014).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "draguard/cel/device.h"
+#include "draguard/cel/value.h"
+#include "draguard/status.h"
+#include "draguard/topology/dra_devices.h"
+#include "draguard/topology/model.h"
+
+namespace draguard::devsim {
+
+/// What a simulated device is.
+enum class DeviceKind : uint8_t { kGpu, kNic };
+
+/// One simulated device of one node.
+struct Device {
+  std::string name;         ///< "gpu-<n>" or the NIC's interface name
+  DeviceKind kind = DeviceKind::kGpu;
+  uint32_t index = 0;       ///< index into shape->gpus or shape->nics
+  std::string pcie_root;    ///< "pci0000:17"; empty when unknown
+  cel::Device device;       ///< driver, attributes and capacity
+  cel::Value value;         ///< DeviceToValue(device), converted once
+  /// Attribute / capacity names ("gpu.nvidia.com/driverVersion") the export cannot provide.
+  std::vector<std::string> unknown;
+};
+
+/// How NICs are published.
+struct NicOptions {
+  std::string driver = "dra.net";  ///< driver name and attribute domain
+};
+
+/// The GPU device as CEL sees it; byte counts become binary quantities ("81559Mi").
+Result<cel::Device> ToCelDevice(const topology::SimulatedDevice& device);
+
+/// The NVIDIA GPUs and the NICs of `node` (GPUs first, in driver order; then NICs in shape order).
+/// NICs carry `<driver>/ifName`, `pciAddress`, `rdma`, `numaNode` (when single) and the standard
+/// `resource.kubernetes.io/pcieRoot` (when known).
+std::vector<Device> SimulateNode(const topology::NodeTopology& node, const NicOptions& nic = {});
+
+}  // namespace draguard::devsim

@@ -1,0 +1,126 @@
+// Mutation: converts legacy GPU requests (nvidia.com/gpu, nvidia.com/mig-<profile>,
+// nvidia.com/gpu.shared, HAMi's gpumem) of a Pod into one generated, topology-aligned DRA
+// ResourceClaimTemplate referenced from spec.resourceClaims, and computes the RFC 6902 patch.
+//
+// Everything here is a pure function of (object, namespace, policy, topology snapshot): no I/O,
+// no clock. Creating the templates is the provisioner's job (provisioner.h). See docs/mutation.md
+// for the alignment algorithm.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "draguard/admission/review.h"
+#include "draguard/policy/policy.h"
+#include "draguard/status.h"
+
+namespace draguard::topology {
+class Snapshot;
+}  // namespace draguard::topology
+
+namespace draguard::mutation {
+
+/// Pod annotation: memory floor per full GPU, a quantity ("80G", "40Gi").
+inline constexpr std::string_view kMemoryAnnotation = "draguard.io/gpu-memory";
+/// Pod annotation: productName to select ("NVIDIA H100 80GB HBM3").
+inline constexpr std::string_view kProductAnnotation = "draguard.io/gpu-product";
+/// Pod annotation: "rdma" adds an RDMA NIC request aligned with the GPUs; "none" suppresses it.
+inline constexpr std::string_view kNicAnnotation = "draguard.io/nic";
+/// Pod annotation: "nvlink" aligns GPU sets on NVLink instead of PCIe; "pcie" or "any".
+inline constexpr std::string_view kInterconnectAnnotation = "draguard.io/interconnect";
+/// Pod annotation: MPS defaultActiveThreadPercentage for nvidia.com/gpu.shared.
+inline constexpr std::string_view kMpsThreadsAnnotation = "draguard.io/mps-active-thread-percentage";
+/// Pod annotation: MPS defaultPinnedDeviceMemoryLimit for nvidia.com/gpu.shared.
+inline constexpr std::string_view kMpsMemoryAnnotation = "draguard.io/mps-pinned-memory";
+/// Annotation on generated templates: the profile in words.
+inline constexpr std::string_view kProfileAnnotation = "draguard.io/profile";
+/// Prefix of generated template names and of the Pod claim names draguard adds.
+inline constexpr std::string_view kNamePrefix = "draguard-";
+
+/// What one converted container asks for.
+struct RequestProfile {
+  /// Full GPUs, one MIG profile, or an MPS-shared GPU.
+  enum class Kind : uint8_t { kGpu, kMig, kShared };
+  Kind kind = Kind::kGpu;
+  int64_t count = 1;               ///< devices
+  std::string mig_profile;         ///< kMig: "3g.40gb"
+  std::string memory;              ///< kGpu/kShared: floor as requested ("80G"); empty = none
+  std::string product;             ///< productName to select; empty = any
+  bool latency_sensitive = false;  ///< the Pod is in the latency-sensitive class
+  int64_t mps_threads = 0;         ///< kShared: defaultActiveThreadPercentage
+  std::string mps_memory;          ///< kShared: defaultPinnedDeviceMemoryLimit
+  bool operator==(const RequestProfile&) const = default;
+};
+
+/// The claim profile of one Pod: one request per converted container, plus NIC and interconnect.
+struct ClaimProfile {
+  /// One converted container: its request name in the template and what it needs.
+  struct Entry {
+    std::string request;      ///< request name in the template (a DNS label)
+    RequestProfile profile;   ///< what it asks for
+  };
+  std::vector<Entry> entries;
+  bool nic = false;           ///< add an RDMA NIC request per multi-device GPU entry
+  std::string interconnect;   ///< "" (= pcie), "pcie", "nvlink" or "any"
+};
+
+/// How the generated template places a request's devices.
+enum class Placement : uint8_t {
+  kNone,         ///< one device, or alignment not applicable (MIG without topology, ...)
+  kPcieRoot,     ///< matchAttribute resource.kubernetes.io/pcieRoot
+  kNuma,         ///< firstAvailable alternatives restricted to the roots of one NUMA node
+  kNvlink,       ///< NVLink-connected sets (NVSwitch nodes, or cliques by UUID)
+  kUnaligned,    ///< no node can align it; admitted because the policy allows it
+};
+
+/// "none", "pcieRoot", "numa", "nvlink" or "unaligned".
+const char* PlacementName(Placement placement);
+
+/// A ResourceClaimTemplate draguard generated.
+struct GeneratedTemplate {
+  std::string name;          ///< "draguard-<20 hex digits>", a hash of the template's content
+  std::string description;   ///< the profile in words ("2x full GPU >= 80G, same PCIe root as 1 RDMA NIC")
+  admission::Json object;    ///< complete resource.k8s.io/v1 ResourceClaimTemplate (namespace set)
+  std::vector<Placement> placements;  ///< per entry of the claim profile
+  /// Nodes the template is restricted to (ascending); empty = no restriction.
+  std::vector<std::string> nodes;
+  /// Shape fingerprints the template is restricted to (ascending); empty = no restriction.
+  std::vector<std::string> shapes;
+};
+
+/// Builds the template for `profile` in `namespace_name` ("" = no namespace, for `render`).
+/// Fails (InvalidArgument / FailedPrecondition) with a message that explains why, e.g. when no
+/// node can align the devices and the policy does not allow unaligned placement.
+Result<GeneratedTemplate> GenerateTemplate(const ClaimProfile& profile, std::string_view namespace_name,
+                                           const policy::Policy& policy, const topology::Snapshot* topology);
+
+/// Outcome of converting one Pod.
+struct PodConversion {
+  /// Unchanged: nothing to convert (or exempt). Converted: `pod`, `patch` and `templates` are set.
+  /// Refused: the Pod cannot be converted; `reason` says why.
+  enum class Outcome : uint8_t { kUnchanged, kConverted, kRefused };
+  Outcome outcome = Outcome::kUnchanged;
+  admission::Json pod;                      ///< the converted Pod (kConverted)
+  admission::Json patch = admission::Json::array();  ///< RFC 6902 operations (kConverted)
+  std::vector<GeneratedTemplate> templates; ///< templates the Pod references (kConverted)
+  std::vector<std::string> warnings;        ///< for the admission response
+  std::string summary;                      ///< one line for logs and audit annotations
+  std::string reason;                       ///< kRefused: why; kUnchanged: why (may be empty)
+};
+
+/// Converts the legacy GPU requests of `pod` (a core/v1 Pod object) in `namespace_name`.
+/// Pods without legacy requests yield kUnchanged (so re-invocation and retries are no-ops).
+PodConversion ConvertPod(const admission::Json& pod, std::string_view namespace_name,
+                         const policy::Policy& policy, const topology::Snapshot* topology);
+
+/// The claim profile of a Pod (exposed for tests and `render`); fails like ConvertPod refuses.
+/// `containers` receives, per entry, the container pointers ("/spec/containers/0") it covers.
+Result<ClaimProfile> ProfilePod(const admission::Json& pod, const policy::Policy& policy,
+                                std::vector<std::vector<std::string>>* containers = nullptr);
+
+/// The claim profile of one catalogue entry of the policy (request name "gpu").
+ClaimProfile ProfileFromCatalogue(const policy::CatalogueProfile& entry, const policy::Policy& policy);
+
+}  // namespace draguard::mutation

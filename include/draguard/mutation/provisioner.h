@@ -1,0 +1,25 @@
+// Template provisioning: making sure the ResourceClaimTemplates a converted Pod references exist
+// before the Pod is admitted. The interface is small so that the webhook stays free of API types;
+// the Kubernetes-backed implementation lives in the provision module.
+#pragma once
+
+#include <chrono>
+#include <string_view>
+
+#include "draguard/mutation/mutation.h"
+#include "draguard/status.h"
+
+namespace draguard::mutation {
+
+/// Ensures generated templates exist. Implementations must be thread-safe.
+class TemplateProvisioner {
+ public:
+  virtual ~TemplateProvisioner() = default;
+  /// Ensures `tmpl` exists in `namespace_name` with the same spec. OK when it was created or was
+  /// already there with identical content; FailedPrecondition when a different object holds the
+  /// name; Unavailable when the API server could not be reached or answer within `deadline`.
+  virtual Status Ensure(std::string_view namespace_name, const GeneratedTemplate& tmpl,
+                        std::chrono::milliseconds deadline) = 0;
+};
+
+}  // namespace draguard::mutation

@@ -1,0 +1,70 @@
+// Simulated DRA devices as CEL values (see devices.h).
+#include "draguard/devsim/devices.h"
+
+#include <variant>
+
+#include "draguard/cel/quantity.h"
+
+namespace draguard::devsim {
+
+Result<cel::Device> ToCelDevice(const topology::SimulatedDevice& d) {
+  cel::Device out;
+  out.driver = d.driver;
+  for (const auto& a : d.attributes) {
+    std::visit([&](const auto& v) { out.attributes[a.domain][a.name] = cel::AttributeValue(v); }, a.value);
+  }
+  for (const auto& c : d.capacity) {
+    std::string text = c.bytes % (1024 * 1024) == 0 ? std::to_string(c.bytes / (1024 * 1024)) + "Mi"
+                                                    : std::to_string(c.bytes);
+    auto q = cel::Quantity::Parse(text);
+    if (!q.ok()) return q.status();
+    out.capacity[c.domain][c.name] = *q;
+  }
+  return out;
+}
+
+std::vector<Device> SimulateNode(const topology::NodeTopology& node, const NicOptions& nic) {
+  std::vector<Device> out;
+  const topology::Shape& shape = *node.shape;
+  for (auto& sim : topology::SimulateDraDevices(node)) {
+    auto cel_device = ToCelDevice(sim);
+    if (!cel_device.ok()) continue;  // byte counts always parse; defensive
+    Device d;
+    d.name = sim.name;
+    d.kind = DeviceKind::kGpu;
+    d.index = sim.gpu_index;
+    d.pcie_root = shape.PcieRootId(shape.gpus[sim.gpu_index]);
+    d.device = std::move(*cel_device);
+    d.value = cel::DeviceToValue(d.device);
+    d.unknown = std::move(sim.unknown);
+    out.push_back(std::move(d));
+  }
+  for (uint32_t i = 0; i < shape.nics.size(); ++i) {
+    const topology::Nic& n = shape.nics[i];
+    Device d;
+    d.name = n.name;
+    d.kind = DeviceKind::kNic;
+    d.index = i;
+    d.pcie_root = shape.PcieRootId(n);
+    d.device.driver = nic.driver;
+    auto& attrs = d.device.attributes[nic.driver];
+    attrs["ifName"] = cel::AttributeValue(n.name);
+    attrs["pciAddress"] = cel::AttributeValue(n.pci_bus_id);
+    attrs["rdma"] = cel::AttributeValue(n.rdma);
+    if (n.numa_nodes.size() == 1) {
+      attrs["numaNode"] = cel::AttributeValue(static_cast<int64_t>(n.numa_nodes.front()));
+    } else {
+      d.unknown.push_back(nic.driver + "/numaNode");
+    }
+    if (!d.pcie_root.empty()) {
+      d.device.attributes["resource.kubernetes.io"]["pcieRoot"] = cel::AttributeValue(d.pcie_root);
+    } else {
+      d.unknown.push_back("resource.kubernetes.io/pcieRoot");
+    }
+    d.value = cel::DeviceToValue(d.device);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace draguard::devsim
