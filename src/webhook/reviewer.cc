@@ -4,8 +4,9 @@
 
 namespace draguard::webhook {
 
-Reviewer::Reviewer(const engine::Registry& registry, admission::DecodeLimits limits)
-    : registry_(registry), limits_(limits) {}
+Reviewer::Reviewer(const engine::Registry& registry, admission::DecodeLimits limits,
+                   mutation::TemplateProvisioner* provisioner)
+    : registry_(registry), limits_(limits), provisioner_(provisioner) {}
 
 ReviewOutcome Reviewer::Review(std::string_view body, admission::WebhookKind webhook,
                                const policy::Policy& policy, const topology::Snapshot* topology,

@@ -14,6 +14,7 @@
 #include "draguard/admission/codec.h"
 #include "draguard/admission/response.h"
 #include "draguard/engine/engine.h"
+#include "draguard/mutation/provisioner.h"
 #include "draguard/policy/policy.h"
 
 namespace draguard::webhook {
@@ -41,8 +42,10 @@ struct ReviewOutcome {
 /// Reviews AdmissionReview bodies against a rule registry. Immutable; thread-safe.
 class Reviewer {
  public:
-  /// `registry` must outlive the reviewer.
-  explicit Reviewer(const engine::Registry& registry, admission::DecodeLimits limits = {});
+  /// `registry` (and `provisioner`, when set) must outlive the reviewer. Without a provisioner,
+  /// /mutate converts Pods but creates no templates (they must exist already, e.g. `render`ed).
+  explicit Reviewer(const engine::Registry& registry, admission::DecodeLimits limits = {},
+                    mutation::TemplateProvisioner* provisioner = nullptr);
 
   /// Decodes, evaluates, decides and encodes one review.
   ReviewOutcome Review(std::string_view body, admission::WebhookKind webhook,
@@ -52,6 +55,7 @@ class Reviewer {
  private:
   const engine::Registry& registry_;
   admission::DecodeLimits limits_;
+  mutation::TemplateProvisioner* provisioner_ = nullptr;
 };
 
 }  // namespace draguard::webhook
