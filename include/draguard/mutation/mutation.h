@@ -115,6 +115,21 @@ struct PodConversion {
 PodConversion ConvertPod(const admission::Json& pod, std::string_view namespace_name,
                          const policy::Policy& policy, const topology::Snapshot* topology);
 
+/// Outcome of converting any object offline (`draguard convert`): a Pod, or every pod template of
+/// a workload or listed custom resource (each converted as a Pod would be when created).
+struct ObjectConversion {
+  bool changed = false;                      ///< at least one pod spec was converted
+  admission::Json object;                    ///< the converted object (a copy when unchanged)
+  std::vector<GeneratedTemplate> templates;  ///< templates needed, deduplicated by name
+  std::vector<std::string> warnings;         ///< per pod spec, prefixed with its JSON Pointer
+  std::vector<std::string> errors;           ///< pod specs that could not be converted, with why
+};
+
+/// Converts `object` (Pod, Deployment, Job, ..., or a custom resource of policy.customResources).
+/// `namespace_name` is used when the object has no metadata.namespace.
+ObjectConversion ConvertObject(const admission::Json& object, std::string_view namespace_name,
+                               const policy::Policy& policy, const topology::Snapshot* topology);
+
 /// The claim profile of a Pod (exposed for tests and `render`); fails like ConvertPod refuses.
 /// `containers` receives, per entry, the container pointers ("/spec/containers/0") it covers.
 Result<ClaimProfile> ProfilePod(const admission::Json& pod, const policy::Policy& policy,
