@@ -1,0 +1,117 @@
+// KubeTemplateProvisioner: mutation::TemplateProvisioner on top of kube::Client.
+//
+// Ensure(ns, tmpl, deadline):
+//   1. (ns, name) in the cache of templates known to be present → OK, no API call.
+//   2. POST the template. 201 → cache, OK.
+//   3. 409 AlreadyExists → GET it and compare `spec` (SpecMatches) and, when ours carries it, the
+//      label app.kubernetes.io/managed-by. Same → cache, OK; different → FailedPrecondition.
+//      (A 404 on that GET — deleted in between — leads to one more POST.)
+//   4. Any other answer → the ApiError as a Status (ApiError::ToStatus()); a transport timeout →
+//      Unavailable "creating ResourceClaimTemplate ns/name: timeout after Nms".
+// Templates are content-addressed (the name is a hash of the content), so the same name with a
+// different spec means someone else made an object with that name.
+//
+// Concurrency: Ensure is thread-safe. Concurrent calls for one key share a single API exchange
+// (single flight): one caller POSTs, the others wait for its result, each up to its own deadline.
+// The cache is bounded (oldest entries evicted first) and entries expire after a TTL so that a
+// template deleted by someone is re-created eventually; Forget() drops one entry at once.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "draguard/admission/review.h"
+#include "draguard/kube/client.h"
+#include "draguard/mutation/provisioner.h"
+#include "draguard/status.h"
+
+namespace draguard::metrics {
+class Registry;
+class HistogramFamily;
+}  // namespace draguard::metrics
+
+namespace draguard::provision {
+
+/// Label every generated template carries (checked on an existing object when ours has it).
+inline constexpr std::string_view kManagedByLabel = "app.kubernetes.io/managed-by";
+
+/// Provisioner options.
+struct ProvisionerOptions {
+  std::size_t cache_capacity = 10000;            ///< entries; the oldest is evicted beyond this
+  std::chrono::milliseconds cache_ttl{600000};   ///< an entry is trusted this long (10 min)
+  kube::Clock clock;                             ///< null = steady_clock::now (TTL only)
+};
+
+/// Cumulative counters (for metrics and tests).
+struct ProvisionerCounters {
+  uint64_t created = 0;         ///< POST answered 201
+  uint64_t already_exists = 0;  ///< POST answered 409 and the existing object matched
+  uint64_t cache_hits = 0;      ///< answered from the cache without an API call
+  uint64_t shared = 0;          ///< waited for a concurrent caller's exchange (single flight)
+  uint64_t errors = 0;          ///< calls that returned an error
+  /// errors by reason: "Timeout", "Forbidden", "Conflict" (different content), "InternalError", ...
+  std::map<std::string, uint64_t> errors_by_reason;
+};
+
+/// True when `theirs` (a spec read from the API server) matches `ours` (the generated spec):
+/// every field we set is present and equal in theirs (numbers compared by value, arrays element
+/// by element), and every field only they have is a known server-side default:
+/// `allocationMode: ExactCount`, `count: 1`, toleration `operator: Equal`, or an empty
+/// object/array/null.
+bool SpecMatches(const admission::Json& ours, const admission::Json& theirs);
+
+/// The Kubernetes-backed provisioner. Thread-safe.
+class KubeTemplateProvisioner : public mutation::TemplateProvisioner {
+ public:
+  /// `client` must outlive the provisioner.
+  explicit KubeTemplateProvisioner(const kube::Client& client, ProvisionerOptions options = {});
+  ~KubeTemplateProvisioner() override;
+
+  Status Ensure(std::string_view namespace_name, const mutation::GeneratedTemplate& tmpl,
+                std::chrono::milliseconds deadline) override;
+
+  /// Drops (ns, name) from the cache, so the next Ensure asks the API server again.
+  void Forget(std::string_view namespace_name, std::string_view name);
+  /// Entries in the cache (expired ones included until they are looked up or evicted).
+  std::size_t cache_size() const;
+  /// A copy of the counters.
+  ProvisionerCounters Counters() const;
+
+  /// Registers draguard_template_provision_total{outcome="created|exists|cached|error"},
+  /// draguard_template_provision_errors_total{reason} and the latency histogram
+  /// draguard_template_provision_duration_seconds{outcome} (API exchanges only, not cache hits)
+  /// in `registry`. Call at most once; the registry must outlive the provisioner's use.
+  void RegisterMetrics(metrics::Registry& registry);
+
+ private:
+  struct Flight;
+  struct CacheEntry {
+    std::chrono::steady_clock::time_point expires;
+    std::list<std::string>::iterator order;
+  };
+  std::chrono::steady_clock::time_point Now() const;
+  bool CacheLookup(const std::string& key);   // requires mu_
+  void CacheInsert(const std::string& key);   // requires mu_
+  Status Exchange(std::string_view ns, const mutation::GeneratedTemplate& tmpl,
+                  std::chrono::milliseconds deadline, std::string* outcome, std::string* error_reason);
+  void CountError(const std::string& reason);  // requires mu_
+
+  const kube::Client& client_;
+  ProvisionerOptions options_;
+  mutable std::mutex mu_;
+  std::map<std::string, CacheEntry> cache_;                 // GUARDED_BY(mu_)
+  std::list<std::string> order_;                            // insertion order; GUARDED_BY(mu_)
+  std::map<std::string, std::shared_ptr<Flight>> flights_;  // in-flight keys; GUARDED_BY(mu_)
+  ProvisionerCounters counters_;                            // GUARDED_BY(mu_)
+  metrics::HistogramFamily* latency_ = nullptr;             // set once before use
+};
+
+}  // namespace draguard::provision
