@@ -154,6 +154,17 @@ std::optional<std::chrono::system_clock::time_point> ParseRfc3339(std::string_vi
   return time_point_cast<system_clock::duration>(tp);
 }
 
+std::string ExemptionFrom(const RuleInput& input, const Registry& registry, std::string_view rule_id) {
+  std::string global = Exemption(input.request, input.policy);
+  if (!global.empty()) return global;
+  EngineResult r;
+  RuleExemptions(input, registry, &r);
+  if (std::find(r.exempted_rules.begin(), r.exempted_rules.end(), rule_id) != r.exempted_rules.end()) {
+    return r.rule_exemption;
+  }
+  return "";
+}
+
 EngineResult Evaluate(const RuleInput& input, const Registry& registry) {
   EngineResult out;
   out.exemption = Exemption(input.request, input.policy);

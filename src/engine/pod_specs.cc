@@ -240,3 +240,30 @@ std::vector<ContainerRef> Containers(const PodSpecRef& spec) {
 }
 
 }  // namespace draguard::engine
+
+#include "draguard/engine/pod_objects.h"
+
+namespace draguard::engine {
+
+std::vector<PodSpecLocation> LocatePodSpecs(const admission::AdmissionRequest& request, const policy::Policy& policy) {
+  std::vector<PodSpecLocation> out;
+  for (const auto& ref : FindPodObjects(request, policy).specs) {
+    PodSpecLocation loc;
+    loc.spec_pointer = ref.pointer;
+    loc.workload = ref.workload;
+    const std::string suffix = "/spec";
+    if (ref.pointer.size() >= suffix.size() &&
+        ref.pointer.compare(ref.pointer.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      loc.metadata_pointer = ref.pointer.substr(0, ref.pointer.size() - suffix.size()) + "/metadata";
+    }
+    out.push_back(std::move(loc));
+  }
+  return out;
+}
+
+bool InLatencySensitiveClass(const policy::Policy& policy, const std::map<std::string, std::string>& labels,
+                             const std::string& priority_class) {
+  return IsLatencySensitive(policy, labels, priority_class);
+}
+
+}  // namespace draguard::engine

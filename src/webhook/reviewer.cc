@@ -1,8 +1,81 @@
 #include "draguard/webhook/reviewer.h"
 
+#include <algorithm>
+#include <chrono>
+#include <set>
 #include <utility>
 
+#include "draguard/mutation/mutation.h"
+
 namespace draguard::webhook {
+
+admission::AdmissionResponse Reviewer::Mutate(const admission::AdmissionRequest& req, const policy::Policy& policy,
+                                              const topology::Snapshot* topology,
+                                              std::chrono::system_clock::time_point now, ReviewOutcome* out) const {
+  admission::AdmissionResponse response = admission::Allowed();
+  out->verdict = "allow";
+  if (!policy.mutation.enabled || !req.kind.group.empty() || req.kind.kind != "Pod" || !req.sub_resource.empty() ||
+      req.operation != admission::Operation::kCreate) {
+    return response;
+  }
+  engine::RuleInput input{req, policy, topology, now};
+  if (std::string why = engine::ExemptionFrom(input, registry_, "DG001"); !why.empty()) {
+    admission::AddAuditAnnotation(response, "mutation", "not converted: exempt (" + why + ")");
+    out->verdict = "exempt";
+    return response;
+  }
+  mutation::PodConversion conv = mutation::ConvertPod(req.object, req.namespace_, policy, topology);
+  if (conv.outcome == mutation::PodConversion::Outcome::kUnchanged) return response;
+
+  // A failure denies only when enforcing DG001 (the rule the conversion stands in for).
+  const bool enforce = policy.mode == policy::Mode::kEnforce &&
+                       policy.ActionFor("DG001", policy::Action::kDeny) == policy::Action::kDeny;
+  auto fail = [&](const std::string& message) {
+    const std::string text = "DG001 legacy-gpu-resource: " + message;
+    out->rules = {"DG001"};
+    if (enforce) {
+      out->verdict = "deny";
+      return admission::Denied(text);
+    }
+    admission::AdmissionResponse r = admission::Allowed();
+    admission::AddWarning(r, text);
+    admission::AddAuditAnnotation(r, "mutation", text);
+    out->verdict = "warn";
+    return r;
+  };
+  if (conv.outcome == mutation::PodConversion::Outcome::kRefused) {
+    return fail("the Pod's legacy GPU requests cannot be converted to DRA: " + conv.reason);
+  }
+  if (policy.mode == policy::Mode::kAudit) {
+    admission::AddWarning(response, "audit mode: draguard would have " + conv.summary);
+    admission::AddAuditAnnotation(response, "mutation", "would have " + conv.summary);
+    out->verdict = "audit";
+    out->rules = {"DG001"};
+    return response;
+  }
+  if (policy.mutation.templates == policy::TemplateMode::kReference) {
+    std::set<std::string> catalogue;
+    for (const auto& t : mutation::RenderCatalogue(policy, topology, req.namespace_)) catalogue.insert(t.name);
+    for (const auto& t : conv.templates) {
+      if (!catalogue.count(t.name)) {
+        return fail("mutation.templates is reference and the catalogue has no template for " + t.description + " (" +
+                    t.name + "). Fix: add the profile to mutation.catalogue and apply `draguard render`");
+      }
+    }
+  } else if (!req.dry_run && provisioner_ != nullptr) {
+    const auto deadline = std::chrono::milliseconds(policy.mutation.api_timeout_ms);
+    for (const auto& t : conv.templates) {
+      if (Status s = provisioner_->Ensure(req.namespace_, t, deadline); !s.ok()) {
+        return fail("could not ensure ResourceClaimTemplate " + req.namespace_ + "/" + t.name + ": " + s.message());
+      }
+    }
+  }
+  admission::SetPatch(response, conv.patch.dump());
+  for (const auto& w : conv.warnings) admission::AddWarning(response, "draguard: " + w);
+  admission::AddAuditAnnotation(response, "mutation", conv.summary);
+  out->verdict = "mutate";
+  return response;
+}
 
 Reviewer::Reviewer(const engine::Registry& registry, admission::DecodeLimits limits,
                    mutation::TemplateProvisioner* provisioner)
@@ -48,10 +121,7 @@ ReviewOutcome Reviewer::Review(std::string_view body, admission::WebhookKind web
     }
     response = std::move(decision.response);
   } else {
-    // Mutation converts legacy requests (see the mutation design); until a conversion applies,
-    // the mutating webhook admits unchanged and leaves the decision to /validate.
-    response = admission::Allowed();
-    out.verdict = "allow";
+    response = Mutate(req, policy, topology, now, &out);
   }
   response = admission::Complete(std::move(response), req.uid, webhook);
   out.body = admission::EncodeReview(response, req.api_version);

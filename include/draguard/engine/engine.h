@@ -48,6 +48,11 @@ inline constexpr std::size_t kMaxDenyMessage = 1024;
 /// Runs every enabled rule. A rule that throws is reported as kError (never propagates).
 EngineResult Evaluate(const RuleInput& input, const Registry& registry);
 
+/// Why `rule_id` does not apply to the request at all: a policy exemption (namespace, user, group,
+/// object selector) or a valid draguard.io/exempt exception naming it; "" when it applies. The
+/// mutating webhook uses this with "DG001" to leave exempt Pods untouched.
+std::string ExemptionFrom(const RuleInput& input, const Registry& registry, std::string_view rule_id);
+
 /// The admission decision in words, for logs and metrics.
 struct Decision {
   admission::AdmissionResponse response;  ///< not yet Complete()d

@@ -58,12 +58,13 @@ struct RequestProfile {
 struct ClaimProfile {
   /// One converted container: its request name in the template and what it needs.
   struct Entry {
-    std::string request;      ///< request name in the template (a DNS label)
+    std::string request;      ///< request name in the template: "gpu", "gpu-1", ... by position
     RequestProfile profile;   ///< what it asks for
   };
   std::vector<Entry> entries;
-  bool nic = false;           ///< add an RDMA NIC request per multi-device GPU entry
+  bool nic = false;           ///< add an RDMA NIC request next to every full-GPU entry
   std::string interconnect;   ///< "" (= pcie), "pcie", "nvlink" or "any"
+  std::vector<std::string> notes;  ///< what the conversion dropped or adjusted, for warnings
 };
 
 /// How the generated template places a request's devices.
@@ -86,8 +87,10 @@ struct GeneratedTemplate {
   std::vector<Placement> placements;  ///< per entry of the claim profile
   /// Nodes the template is restricted to (ascending); empty = no restriction.
   std::vector<std::string> nodes;
-  /// Shape fingerprints the template is restricted to (ascending); empty = no restriction.
+  /// Shape fingerprints the template is restricted to (ascending); empty = no restriction, or a
+  /// restriction by node (NVLink cliques are named by per-node GPU UUIDs).
   std::vector<std::string> shapes;
+  std::vector<std::string> notes;  ///< adjustments worth a warning (memory floor lowered, ...)
 };
 
 /// Builds the template for `profile` in `namespace_name` ("" = no namespace, for `render`).
@@ -95,6 +98,12 @@ struct GeneratedTemplate {
 /// node can align the devices and the policy does not allow unaligned placement.
 Result<GeneratedTemplate> GenerateTemplate(const ClaimProfile& profile, std::string_view namespace_name,
                                            const policy::Policy& policy, const topology::Snapshot* topology);
+
+/// The templates of policy.mutation.catalogue for `namespace_name` (`draguard render`, and the
+/// names reference mode accepts). Profiles that cannot be generated are described in `errors`.
+std::vector<GeneratedTemplate> RenderCatalogue(const policy::Policy& policy, const topology::Snapshot* topology,
+                                               std::string_view namespace_name,
+                                               std::vector<std::string>* errors = nullptr);
 
 /// Outcome of converting one Pod.
 struct PodConversion {

@@ -53,6 +53,11 @@ class Reviewer {
                        std::chrono::system_clock::time_point now) const;
 
  private:
+  // The /mutate path: converts a Pod CREATE, provisions its templates, returns the response.
+  admission::AdmissionResponse Mutate(const admission::AdmissionRequest& req, const policy::Policy& policy,
+                                      const topology::Snapshot* topology, std::chrono::system_clock::time_point now,
+                                      ReviewOutcome* out) const;
+
   const engine::Registry& registry_;
   admission::DecodeLimits limits_;
   mutation::TemplateProvisioner* provisioner_ = nullptr;

@@ -1,0 +1,50 @@
+// Helpers shared by the mutation module's files (internal).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "draguard/admission/review.h"
+#include "draguard/mutation/mutation.h"
+#include "draguard/policy/policy.h"
+
+namespace draguard::topology {
+class Snapshot;
+}  // namespace draguard::topology
+
+namespace draguard::mutation::internal {
+
+/// Bytes of a quantity string ("80G", "81559Mi"); nullopt when not a non-negative quantity.
+std::optional<uint64_t> QuantityBytes(std::string_view text);
+
+/// "81559Mi" when `bytes` is a whole number of MiB, else the byte count.
+std::string BytesToQuantity(uint64_t bytes);
+
+/// A CEL single-quoted string literal; nullopt when `text` holds characters a literal cannot
+/// carry safely (quotes, backslashes, control characters).
+std::optional<std::string> CelString(std::string_view text);
+
+/// The memory floor to write for a request of `requested` (a quantity): lowered to the memory
+/// the GPUs report when they are within 5 % below it (the 80Gi vs H100 80GB trap). `note`
+/// receives an explanation when the floor was changed.
+std::string ResolveMemoryFloor(const std::string& requested, const topology::Snapshot* topology, std::string* note);
+
+/// Guarded selector expressions for a full-GPU request (memory floor and product).
+std::vector<std::string> GpuSelectors(const RequestProfile& profile, const policy::Policy& policy);
+
+/// Guarded selector for a MIG request pinned to `profile.mig_profile`.
+std::string MigSelector(const RequestProfile& profile);
+
+/// Selector for an RDMA NIC of the policy's NIC driver.
+std::string NicSelector(const policy::Policy& policy);
+
+/// Profile in words: "2x full GPU >= 80G", "1x MIG 3g.40gb".
+std::string DescribeProfile(const RequestProfile& profile);
+
+/// Lower-case hex of the first `bytes` bytes of SHA-256(`data`).
+std::string Sha256Hex(std::string_view data, std::size_t bytes);
+
+}  // namespace draguard::mutation::internal

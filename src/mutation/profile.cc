@@ -1,0 +1,311 @@
+// Reading what a Pod's legacy GPU requests ask for (see mutation.h).
+#include <map>
+#include <set>
+
+#include "draguard/cel/quantity.h"
+
+#include "draguard/engine/pod_objects.h"
+#include "draguard/mutation/mutation.h"
+#include "internal.h"
+
+namespace draguard::mutation {
+namespace {
+
+using admission::Json;
+
+constexpr int64_t kMaxDevices = 32;  // DRA's per-claim device limit
+
+std::map<std::string, std::string> StringMap(const Json& obj, const char* a, const char* b) {
+  std::map<std::string, std::string> out;
+  auto ia = obj.find(a);
+  if (ia == obj.end() || !ia->is_object()) return out;
+  auto ib = ia->find(b);
+  if (ib == ia->end() || !ib->is_object()) return out;
+  for (auto it = ib->begin(); it != ib->end(); ++it) {
+    if (it->is_string()) out[it.key()] = it->get<std::string>();
+  }
+  return out;
+}
+
+bool IsDnsLabel(const std::string& s) {
+  if (s.empty() || s.size() > 63) return false;
+  for (char c : s) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  }
+  return s.front() != '-' && s.back() != '-';
+}
+
+// go-nvlib's MIG profile strings: "1g.10gb", "1c.3g.40gb", "1g.12gb+me", "3g.40gb-me".
+bool IsMigProfileName(const std::string& s) {
+  if (s.empty() || s.size() > 32 || s.find("g.") == std::string::npos) return false;
+  for (char c : s) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '+' || c == '-')) return false;
+  }
+  return s[0] >= '0' && s[0] <= '9';
+}
+
+// A count of devices: a JSON integer or an integer quantity string ("2").
+Result<int64_t> DeviceCount(const Json& v, const std::string& what) {
+  std::optional<int64_t> n;
+  if (v.is_number_integer()) {
+    n = v.get<int64_t>();
+  } else if (v.is_string()) {
+    auto q = cel::Quantity::Parse(v.get<std::string>());
+    if (q.ok()) n = q->AsInt64();
+  }
+  if (!n || *n < 0) return Status::InvalidArgument(what + " is not a whole number of devices");
+  if (*n > kMaxDevices) {
+    return Status::InvalidArgument(what + " asks for " + std::to_string(*n) + " devices; a DRA claim holds at most 32");
+  }
+  return *n;
+}
+
+// The legacy entries of one container: resource name -> value (limits win over requests).
+std::map<std::string, Json> LegacyEntries(const Json& container, const policy::Policy& policy) {
+  std::map<std::string, Json> out;
+  auto res = container.find("resources");
+  if (res == container.end() || !res->is_object()) return out;
+  for (const char* section : {"requests", "limits"}) {
+    auto sec = res->find(section);
+    if (sec == res->end() || !sec->is_object()) continue;
+    for (auto it = sec->begin(); it != sec->end(); ++it) {
+      if (policy.IsLegacyResource(it.key())) out[it.key()] = *it;  // limits overwrite requests
+    }
+  }
+  return out;
+}
+
+struct ContainerInfo {
+  std::string pointer;
+  std::string name;
+  bool init = false;     // a non-restartable init container
+  RequestProfile profile;
+  bool has_request = false;
+};
+
+// Pod-wide settings read from annotations and the policy.
+struct PodSettings {
+  std::string memory;
+  std::string product;
+  bool latency_sensitive = false;
+  int64_t mps_threads = 0;
+  std::string mps_memory;
+};
+
+Status ReadContainer(const Json& container, const PodSettings& pod, const policy::Policy& policy, ContainerInfo* out,
+                     std::vector<std::string>* notes) {
+  auto entries = LegacyEntries(container, policy);
+  if (entries.empty()) return Status::Ok();
+  const std::string who = "container \"" + out->name + "\"";
+  RequestProfile prof;
+  prof.latency_sensitive = pod.latency_sensitive;
+  int kinds = 0;
+  std::optional<uint64_t> hami_mib;
+  for (const auto& [name, value] : entries) {
+    const std::string what = who + " " + name;
+    if (name == "nvidia.com/gpu" || name == "nvidia.com/gpu.shared") {
+      auto n = DeviceCount(value, what);
+      if (!n.ok()) return n.status();
+      if (*n == 0) continue;
+      ++kinds;
+      prof.kind = name == "nvidia.com/gpu" ? RequestProfile::Kind::kGpu : RequestProfile::Kind::kShared;
+      prof.count = name == "nvidia.com/gpu" ? *n : 1;  // shared replicas are one GPU under MPS
+      if (prof.kind == RequestProfile::Kind::kShared) {
+        if (policy.mutation.shared == policy::SharedMode::kDeny) {
+          return Status::FailedPrecondition(
+              what + ": time-sliced GPU sharing has no safe DRA conversion under this policy. Fix: request a "
+                     "MIG profile (nvidia.com/mig-<profile>) or a ResourceClaim with a GpuConfig MPS config that "
+                     "sets defaultActiveThreadPercentage and defaultPinnedDeviceMemoryLimit");
+        }
+        prof.mps_threads = pod.mps_threads;
+        prof.mps_memory = pod.mps_memory;
+      }
+    } else if (name.rfind("nvidia.com/mig-", 0) == 0) {
+      auto n = DeviceCount(value, what);
+      if (!n.ok()) return n.status();
+      if (*n == 0) continue;
+      ++kinds;
+      prof.kind = RequestProfile::Kind::kMig;
+      prof.count = *n;
+      prof.mig_profile = name.substr(std::string("nvidia.com/mig-").size());
+      if (!IsMigProfileName(prof.mig_profile)) {
+        return Status::InvalidArgument(what + ": \"" + prof.mig_profile + "\" is not a MIG profile name");
+      }
+    } else if (name == "nvidia.com/gpumem") {
+      // HAMi's gpumem is MiB per GPU and is routinely larger than 32: read it directly.
+      std::optional<int64_t> mib;
+      if (value.is_number_integer()) mib = value.get<int64_t>();
+      if (value.is_string()) {
+        auto q = cel::Quantity::Parse(value.get<std::string>());
+        if (q.ok()) mib = q->AsInt64();
+      }
+      if (!mib || *mib <= 0) return Status::InvalidArgument(what + " is not a number of MiB");
+      hami_mib = static_cast<uint64_t>(*mib);
+    } else if (name == "nvidia.com/gpucores" || name == "nvidia.com/gpumem-percentage") {
+      notes->push_back(who + ": " + name + " (a soft share of one GPU) has no DRA equivalent and was dropped; the "
+                                          "container gets whole GPUs");
+    } else {
+      return Status::FailedPrecondition(what + " has no DRA equivalent draguard can generate. Fix: request the "
+                                               "device through a ResourceClaimTemplate");
+    }
+  }
+  if (kinds > 1) {
+    return Status::FailedPrecondition(who + " mixes several legacy GPU kinds (full, MIG, shared); split it or "
+                                            "write its ResourceClaim explicitly");
+  }
+  if (kinds == 0) return Status::Ok();  // only zero counts or dropped soft limits
+  if (prof.kind != RequestProfile::Kind::kMig) {
+    prof.memory = pod.memory;
+    prof.product = pod.product;
+    if (hami_mib) {
+      auto floor = internal::QuantityBytes(prof.memory);
+      if (!floor || *floor < (*hami_mib << 20)) prof.memory = std::to_string(*hami_mib) + "Mi";
+    }
+  }
+  out->profile = prof;
+  out->has_request = true;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ClaimProfile> ProfilePod(const admission::Json& pod, const policy::Policy& policy,
+                                std::vector<std::vector<std::string>>* containers) {
+  if (!pod.is_object()) return Status::InvalidArgument("the object is not a Pod");
+  auto ann = StringMap(pod, "metadata", "annotations");
+  auto labels = StringMap(pod, "metadata", "labels");
+  const Json* spec = nullptr;
+  if (auto it = pod.find("spec"); it != pod.end() && it->is_object()) spec = &*it;
+  if (spec == nullptr) return Status::InvalidArgument("the Pod has no spec");
+
+  ClaimProfile out;
+  PodSettings settings;
+  std::string priority;
+  if (auto it = spec->find("priorityClassName"); it != spec->end() && it->is_string()) priority = it->get<std::string>();
+  settings.latency_sensitive = engine::InLatencySensitiveClass(policy, labels, priority);
+
+  auto annotation = [&](std::string_view key) -> const std::string* {
+    auto it = ann.find(std::string(key));
+    return it == ann.end() ? nullptr : &it->second;
+  };
+  settings.memory = !policy.mutation.default_memory.empty() ? policy.mutation.default_memory : policy.memory_minimum;
+  if (const std::string* m = annotation(kMemoryAnnotation)) {
+    if (!internal::QuantityBytes(*m)) {
+      return Status::InvalidArgument(std::string(kMemoryAnnotation) + " \"" + *m + "\" is not a quantity (e.g. 80G)");
+    }
+    auto floor = internal::QuantityBytes(*m);
+    auto minimum = internal::QuantityBytes(policy.memory_minimum);
+    if (minimum && *floor < *minimum) {
+      return Status::InvalidArgument(std::string(kMemoryAnnotation) + " \"" + *m +
+                                     "\" is below the policy's memoryReservation.minimum " + policy.memory_minimum);
+    }
+    settings.memory = *m;
+  }
+  if (const std::string* p = annotation(kProductAnnotation)) {
+    if (p->empty() || !internal::CelString(*p)) {
+      return Status::InvalidArgument(std::string(kProductAnnotation) + " \"" + *p + "\" is not a product name");
+    }
+    settings.product = *p;
+  }
+  settings.mps_threads = policy.mutation.mps.active_thread_percentage;
+  settings.mps_memory = policy.mutation.mps.pinned_memory_limit;
+  if (const std::string* t = annotation(kMpsThreadsAnnotation)) {
+    char* end = nullptr;
+    long v = std::strtol(t->c_str(), &end, 10);
+    if (t->empty() || end != t->c_str() + t->size() || v < 1 || v > 100) {
+      return Status::InvalidArgument(std::string(kMpsThreadsAnnotation) + " \"" + *t + "\" must be 1..100");
+    }
+    settings.mps_threads = v;
+  }
+  if (const std::string* m = annotation(kMpsMemoryAnnotation)) {
+    if (!internal::QuantityBytes(*m)) {
+      return Status::InvalidArgument(std::string(kMpsMemoryAnnotation) + " \"" + *m + "\" is not a quantity");
+    }
+    settings.mps_memory = *m;
+  }
+  if (const std::string* i = annotation(kInterconnectAnnotation)) {
+    if (*i != "nvlink" && *i != "pcie" && *i != "any") {
+      return Status::InvalidArgument(std::string(kInterconnectAnnotation) + " \"" + *i + "\" must be nvlink, pcie or any");
+    }
+    out.interconnect = *i;
+  }
+
+  // Containers, then init containers (restartable ones are sidecars that run alongside).
+  std::vector<ContainerInfo> infos;
+  for (const char* list : {"containers", "initContainers"}) {
+    auto it = spec->find(list);
+    if (it == spec->end() || !it->is_array()) continue;
+    for (std::size_t i = 0; i < it->size(); ++i) {
+      const Json& c = (*it)[i];
+      if (!c.is_object()) continue;
+      ContainerInfo info;
+      info.pointer = std::string("/spec/") + list + "/" + std::to_string(i);
+      if (auto n = c.find("name"); n != c.end() && n->is_string()) info.name = n->get<std::string>();
+      if (std::string(list) == "initContainers") {
+        auto rp = c.find("restartPolicy");
+        info.init = !(rp != c.end() && rp->is_string() && rp->get<std::string>() == "Always");
+      }
+      DRAGUARD_RETURN_IF_ERROR(ReadContainer(c, settings, policy, &info, &out.notes));
+      if (info.has_request) infos.push_back(std::move(info));
+    }
+  }
+
+  // One request per container; a plain init container that needs exactly what a regular container
+  // needs reuses that request (it finishes before the regular containers start).
+  std::vector<std::vector<std::string>> covered;
+  for (const auto& info : infos) {
+    if (info.init) {
+      bool shared = false;
+      for (std::size_t e = 0; e < out.entries.size(); ++e) {
+        if (out.entries[e].profile == info.profile) {
+          covered[e].push_back(info.pointer);
+          shared = true;
+          break;
+        }
+      }
+      if (shared) continue;
+    }
+    // Request names depend only on the position, so equal profiles give equal templates whatever
+    // the containers are called.
+    std::string name = out.entries.empty() ? "gpu" : "gpu-" + std::to_string(out.entries.size());
+    out.entries.push_back({name, info.profile});
+    covered.push_back({info.pointer});
+  }
+
+  int64_t gpus = 0;
+  for (const auto& e : out.entries) {
+    if (e.profile.kind == RequestProfile::Kind::kGpu) gpus += e.profile.count;
+  }
+  const std::string* nic = annotation(kNicAnnotation);
+  if (nic != nullptr && *nic != "rdma" && *nic != "none") {
+    return Status::InvalidArgument(std::string(kNicAnnotation) + " \"" + *nic + "\" must be rdma or none");
+  }
+  out.nic = gpus > 0 && (nic != nullptr ? *nic == "rdma" : policy.mutation.nic.default_for_multi_gpu == "rdma" && gpus >= 2);
+  if (containers != nullptr) *containers = std::move(covered);
+  return out;
+}
+
+ClaimProfile ProfileFromCatalogue(const policy::CatalogueProfile& entry, const policy::Policy& policy) {
+  ClaimProfile out;
+  RequestProfile p;
+  if (!entry.mig.empty()) {
+    p.kind = RequestProfile::Kind::kMig;
+    p.mig_profile = entry.mig;
+    p.count = 1;
+  } else {
+    p.kind = RequestProfile::Kind::kGpu;
+    p.count = entry.gpus;
+    p.memory = !entry.memory.empty() ? entry.memory
+               : !policy.mutation.default_memory.empty() ? policy.mutation.default_memory
+                                                          : policy.memory_minimum;
+    p.product = entry.product;
+  }
+  p.latency_sensitive = entry.latency_sensitive;
+  out.entries.push_back({"gpu", p});
+  out.nic = p.kind == RequestProfile::Kind::kGpu &&
+            (entry.nic.empty() ? policy.mutation.nic.default_for_multi_gpu == "rdma" && p.count >= 2 : entry.nic == "rdma");
+  out.interconnect = entry.interconnect;
+  return out;
+}
+
+}  // namespace draguard::mutation
