@@ -32,6 +32,11 @@ serve flags:
   --client-cn CN             allowed client certificate CN (repeatable, e.g. kube-apiserver)
   --config FILE              policy file (default: the bundled policy); hot-reloaded
   --topology-dir DIR         hwloc XML exports, one per node
+  --topology-configmaps NS   watch topology ConfigMaps (draguard.io/topology=hwloc) in NS
+                             through the API instead of --topology-dir (needs --kube)
+  --kube auto|on|off         Kubernetes API access (default auto: in-cluster config when
+                             KUBERNETES_SERVICE_HOST is set, else none); creates templates
+  --kube-timeout SECONDS     deadline of one Kubernetes API call (default 10)
   --metrics-listen HOST:PORT plain-HTTP /metrics, /healthz, /readyz
   --shutdown-delay SECONDS   keep serving after SIGTERM (default 5)
   --max-body BYTES           request body cap (default 7340032)

@@ -1,15 +1,20 @@
 // `draguard serve`: wires policy, rules, metrics, logs, TLS and the HTTPS server together.
 #include <signal.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <thread>
 #include <memory>
 
 #include "commands.h"
 #include "draguard/engine/registry.h"
+#include "draguard/kube/client.h"
+#include "draguard/kubetopo/configmap_source.h"
 #include "draguard/logging/logger.h"
 #include "draguard/metrics/metrics.h"
 #include "draguard/policy/store.h"
+#include "draguard/provision/kube_provisioner.h"
 #include "draguard/server/server.h"
 #include "draguard/server/tls.h"
 #include "draguard/topology/loader.h"
@@ -60,7 +65,8 @@ int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream&
                         "--tls-key", "--client-ca", "--client-cn", "--config", "--topology-dir",
                         "--metrics-listen", "--shutdown-delay", "--log-level", "--max-body",
                         "--read-timeout", "--request-timeout", "--keep-alive-timeout",
-                        "--workers", "--max-queued", "--reload-interval"},
+                        "--workers", "--max-queued", "--reload-interval", "--kube", "--kube-timeout",
+                        "--topology-configmaps"},
                        {});
   if (!f.error.empty() || !f.positional.empty()) {
     err << "draguard serve: " << (f.error.empty() ? "unexpected argument " + f.positional.front() : f.error)
@@ -138,6 +144,34 @@ int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream&
     return kExitUsage;
   }
 
+  const std::string kube_mode = f.Get("--kube", "auto");
+  if (kube_mode != "auto" && kube_mode != "on" && kube_mode != "off") {
+    err << "draguard serve: --kube must be auto, on or off\n";
+    return kExitUsage;
+  }
+  std::chrono::milliseconds kube_timeout{10000};
+  if (f.Has("--kube-timeout")) {
+    double secs = 0;
+    if (!ParseSeconds(f.Get("--kube-timeout"), &secs) || secs <= 0) {
+      err << "draguard serve: --kube-timeout must be a positive number of seconds\n";
+      return kExitUsage;
+    }
+    kube_timeout = std::chrono::milliseconds(static_cast<int64_t>(secs * 1000));
+  }
+  const std::string topo_cm_ns = f.Get("--topology-configmaps");
+  if (f.Has("--topology-configmaps") && topo_cm_ns.empty()) {
+    err << "draguard serve: --topology-configmaps needs a namespace\n";
+    return kExitUsage;
+  }
+  if (!topo_cm_ns.empty() && f.Has("--topology-dir")) {
+    err << "draguard serve: --topology-configmaps and --topology-dir exclude each other\n";
+    return kExitUsage;
+  }
+  if (!topo_cm_ns.empty() && kube_mode == "off") {
+    err << "draguard serve: --topology-configmaps needs Kubernetes API access (not --kube=off)\n";
+    return kExitUsage;
+  }
+
   metrics::Registry registry;
   metrics::ServerMetrics server_metrics(registry);
 
@@ -180,7 +214,32 @@ int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream&
                  {{"stateDir", dir}, {"caCert", paths->ca_cert}, {"sans", dns}});
   }
 
-  // Topology: the exports in --topology-dir (watched), else the bundled examples.
+  // Kubernetes API access: --kube=auto (default) uses the in-cluster configuration when
+  // KUBERNETES_SERVICE_HOST is set and runs without API access otherwise; on requires it; off
+  // never uses it.
+  std::unique_ptr<kube::Client> kube_client;  // outlives the topology store and the provisioner
+  if (kube_mode != "off") {
+    const bool in_cluster = std::getenv("KUBERNETES_SERVICE_HOST") != nullptr;
+    if (kube_mode == "on" || in_cluster || !topo_cm_ns.empty()) {
+      auto cfg = kube::InClusterConfig();
+      if (cfg.ok()) {
+        cfg->request_timeout = kube_timeout;
+        cfg->read_timeout = std::max(cfg->read_timeout, kube_timeout);
+        kube_client = std::make_unique<kube::Client>(*cfg);
+        logger->Info("Kubernetes API access", {{"server", kube::ServerUrl(*cfg)},
+                                              {"timeoutMs", static_cast<int64_t>(kube_timeout.count())}});
+      } else if (kube_mode == "on" || !topo_cm_ns.empty()) {
+        err << "draguard serve: " << (kube_mode == "on" ? "--kube=on" : "--topology-configmaps")
+            << ": no in-cluster Kubernetes configuration: " << cfg.status().message() << "\n";
+        return kExitUsage;
+      } else {
+        logger->Warn("running without Kubernetes API access", {{"error", cfg.status().message()}});
+      }
+    }
+  }
+
+  // Topology: ConfigMaps through the API (--topology-configmaps), the exports in --topology-dir
+  // (watched), else the bundled examples.
   topology::StoreOptions topo_opt;
   topo_opt.log = [logger](topology::LogLevel lvl, const std::string& msg) {
     switch (lvl) {
@@ -193,14 +252,42 @@ int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream&
   topology::Store topology_store(topo_opt);
   {
     std::string dir = f.Get("--topology-dir");
-    auto source = dir.empty() ? topology::MakeBundledExampleSource() : topology::MakeDirectorySource(dir);
-    if (Status st = topology_store.Start(std::move(source), /*watch=*/!dir.empty()); !st.ok()) {
-      err << "draguard serve: --topology-dir: " << st.message() << "\n";
+    std::unique_ptr<topology::Source> source;
+    std::string described;
+    const char* flag = "--topology-dir";
+    if (!topo_cm_ns.empty()) {
+      kubetopo::ConfigMapSourceOptions cm_opt;
+      cm_opt.watch.namespace_name = topo_cm_ns;
+      cm_opt.watch.list_timeout = std::max(kube_timeout, std::chrono::milliseconds(10000));
+      cm_opt.on_error = [logger](const Status& st) {
+        logger->Warn("topology ConfigMap watch failed; retrying",
+                     {{"component", std::string("topology")}, {"error", st.message()}});
+      };
+      auto cm_source = std::make_unique<kubetopo::ConfigMapSource>(*kube_client, cm_opt);
+      cm_source->Start();
+      if (!cm_source->WaitForSync(std::max(kube_timeout, std::chrono::milliseconds(10000)))) {
+        // The watcher keeps trying; the model fills in when the first list arrives.
+        logger->Warn("topology ConfigMaps not listed yet; starting with an empty topology model",
+                     {{"namespace", topo_cm_ns}, {"error", cm_source->last_error().message()}});
+      }
+      described = cm_source->Describe();
+      source = std::move(cm_source);
+      flag = "--topology-configmaps";
+    } else if (dir.empty()) {
+      source = topology::MakeBundledExampleSource();
+      described = "bundled examples";
+    } else {
+      source = topology::MakeDirectorySource(dir);
+      described = dir;
+    }
+    const bool watch = !topo_cm_ns.empty() || !dir.empty();
+    if (Status st = topology_store.Start(std::move(source), watch); !st.ok()) {
+      err << "draguard serve: " << flag << ": " << st.message() << "\n";
       return kExitUsage;
     }
     auto snap = topology_store.Current();
     auto tm = topology_store.Metrics();
-    logger->Info("topology loaded", {{"source", dir.empty() ? std::string("bundled examples") : dir},
+    logger->Info("topology loaded", {{"source", described},
                                      {"nodes", static_cast<int64_t>(tm.nodes)},
                                      {"shapes", static_cast<int64_t>(tm.shapes)}});
   }
@@ -226,7 +313,22 @@ int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream&
   });
 
   engine::Registry rules = engine::DefaultRegistry();
-  webhook::Reviewer reviewer(rules, admission::DecodeLimits{opt.max_body, 128});
+  // Template provisioning: with API access and policy mutation.templates=create, /mutate creates
+  // the generated ResourceClaimTemplates; otherwise they must exist already (`draguard render`).
+  std::unique_ptr<provision::KubeTemplateProvisioner> provisioner;
+  {
+    auto pol = policies.Current();
+    const bool create = pol && pol->mutation.templates == policy::TemplateMode::kCreate;
+    if (kube_client && create) {
+      provisioner = std::make_unique<provision::KubeTemplateProvisioner>(*kube_client);
+      provisioner->RegisterMetrics(registry);
+      logger->Info("ResourceClaimTemplates are created through the API (policy mutation.templates: create)");
+    } else if (create) {
+      logger->Info("no Kubernetes API access: /mutate will not create ResourceClaimTemplates; "
+                   "they must exist already (draguard render)");
+    }
+  }
+  webhook::Reviewer reviewer(rules, admission::DecodeLimits{opt.max_body, 128}, provisioner.get());
 
   // Signals are handled by sigwait() below; block them before any thread starts. A peer closing
   // its socket must never kill the process.
