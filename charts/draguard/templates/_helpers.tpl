@@ -210,3 +210,19 @@ apiVersion: draguard.io/v1alpha1
 kind: Policy
 {{ toYaml $p }}
 {{- end -}}
+
+{{/* The topology source: topology.source, or (empty) directory when topology.volume is set, else bundled. */}}
+{{- define "draguard.topologySource" -}}
+{{- if .Values.topology.source -}}
+{{- .Values.topology.source -}}
+{{- else if .Values.topology.volume -}}
+directory
+{{- else -}}
+bundled
+{{- end -}}
+{{- end -}}
+
+{{/* Namespace of the topology ConfigMaps (default: the release namespace). */}}
+{{- define "draguard.topologyNamespace" -}}
+{{- default .Release.Namespace .Values.topology.configMaps.namespace -}}
+{{- end -}}

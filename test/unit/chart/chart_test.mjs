@@ -248,13 +248,13 @@ function commonChecks(r, label, { mutation = true, tlsMode = "cert-manager", rep
     for (const lr of known.legacyResources) assert(p.legacyResources.includes(lr), `legacy resource ${lr} of the default policy missing`);
   });
 
-  check(`${label}: RBAC: templates create/get, configmaps list/watch, nothing on webhook configurations`, () => {
+  check(`${label}: RBAC: templates create/get, no cluster-wide configmaps, nothing on webhook configurations`, () => {
     const role = one(r.docs, "ClusterRole");
     const rct = role.rules.find((x) => x.apiGroups.includes("resource.k8s.io"));
     eq(rct.resources, ["resourceclaimtemplates"], "resource.k8s.io resources");
     eq(rct.verbs.slice().sort(), mutation ? ["create", "get"] : ["get"], "template verbs");
     const cmr = role.rules.find((x) => x.apiGroups.includes("") && x.resources.includes("configmaps"));
-    eq(cmr.verbs.slice().sort(), ["list", "watch"], "configmap verbs");
+    assert(!cmr, "cluster-wide configmaps grant by default (rbac.topologyConfigMaps is opt-in)");
     for (const x of role.rules) {
       assert(!x.apiGroups.includes("admissionregistration.k8s.io"), "webhook configuration access granted");
       assert(!x.resources.includes("secrets") && !x.resources.includes("*") && !x.verbs.includes("*"), "wildcard or secrets");
@@ -568,6 +568,45 @@ async function scenarios() {
     eq(c.args[c.args.indexOf("--topology-dir") + 1], "/topology", "--topology-dir");
     assert(dep.spec.template.metadata.annotations["checksum/policy"], "checksum annotation");
   });
+  // Topology from ConfigMaps through the API: a Role in the topology namespace, the flag, no volume.
+  const cmTopo = render(["--set", "topology.source=configmaps", "--set", "topology.configMaps.namespace=gpu-topology"]);
+  check("topology.source=configmaps: Role/RoleBinding in the topology namespace, --topology-configmaps, no volume", () => {
+    const role = cmTopo.docs.find((d) => d.kind === "Role" && d.metadata.name === "draguard-topology");
+    assert(role, "topology Role");
+    eq(role.metadata.namespace, "gpu-topology", "Role namespace");
+    eq(role.rules, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get", "list", "watch"] }], "Role rules");
+    const rb = cmTopo.docs.find((d) => d.kind === "RoleBinding" && d.metadata.name === "draguard-topology");
+    assert(rb, "topology RoleBinding");
+    eq(rb.metadata.namespace, "gpu-topology", "RoleBinding namespace");
+    eq(rb.roleRef, { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "draguard-topology" }, "roleRef");
+    eq(rb.subjects, [{ kind: "ServiceAccount", name: "draguard", namespace: cmTopo.namespace }], "RoleBinding subject");
+    const cr = one(cmTopo.docs, "ClusterRole");
+    assert(!cr.rules.some((x) => x.resources.includes("configmaps")), "no cluster-wide configmaps grant");
+    const c = one(cmTopo.docs, "Deployment").spec.template.spec.containers[0];
+    eq(c.args[c.args.indexOf("--topology-configmaps") + 1], "gpu-topology", "--topology-configmaps");
+    assert(!c.args.includes("--topology-dir"), "no --topology-dir");
+    eq(c.args[c.args.indexOf("--kube") + 1], "auto", "--kube");
+    assert(!(c.volumeMounts || []).some((m) => m.name === "topology"), "no topology mount");
+  });
+  const cmTopoDefaultNs = render(["--set", "topology.source=configmaps"]);
+  check("topology.source=configmaps: namespace defaults to the release namespace", () => {
+    const role = cmTopoDefaultNs.docs.find((d) => d.kind === "Role" && d.metadata.name === "draguard-topology");
+    eq(role.metadata.namespace, cmTopoDefaultNs.namespace, "Role namespace");
+  });
+  check("default values: --kube auto, no topology Role, bundled topology", () => {
+    const r0 = render([]);
+    assert(!r0.docs.some((d) => d.kind === "Role"), "no Role by default");
+    const c = one(r0.docs, "Deployment").spec.template.spec.containers[0];
+    eq(c.args[c.args.indexOf("--kube") + 1], "auto", "--kube");
+    eq(c.args[c.args.indexOf("--kube-timeout") + 1], "10", "--kube-timeout");
+    assert(!c.args.includes("--topology-configmaps") && !c.args.includes("--topology-dir"), "bundled topology");
+  });
+  const optIn = render(["--set", "rbac.topologyConfigMaps=true"]);
+  check("rbac.topologyConfigMaps=true: cluster-wide configmaps list/watch", () => {
+    const cmr = one(optIn.docs, "ClusterRole").rules.find((x) => x.resources.includes("configmaps"));
+    eq(cmr.verbs.slice().sort(), ["list", "watch"], "configmap verbs");
+  });
+
   const glob = render(["--set-json", 'policy.legacyResources=["amd.com/*","example.com/gpu"]']);
   check("matchConditions follow policy.legacyResources (glob prefix)", () => {
     const m = webhooksOf(glob).find((x) => x.w.name === "pods.mutate.draguard.io").w.matchConditions[0].expression;
