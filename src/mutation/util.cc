@@ -63,7 +63,8 @@ std::string ResolveMemoryFloor(const std::string& requested, const topology::Sna
     }
   }
   if (!lowest_meant || *lowest_meant >= *want) return requested;
-  std::string floor = BytesToQuantity(*lowest_meant);
+  // Whole MiB, rounded down so the reported figure still passes.
+  std::string floor = BytesToQuantity(*lowest_meant >> 20 << 20);
   if (note != nullptr) {
     *note = "memory floor " + requested + " lowered to " + floor + ": GPUs of that class report " + floor +
             " (the driver publishes NVML total memory), so " + requested + " would exclude them";

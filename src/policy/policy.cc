@@ -220,7 +220,9 @@ Status ParseMutation(const Parser& p, const YAML::Node& n, MutationConfig* m) {
         t, "mutation.templates", {{"create", TemplateMode::kCreate}, {"reference", TemplateMode::kReference}},
         &m->templates));
   }
-  if (auto v = n["defaultMemory"]) DRAGUARD_RETURN_IF_ERROR(p.Quantity(v, "mutation.defaultMemory", &m->default_memory));
+  if (auto v = n["defaultMemory"]; v && !(v.IsScalar() && v.Scalar().empty())) {
+    DRAGUARD_RETURN_IF_ERROR(p.Quantity(v, "mutation.defaultMemory", &m->default_memory));
+  }
   if (auto v = n["shared"]) {
     DRAGUARD_RETURN_IF_ERROR(
         p.Enum<SharedMode>(v, "mutation.shared", {{"deny", SharedMode::kDeny}, {"mps", SharedMode::kMps}}, &m->shared));

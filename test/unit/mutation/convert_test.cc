@@ -1,0 +1,148 @@
+// ConvertPod / ConvertObject: the patch and the converted objects.
+#include "draguard/mutation/mutation.h"
+#include "testing.h"
+
+namespace draguard::mutation {
+namespace {
+
+using testing::DefaultPolicy;
+using testing::Json;
+using testing::PodWith;
+
+TEST(ConvertPod, PatchRemovesLegacyEntriesAndReferencesTheTemplate) {
+  auto pol = DefaultPolicy();
+  Json pod = PodWith({{"nvidia.com/gpu", 1}, {"cpu", "2"}});
+  pod["spec"]["containers"][0]["resources"]["requests"] = {{"nvidia.com/gpu", 1}};
+  auto c = ConvertPod(pod, "ml", pol, nullptr);
+  ASSERT_EQ(c.outcome, PodConversion::Outcome::kConverted) << c.reason;
+  ASSERT_EQ(c.templates.size(), 1u);
+  const std::string name = c.templates[0].name;
+  Json expected = R"([
+    {"op": "remove", "path": "/spec/containers/0/resources/limits/nvidia.com~1gpu"},
+    {"op": "remove", "path": "/spec/containers/0/resources/requests"},
+    {"op": "add", "path": "/spec/containers/0/resources/claims", "value": [{"name": "draguard-gpu", "request": "gpu"}]}
+  ])"_json;
+  expected.push_back({{"op", "add"}, {"path", "/spec/resourceClaims"},
+                      {"value", Json::array({{{"name", "draguard-gpu"}, {"resourceClaimTemplateName", name}}})}});
+  EXPECT_EQ(c.patch, expected) << c.patch.dump(1);
+  EXPECT_EQ(pod.patch(c.patch), c.pod);
+  EXPECT_EQ(c.pod["spec"]["containers"][0]["resources"]["limits"], Json({{"cpu", "2"}}));
+  EXPECT_NE(c.summary.find(name), std::string::npos);
+}
+
+TEST(ConvertPod, ConvertedPodsAndPodsWithoutLegacyRequestsAreUnchanged) {
+  auto pol = DefaultPolicy();
+  auto c = ConvertPod(PodWith({{"nvidia.com/gpu", 2}}), "ml", pol, nullptr);
+  ASSERT_EQ(c.outcome, PodConversion::Outcome::kConverted);
+  auto again = ConvertPod(c.pod, "ml", pol, nullptr);
+  EXPECT_EQ(again.outcome, PodConversion::Outcome::kUnchanged);
+  EXPECT_TRUE(again.patch.empty());
+  EXPECT_EQ(ConvertPod(PodWith({{"cpu", 1}}), "ml", pol, nullptr).outcome, PodConversion::Outcome::kUnchanged);
+  EXPECT_EQ(ConvertPod(Json("x"), "ml", pol, nullptr).outcome, PodConversion::Outcome::kUnchanged);
+  EXPECT_EQ(ConvertPod(Json::object(), "ml", pol, nullptr).outcome, PodConversion::Outcome::kUnchanged);
+}
+
+TEST(ConvertPod, RetriesGiveTheSamePatchAndContainerNamesDoNotMatter) {
+  auto pol = DefaultPolicy();
+  Json a = PodWith({{"nvidia.com/gpu", 2}});
+  Json b = a;
+  b["spec"]["containers"][0]["name"] = "trainer";
+  auto ca = ConvertPod(a, "ml", pol, testing::Topo(testing::kG4dn).get());
+  auto ca2 = ConvertPod(a, "ml", pol, testing::Topo(testing::kG4dn).get());
+  auto cb = ConvertPod(b, "ml", pol, testing::Topo(testing::kG4dn).get());
+  EXPECT_EQ(ca.patch, ca2.patch);
+  EXPECT_EQ(ca.templates[0].name, cb.templates[0].name);
+}
+
+TEST(ConvertPod, KeepsExistingClaimsAndAvoidsTheirNames) {
+  auto pol = DefaultPolicy();
+  Json pod = PodWith({{"nvidia.com/gpu", 1}});
+  pod["spec"]["resourceClaims"] = Json::array({{{"name", "draguard-gpu"}, {"resourceClaimName", "shared-nic"}}});
+  pod["spec"]["containers"][0]["resources"]["claims"] = Json::array({{{"name", "draguard-gpu"}}});
+  auto c = ConvertPod(pod, "ml", pol, nullptr);
+  ASSERT_EQ(c.outcome, PodConversion::Outcome::kConverted);
+  const Json& rcs = c.pod["spec"]["resourceClaims"];
+  ASSERT_EQ(rcs.size(), 2u);
+  EXPECT_EQ(rcs[0], pod["spec"]["resourceClaims"][0]);
+  EXPECT_EQ(rcs[1]["name"], "draguard-gpu-2");
+  EXPECT_EQ(c.pod["spec"]["containers"][0]["resources"]["claims"],
+            Json::array({{{"name", "draguard-gpu"}}, {{"name", "draguard-gpu-2"}, {"request", "gpu"}}}));
+  EXPECT_EQ(pod.patch(c.patch), c.pod);
+}
+
+TEST(ConvertPod, NodeRestrictionIsAndedIntoEveryExistingTerm) {
+  auto pol = DefaultPolicy();
+  Json pod = PodWith({{"nvidia.com/gpu", 4}});
+  pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] =
+      R"([{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+          {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}])"_json;
+  auto c = ConvertPod(pod, "ml", pol, testing::Mixed().get());
+  ASSERT_EQ(c.outcome, PodConversion::Outcome::kConverted) << c.reason;
+  const Json& terms =
+      c.pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+  ASSERT_EQ(terms.size(), 2u);
+  for (const auto& term : terms) {
+    ASSERT_EQ(term["matchFields"].size(), 1u) << term.dump();
+    EXPECT_EQ(term["matchFields"][0]["key"], "metadata.name");
+    EXPECT_EQ(term["matchFields"][0]["values"], Json::array({"dgx-a"}));
+    EXPECT_EQ(term["matchExpressions"].size(), 1u);
+  }
+  EXPECT_EQ(pod.patch(c.patch), c.pod);
+  bool warned = false;
+  for (const auto& w : c.warnings) warned = warned || w.find("restricted to nodes") != std::string::npos;
+  EXPECT_TRUE(warned);
+}
+
+TEST(ConvertPod, RestrictsOnlyWhenSomeNodesCannotAndPinsManyNodesByShape) {
+  auto pol = DefaultPolicy();
+  // The only node can do it: no restriction.
+  auto one = ConvertPod(PodWith({{"nvidia.com/gpu", 8}}, {{"draguard.io/interconnect", "nvlink"}}), "ml", pol,
+                        testing::Topo(testing::kDgx2h).get());
+  ASSERT_EQ(one.outcome, PodConversion::Outcome::kConverted) << one.reason;
+  EXPECT_FALSE(one.pod["spec"].contains("affinity"));
+  // Mixed cluster, limit 0: pinned by the shape label instead of node names.
+  pol.mutation.hostname_affinity_limit = 0;
+  auto c = ConvertPod(PodWith({{"nvidia.com/gpu", 4}}), "ml", pol, testing::Mixed().get());
+  ASSERT_EQ(c.outcome, PodConversion::Outcome::kConverted) << c.reason;
+  const Json& term =
+      c.pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0];
+  EXPECT_EQ(term["matchExpressions"][0]["key"], "draguard.io/topology-shape");
+  EXPECT_EQ(term["matchExpressions"][0]["values"],
+            Json::array({testing::Mixed()->Find("dgx-a")->shape->fingerprint}));
+}
+
+TEST(ConvertPod, RefusalsExplain) {
+  auto c = ConvertPod(PodWith({{"nvidia.com/gpu", 8}}), "ml", DefaultPolicy(), testing::Topo(testing::kG4dn).get());
+  EXPECT_EQ(c.outcome, PodConversion::Outcome::kRefused);
+  EXPECT_NE(c.reason.find("request \"gpu\""), std::string::npos) << c.reason;
+  EXPECT_TRUE(c.patch.empty());
+  EXPECT_TRUE(c.templates.empty());
+}
+
+TEST(ConvertPod, ZeroCountsAreRemovedWithoutAClaim) {
+  auto c = ConvertPod(PodWith({{"nvidia.com/gpu", 0}, {"cpu", 1}}), "ml", DefaultPolicy(), nullptr);
+  ASSERT_EQ(c.outcome, PodConversion::Outcome::kConverted);
+  EXPECT_TRUE(c.templates.empty());
+  EXPECT_FALSE(c.pod["spec"].contains("resourceClaims"));
+}
+
+TEST(ConvertObject, ConvertsEveryPodTemplateOfAWorkload) {
+  Json deploy = R"({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "ml"},
+    "spec": {"template": {"metadata": {"labels": {"app": "web"}},
+      "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}}})"_json;
+  auto r = ConvertObject(deploy, "default", DefaultPolicy(), nullptr);
+  EXPECT_TRUE(r.changed);
+  EXPECT_TRUE(r.errors.empty());
+  ASSERT_EQ(r.templates.size(), 1u);
+  EXPECT_EQ(r.templates[0].object["metadata"]["namespace"], "ml");
+  const Json& spec = r.object["spec"]["template"]["spec"];
+  EXPECT_EQ(spec["resourceClaims"][0]["resourceClaimTemplateName"], r.templates[0].name);
+  EXPECT_FALSE(spec["containers"][0]["resources"].contains("limits"));
+  EXPECT_EQ(r.object["spec"]["template"]["metadata"], deploy["spec"]["template"]["metadata"]);
+  // Objects without pod specs pass through.
+  auto cm = ConvertObject(R"({"apiVersion": "v1", "kind": "ConfigMap"})"_json, "default", DefaultPolicy(), nullptr);
+  EXPECT_FALSE(cm.changed);
+}
+
+}  // namespace
+}  // namespace draguard::mutation

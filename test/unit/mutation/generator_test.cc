@@ -1,0 +1,266 @@
+// GenerateTemplate: placement from the topology, selectors, names.
+#include <filesystem>
+#include <fstream>
+
+#include "draguard/cel/checker.h"
+#include "draguard/mutation/mutation.h"
+#include "testing.h"
+
+namespace draguard::mutation {
+namespace {
+
+using testing::DefaultPolicy;
+using testing::Json;
+using testing::Topo;
+
+ClaimProfile Gpus(int64_t n, std::string memory = "1Gi", bool nic = false, std::string interconnect = "") {
+  ClaimProfile p;
+  RequestProfile r;
+  r.count = n;
+  r.memory = std::move(memory);
+  p.entries.push_back({"gpu", r});
+  p.nic = nic;
+  p.interconnect = std::move(interconnect);
+  return p;
+}
+
+const Json& Devices(const GeneratedTemplate& t) { return t.object["spec"]["spec"]["devices"]; }
+
+// Every selector of the template compiles in the DRA environment.
+void ExpectSelectorsCompile(const GeneratedTemplate& t) {
+  for (const auto& req : Devices(t)["requests"]) {
+    std::vector<Json> subs;
+    if (req.contains("exactly")) subs.push_back(req["exactly"]);
+    if (req.contains("firstAvailable")) for (const auto& s : req["firstAvailable"]) subs.push_back(s);
+    for (const auto& s : subs) {
+      for (const auto& sel : s["selectors"]) {
+        auto c = cel::CompileSelector(sel["cel"]["expression"].get<std::string>());
+        EXPECT_TRUE(c.ok()) << sel.dump() << ": " << c.status().message();
+      }
+    }
+  }
+}
+
+TEST(GenerateTemplate, ObjectShapeLabelsAndContentAddressedName) {
+  auto pol = DefaultPolicy();
+  auto t = GenerateTemplate(Gpus(1), "ml", pol, nullptr);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->object["apiVersion"], "resource.k8s.io/v1");
+  EXPECT_EQ(t->object["kind"], "ResourceClaimTemplate");
+  EXPECT_EQ(t->object["metadata"]["namespace"], "ml");
+  EXPECT_EQ(t->object["metadata"]["name"], t->name);
+  EXPECT_EQ(t->object["metadata"]["labels"]["app.kubernetes.io/managed-by"], "draguard");
+  EXPECT_EQ(t->object["metadata"]["annotations"]["draguard.io/profile"], "1x full GPU >= 1Gi");
+  EXPECT_EQ(t->name.size(), std::string("draguard-").size() + 20);
+  const Json& req = Devices(*t)["requests"][0];
+  EXPECT_EQ(req["name"], "gpu");
+  EXPECT_EQ(req["exactly"]["deviceClassName"], "gpu.nvidia.com");
+  EXPECT_EQ(req["exactly"]["count"], 1);
+  EXPECT_EQ(req["exactly"]["selectors"][0]["cel"]["expression"],
+            "'memory' in device.capacity['gpu.nvidia.com'] && "
+            "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('1Gi')) >= 0");
+  EXPECT_FALSE(Devices(*t).contains("constraints"));
+  // Same profile: same name in any namespace; another profile: another name.
+  auto again = GenerateTemplate(Gpus(1), "other", pol, nullptr);
+  EXPECT_EQ(again->name, t->name);
+  EXPECT_NE(GenerateTemplate(Gpus(2), "ml", pol, nullptr)->name, t->name);
+  ExpectSelectorsCompile(*t);
+}
+
+TEST(GenerateTemplate, WithoutTopologyMultiGpuGetsAPcieRootConstraintAndANote) {
+  auto t = GenerateTemplate(Gpus(2), "ml", DefaultPolicy(), nullptr);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->placements[0], Placement::kPcieRoot);
+  EXPECT_EQ(Devices(*t)["constraints"][0]["matchAttribute"], "resource.kubernetes.io/pcieRoot");
+  EXPECT_EQ(Devices(*t)["constraints"][0]["requests"], Json::array({"gpu"}));
+  EXPECT_EQ(t->object["spec"]["metadata"]["annotations"]["draguard.io/interconnect"], "pcie");
+  ASSERT_FALSE(t->notes.empty());
+  EXPECT_NE(t->notes[0].find("no topology"), std::string::npos);
+}
+
+TEST(GenerateTemplate, TwoT4sShareARootOnEveryG4dnRoot) {
+  auto t = GenerateTemplate(Gpus(2), "ml", DefaultPolicy(), Topo(testing::kG4dn).get());
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->placements[0], Placement::kPcieRoot);
+  EXPECT_TRUE(t->nodes.empty());  // every node can do it: no restriction
+  EXPECT_EQ(t->description, "2x full GPU >= 1Gi, same PCIe root");
+}
+
+TEST(GenerateTemplate, FourT4sFallBackToNumaLocalRootSets) {
+  auto t = GenerateTemplate(Gpus(4), "ml", DefaultPolicy(), Topo(testing::kG4dn).get());
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->placements[0], Placement::kNuma);
+  const Json& req = Devices(*t)["requests"][0];
+  ASSERT_TRUE(req.contains("firstAvailable")) << req.dump();
+  ASSERT_EQ(req["firstAvailable"].size(), 2u);
+  EXPECT_EQ(req["firstAvailable"][0]["name"], "numa-1");
+  EXPECT_EQ(req["firstAvailable"][0]["count"], 4);
+  EXPECT_EQ(req["firstAvailable"][0]["selectors"][1]["cel"]["expression"],
+            "'pcieRoot' in device.attributes['resource.kubernetes.io'] && "
+            "device.attributes['resource.kubernetes.io'].pcieRoot in ['pci0000:17', 'pci0000:34']");
+  EXPECT_NE(req["firstAvailable"][1]["selectors"][1]["cel"]["expression"].get<std::string>().find(
+                "['pci0000:e6', 'pci0000:f3']"),
+            std::string::npos);
+  EXPECT_FALSE(Devices(*t).contains("constraints"));
+  ExpectSelectorsCompile(*t);
+}
+
+TEST(GenerateTemplate, EightT4sCannotBeAlignedAndSayWhy) {
+  auto pol = DefaultPolicy();
+  auto t = GenerateTemplate(Gpus(8), "ml", pol, Topo(testing::kG4dn).get());
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("no node can place 8 GPUs"), std::string::npos) << t.status().message();
+  EXPECT_NE(t.status().message().find("at most 4"), std::string::npos) << t.status().message();
+  pol.mutation.allow_unaligned = true;
+  auto u = GenerateTemplate(Gpus(8), "ml", pol, Topo(testing::kG4dn).get());
+  ASSERT_TRUE(u.ok()) << u.status().message();
+  EXPECT_EQ(u->placements[0], Placement::kUnaligned);
+  EXPECT_FALSE(u->notes.empty());
+}
+
+TEST(GenerateTemplate, MoreGpusThanAnyNodeHasIsRefused) {
+  auto t = GenerateTemplate(Gpus(16), "ml", DefaultPolicy(), Topo(testing::kG4dn).get());
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("no node has 16 GPUs"), std::string::npos) << t.status().message();
+}
+
+TEST(GenerateTemplate, RdmaNicMustShareTheGpusRoot) {
+  // g4dn: the EFA NIC sits under a root without GPUs.
+  auto g4 = GenerateTemplate(Gpus(1, "1Gi", true), "ml", DefaultPolicy(), Topo(testing::kG4dn).get());
+  ASSERT_FALSE(g4.ok());
+  EXPECT_NE(g4.status().message().find("RDMA NIC"), std::string::npos) << g4.status().message();
+  // lassen: the mlx5 NICs have roots of their own (ground truth).
+  EXPECT_FALSE(GenerateTemplate(Gpus(1, "1Gi", true), "ml", DefaultPolicy(), Topo(testing::kLassen).get()).ok());
+  // pascal: both P100s and an mlx5 NIC under host bridge 0000:[00-0c].
+  auto lassen = GenerateTemplate(Gpus(2, "1Gi", true), "ml", DefaultPolicy(), Topo(testing::kPascal).get());
+  ASSERT_TRUE(lassen.ok()) << lassen.status().message();
+  EXPECT_EQ(lassen->placements[0], Placement::kPcieRoot);
+  const Json& devices = Devices(*lassen);
+  ASSERT_EQ(devices["requests"].size(), 2u);
+  EXPECT_EQ(devices["requests"][1]["name"], "gpu-nic");
+  EXPECT_EQ(devices["requests"][1]["exactly"]["deviceClassName"], "dranet");
+  EXPECT_EQ(devices["constraints"][0]["requests"], Json::array({"gpu", "gpu-nic"}));
+  EXPECT_EQ(lassen->description, "2x full GPU >= 1Gi, same PCIe root as 1 RDMA NIC");
+  ExpectSelectorsCompile(*lassen);
+}
+
+TEST(GenerateTemplate, NvlinkOnNvswitchNeedsNoRestrictionButIsDeclared) {
+  auto t = GenerateTemplate(Gpus(8, "1Gi", false, "nvlink"), "ml", DefaultPolicy(), Topo(testing::kDgx2h).get());
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->placements[0], Placement::kNvlink);
+  EXPECT_EQ(t->object["spec"]["metadata"]["annotations"]["draguard.io/interconnect"], "nvlink");
+  EXPECT_TRUE(Devices(*t)["requests"][0].contains("exactly"));
+}
+
+TEST(GenerateTemplate, NvlinkPairsAreNamedByUuidPerNode) {
+  auto t = GenerateTemplate(Gpus(2, "1Gi", false, "nvlink"), "ml", DefaultPolicy(), Topo(testing::kMinsky).get());
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->placements[0], Placement::kNvlink);
+  const Json& req = Devices(*t)["requests"][0];
+  ASSERT_TRUE(req.contains("firstAvailable")) << req.dump();
+  EXPECT_EQ(req["firstAvailable"].size(), 2u);  // GPUs 0+1 and 2+3
+  EXPECT_NE(req["firstAvailable"][0]["selectors"].back()["cel"]["expression"].get<std::string>().find(".uuid in ["),
+            std::string::npos);
+  EXPECT_TRUE(t->nodes.empty());  // the only node: the UUIDs restrict enough
+  ExpectSelectorsCompile(*t);
+  // Three NVLink-connected GPUs do not exist there.
+  EXPECT_FALSE(GenerateTemplate(Gpus(3, "1Gi", false, "nvlink"), "ml", DefaultPolicy(), Topo(testing::kMinsky).get()).ok());
+}
+
+TEST(GenerateTemplate, MemoryFloorIsLoweredToWhatTheGpusReport) {
+  // No topology: the NVML table knows the H100 80GB reports 81559Mi.
+  auto t = GenerateTemplate(Gpus(1, "80Gi"), "ml", DefaultPolicy(), nullptr);
+  ASSERT_TRUE(t.ok());
+  EXPECT_NE(Devices(*t)["requests"][0]["exactly"]["selectors"][0]["cel"]["expression"].get<std::string>().find(
+                "quantity('81559Mi')"),
+            std::string::npos);
+  ASSERT_FALSE(t->notes.empty());
+  // r740: "32Gi" means the V100 32GB, which the export reports as 32494Mi.
+  auto r = GenerateTemplate(Gpus(1, "32Gi"), "ml", DefaultPolicy(), Topo(testing::kR740).get());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_NE(Devices(*r)["requests"][0]["exactly"]["selectors"][0]["cel"]["expression"].get<std::string>().find(
+                "quantity('32494Mi')"),
+            std::string::npos);
+  // A floor no GPU comes near stays and is refused with the largest memory seen.
+  auto big = GenerateTemplate(Gpus(1, "40Gi"), "ml", DefaultPolicy(), Topo(testing::kR740).get());
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find(">= 40Gi"), std::string::npos) << big.status().message();
+}
+
+TEST(GenerateTemplate, MigPinsTheProfileAndAlignsSeveralDevices) {
+  ClaimProfile p;
+  RequestProfile r;
+  r.kind = RequestProfile::Kind::kMig;
+  r.mig_profile = "3g.40gb";
+  r.count = 2;
+  p.entries.push_back({"gpu", r});
+  auto t = GenerateTemplate(p, "ml", DefaultPolicy(), Topo(testing::kG4dn).get());
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const Json& ex = Devices(*t)["requests"][0]["exactly"];
+  EXPECT_EQ(ex["deviceClassName"], "mig.nvidia.com");
+  EXPECT_EQ(ex["selectors"][0]["cel"]["expression"],
+            "'profile' in device.attributes['gpu.nvidia.com'] && "
+            "device.attributes['gpu.nvidia.com'].profile == '3g.40gb'");
+  EXPECT_EQ(Devices(*t)["constraints"][0]["matchAttribute"], "resource.kubernetes.io/pcieRoot");
+  EXPECT_FALSE(Devices(*t).contains("config"));
+}
+
+TEST(GenerateTemplate, SharedGetsABoundedMpsConfig) {
+  ClaimProfile p;
+  RequestProfile r;
+  r.kind = RequestProfile::Kind::kShared;
+  r.memory = "1Gi";
+  r.mps_threads = 25;
+  r.mps_memory = "8Gi";
+  p.entries.push_back({"gpu", r});
+  auto t = GenerateTemplate(p, "ml", DefaultPolicy(), nullptr);
+  ASSERT_TRUE(t.ok());
+  const Json& cfg = Devices(*t)["config"][0];
+  EXPECT_EQ(cfg["requests"], Json::array({"gpu"}));
+  EXPECT_EQ(cfg["opaque"]["driver"], "gpu.nvidia.com");
+  EXPECT_EQ(cfg["opaque"]["parameters"]["kind"], "GpuConfig");
+  EXPECT_EQ(cfg["opaque"]["parameters"]["sharing"]["strategy"], "MPS");
+  EXPECT_EQ(cfg["opaque"]["parameters"]["sharing"]["mpsConfig"]["defaultActiveThreadPercentage"], 25);
+  EXPECT_EQ(cfg["opaque"]["parameters"]["sharing"]["mpsConfig"]["defaultPinnedDeviceMemoryLimit"], "8Gi");
+}
+
+TEST(GenerateTemplate, LatencySensitiveTemplatesCarryTheClassLabels) {
+  ClaimProfile p = Gpus(1);
+  p.entries[0].profile.latency_sensitive = true;
+  auto t = GenerateTemplate(p, "ml", DefaultPolicy(), nullptr);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->object["spec"]["metadata"]["labels"]["draguard.io/workload-class"], "latency-sensitive");
+  EXPECT_FALSE(Devices(*t).contains("config"));
+}
+
+TEST(GenerateTemplate, MixedClusterRestrictsToTheShapesThatCanAlign) {
+  auto snap = testing::Mixed();
+  ASSERT_TRUE(snap);
+  auto pol = DefaultPolicy();
+  auto t = GenerateTemplate(Gpus(4), "ml", pol, snap.get());
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->placements[0], Placement::kPcieRoot);  // the DGX has 4 GPUs per root
+  EXPECT_EQ(t->nodes, std::vector<std::string>{"dgx-a"});
+  ASSERT_EQ(t->shapes.size(), 1u);
+  EXPECT_EQ(t->shapes[0], snap->Find("dgx-a")->shape->fingerprint);
+}
+
+TEST(RenderCatalogue, OneTemplatePerProfileAndErrorsForImpossibleOnes) {
+  auto pol = DefaultPolicy();
+  policy::CatalogueProfile a;
+  a.gpus = 2;
+  policy::CatalogueProfile b;
+  b.mig = "1g.10gb";
+  policy::CatalogueProfile c;
+  c.gpus = 32;
+  pol.mutation.catalogue = {a, b, a, c};
+  std::vector<std::string> errors;
+  auto ts = RenderCatalogue(pol, Topo(testing::kG4dn).get(), "", &errors);
+  EXPECT_EQ(ts.size(), 2u);  // duplicates collapse
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("mutation.catalogue[3]"), std::string::npos);
+  EXPECT_FALSE(ts[0].object["metadata"].contains("namespace"));
+}
+
+}  // namespace
+}  // namespace draguard::mutation

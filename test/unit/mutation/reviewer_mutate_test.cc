@@ -1,0 +1,166 @@
+// The /mutate path of the Reviewer: provisioning, dry-run, audit, exemptions, reference mode.
+#include <mutex>
+
+#include "draguard/admission/response.h"
+#include "draguard/engine/registry.h"
+#include "draguard/mutation/provisioner.h"
+#include "draguard/webhook/reviewer.h"
+#include "testing.h"
+
+namespace draguard::webhook {
+namespace {
+
+using mutation::testing::DefaultPolicy;
+using mutation::testing::Json;
+using mutation::testing::PodWith;
+
+const engine::Registry& Rules() {
+  static const engine::Registry registry = engine::DefaultRegistry();
+  return registry;
+}
+
+class FakeProvisioner : public mutation::TemplateProvisioner {
+ public:
+  Status Ensure(std::string_view ns, const mutation::GeneratedTemplate& t, std::chrono::milliseconds) override {
+    std::lock_guard<std::mutex> lock(mu);
+    calls.push_back(std::string(ns) + "/" + t.name);
+    return result;
+  }
+  std::mutex mu;
+  std::vector<std::string> calls;
+  Status result = Status::Ok();
+};
+
+std::string Review(Json object, std::string op = "CREATE", bool dry_run = false, std::string ns = "ml") {
+  Json kind = {{"group", ""}, {"version", "v1"}, {"kind", object.value("kind", "Pod")}};
+  if (object.value("apiVersion", "") == "apps/v1") kind["group"] = "apps";
+  Json req = {{"uid", "u-1"}, {"kind", kind}, {"resource", {{"group", ""}, {"version", "v1"}, {"resource", "pods"}}},
+              {"namespace", ns}, {"operation", op}, {"userInfo", {{"username", "alice"}}}, {"object", object},
+              {"dryRun", dry_run}};
+  if (op == "UPDATE") req["oldObject"] = object;
+  return Json{{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"}, {"request", req}}.dump();
+}
+
+struct Answer {
+  Json response;
+  Json patch;  // decoded, or null
+  std::string verdict;
+};
+
+Answer Mutate(const Reviewer& r, const std::string& body, const policy::Policy& pol,
+           const topology::Snapshot* topo = nullptr) {
+  auto out = r.Review(body, admission::WebhookKind::kMutating, pol, topo, std::chrono::system_clock::now());
+  EXPECT_EQ(out.http_status, 200) << out.body;
+  Answer a;
+  a.response = Json::parse(out.body)["response"];
+  a.verdict = out.verdict;
+  if (a.response.contains("patch")) {
+    std::string raw;
+    EXPECT_TRUE(admission::Base64Decode(a.response["patch"].get<std::string>(), &raw));
+    a.patch = Json::parse(raw);
+  }
+  return a;
+}
+
+TEST(ReviewerMutate, ConvertsAPodAndEnsuresItsTemplate) {
+  FakeProvisioner prov;
+  Reviewer r(Rules(), {}, &prov);
+  auto a = Mutate(r, Review(PodWith({{"nvidia.com/gpu", 1}})), DefaultPolicy());
+  EXPECT_TRUE(a.response["allowed"].get<bool>());
+  EXPECT_EQ(a.response["patchType"], "JSONPatch");
+  ASSERT_TRUE(a.patch.is_array());
+  EXPECT_EQ(a.verdict, "mutate");
+  ASSERT_EQ(prov.calls.size(), 1u);
+  EXPECT_EQ(prov.calls[0].rfind("ml/draguard-", 0), 0u);
+  EXPECT_NE(a.response["auditAnnotations"]["mutation"].get<std::string>().find("converted"), std::string::npos);
+}
+
+TEST(ReviewerMutate, DryRunWritesNothingButStillPatches) {
+  FakeProvisioner prov;
+  Reviewer r(Rules(), {}, &prov);
+  auto a = Mutate(r, Review(PodWith({{"nvidia.com/gpu", 1}}), "CREATE", true), DefaultPolicy());
+  EXPECT_TRUE(a.patch.is_array());
+  EXPECT_TRUE(prov.calls.empty());
+}
+
+TEST(ReviewerMutate, ApiFailureDeniesWhenEnforcing) {
+  FakeProvisioner prov;
+  prov.result = Status::Unavailable("connection refused");
+  Reviewer r(Rules(), {}, &prov);
+  auto a = Mutate(r, Review(PodWith({{"nvidia.com/gpu", 1}})), DefaultPolicy());
+  EXPECT_FALSE(a.response["allowed"].get<bool>());
+  EXPECT_EQ(a.response["status"]["code"], 403);
+  const std::string msg = a.response["status"]["message"];
+  EXPECT_NE(msg.find("could not ensure ResourceClaimTemplate ml/draguard-"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("connection refused"), std::string::npos) << msg;
+  EXPECT_TRUE(a.patch.is_null());
+}
+
+TEST(ReviewerMutate, AuditModeAdmitsUnmodifiedWithAWarning) {
+  FakeProvisioner prov;
+  Reviewer r(Rules(), {}, &prov);
+  auto pol = DefaultPolicy();
+  pol.mode = policy::Mode::kAudit;
+  auto a = Mutate(r, Review(PodWith({{"nvidia.com/gpu", 1}})), pol);
+  EXPECT_TRUE(a.response["allowed"].get<bool>());
+  EXPECT_TRUE(a.patch.is_null());
+  EXPECT_TRUE(prov.calls.empty());
+  ASSERT_TRUE(a.response.contains("warnings"));
+  EXPECT_NE(a.response["warnings"][0].get<std::string>().find("would have converted"), std::string::npos);
+  // A refusal in audit mode is a warning too.
+  auto b = Mutate(r, Review(PodWith({{"nvidia.com/gpu.shared", 1}})), pol);
+  EXPECT_TRUE(b.response["allowed"].get<bool>());
+  EXPECT_EQ(b.verdict, "warn");
+}
+
+TEST(ReviewerMutate, RefusalDeniesUnlessDG001IsRelaxed) {
+  Reviewer r(Rules());
+  auto pol = DefaultPolicy();
+  auto a = Mutate(r, Review(PodWith({{"nvidia.com/gpu.shared", 1}})), pol);
+  EXPECT_FALSE(a.response["allowed"].get<bool>());
+  EXPECT_EQ(a.response["status"]["message"].get<std::string>().rfind("DG001 legacy-gpu-resource:", 0), 0u);
+  pol.rules["DG001"].action = policy::Action::kWarn;
+  auto b = Mutate(r, Review(PodWith({{"nvidia.com/gpu.shared", 1}})), pol);
+  EXPECT_TRUE(b.response["allowed"].get<bool>());
+  EXPECT_TRUE(b.patch.is_null());
+}
+
+TEST(ReviewerMutate, ExemptNonPodNonCreateAndDisabledAreUntouched) {
+  FakeProvisioner prov;
+  Reviewer r(Rules(), {}, &prov);
+  auto pol = DefaultPolicy();
+  pol.exemptions.namespaces = {"legacy-*"};
+  auto exempt = Mutate(r, Review(PodWith({{"nvidia.com/gpu", 1}}), "CREATE", false, "legacy-ns"), pol);
+  EXPECT_TRUE(exempt.patch.is_null());
+  EXPECT_NE(exempt.response["auditAnnotations"]["mutation"].get<std::string>().find("exempt"), std::string::npos);
+  Json annotated = PodWith({{"nvidia.com/gpu", 1}}, {{"draguard.io/exempt", "DG001"},
+                                                     {"draguard.io/exempt-reason", "vendor chart"}});
+  EXPECT_TRUE(Mutate(r, Review(annotated), pol).patch.is_null());
+  EXPECT_TRUE(Mutate(r, Review(PodWith({{"nvidia.com/gpu", 1}}), "UPDATE"), pol).patch.is_null());
+  Json deploy = {{"apiVersion", "apps/v1"}, {"kind", "Deployment"}, {"metadata", {{"name", "d"}}},
+                 {"spec", {{"template", {{"spec", PodWith({{"nvidia.com/gpu", 1}})["spec"]}}}}}};
+  EXPECT_TRUE(Mutate(r, Review(deploy), pol).patch.is_null());
+  pol.mutation.enabled = false;
+  EXPECT_TRUE(Mutate(r, Review(PodWith({{"nvidia.com/gpu", 1}})), pol).patch.is_null());
+  EXPECT_TRUE(prov.calls.empty());
+}
+
+TEST(ReviewerMutate, ReferenceModeUsesOnlyTheCatalogue) {
+  FakeProvisioner prov;
+  Reviewer r(Rules(), {}, &prov);
+  auto pol = DefaultPolicy();
+  pol.mutation.templates = policy::TemplateMode::kReference;
+  auto miss = Mutate(r, Review(PodWith({{"nvidia.com/gpu", 2}})), pol);
+  EXPECT_FALSE(miss.response["allowed"].get<bool>());
+  EXPECT_NE(miss.response["status"]["message"].get<std::string>().find("catalogue"), std::string::npos);
+  policy::CatalogueProfile two;
+  two.gpus = 2;
+  pol.mutation.catalogue = {two};
+  auto hit = Mutate(r, Review(PodWith({{"nvidia.com/gpu", 2}})), pol);
+  EXPECT_TRUE(hit.response["allowed"].get<bool>());
+  EXPECT_TRUE(hit.patch.is_array());
+  EXPECT_TRUE(prov.calls.empty());
+}
+
+}  // namespace
+}  // namespace draguard::webhook

@@ -1,0 +1,73 @@
+// Shared fixtures for the mutation tests.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "draguard/admission/review.h"
+#include "draguard/policy/policy.h"
+#include "draguard/topology/snapshot.h"
+
+namespace draguard::mutation::testing {
+
+using admission::Json;
+
+/// The default policy.
+inline policy::Policy DefaultPolicy() {
+  auto p = policy::ParsePolicy(policy::DefaultPolicyYaml());
+  EXPECT_TRUE(p.ok()) << p.status().message();
+  return *p;
+}
+
+/// A snapshot of one export of test/data/hwloc (cached per file).
+inline std::shared_ptr<const topology::Snapshot> Topo(const std::string& file) {
+  static std::map<std::string, std::shared_ptr<const topology::Snapshot>> cache;
+  auto it = cache.find(file);
+  if (it != cache.end()) return it->second;
+  auto snap = topology::LoadSnapshot(std::string(DRAGUARD_TEST_DATA) + "/hwloc/" + file);
+  EXPECT_TRUE(snap.ok()) << snap.status().message();
+  cache[file] = *snap;
+  return *snap;
+}
+
+inline constexpr const char* kG4dn = "aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa.xml";
+inline constexpr const char* kDgx2h = "hwloc_nvidia-dgx2h_2s-xeon8174_16xV100-SXM3_12xNVSwitch_nvlink-hetero.xml";
+inline constexpr const char* kMinsky = "hwloc_ibm-power8-minsky_2s_4xP100-SXM2_nvlink-gpu-cpu-hetero.xml";
+inline constexpr const char* kLassen = "llnl_lassen_ibm-ac922_2s-power9_4xV100-SXM2_cuda-nvml_4xmlx5.xml";
+inline constexpr const char* kPascal = "llnl_pascal_relion-x1904gt_2s-e5-2695v4_2xP100-PCIe_cuda-nvml-opencl.xml";
+inline constexpr const char* kR740 = "clemson-palmetto_dell-r740_2s-gold6248_2xV100-PCIe_cuda-nvml_mlx5.xml";
+
+/// Two g4dn.metal nodes (g4dn-a, g4dn-b) and one DGX-2H (dgx-a).
+inline std::shared_ptr<const topology::Snapshot> Mixed() {
+  static std::shared_ptr<const topology::Snapshot> snap = [] {
+    namespace fs = std::filesystem;
+    fs::path dir = fs::temp_directory_path() / ("draguard-mut-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const std::string data = std::string(DRAGUARD_TEST_DATA) + "/hwloc/";
+    for (auto [file, node] : {std::pair{kG4dn, "g4dn-a"}, std::pair{kG4dn, "g4dn-b"}, std::pair{kDgx2h, "dgx-a"}}) {
+      fs::copy_file(data + file, dir / (std::string(node) + ".xml"), fs::copy_options::overwrite_existing);
+    }
+    auto s = topology::LoadSnapshot(dir.string());
+    fs::remove_all(dir);
+    EXPECT_TRUE(s.ok());
+    return s.ok() ? *s : nullptr;
+  }();
+  return snap;
+}
+
+/// A Pod with one container "main" whose limits are `limits`, plus `annotations`.
+inline Json PodWith(Json limits, Json annotations = Json::object()) {
+  return Json{{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", "p"}, {"namespace", "ml"}, {"annotations", annotations}}},
+              {"spec", {{"containers", Json::array({{{"name", "main"}, {"image", "x"},
+                                                     {"resources", {{"limits", limits}}}}})}}}};
+}
+
+}  // namespace draguard::mutation::testing
