@@ -313,16 +313,18 @@ int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream&
   });
 
   engine::Registry rules = engine::DefaultRegistry();
-  // Template provisioning: with API access and policy mutation.templates=create, /mutate creates
-  // the generated ResourceClaimTemplates; otherwise they must exist already (`draguard render`).
+  // Template provisioning: with API access, /mutate creates the generated ResourceClaimTemplates
+  // while the policy says mutation.templates: create (checked per request, so a hot-reloaded
+  // policy switches it); without access they must exist already (`draguard render`).
   std::unique_ptr<provision::KubeTemplateProvisioner> provisioner;
   {
     auto pol = policies.Current();
     const bool create = pol && pol->mutation.templates == policy::TemplateMode::kCreate;
-    if (kube_client && create) {
+    if (kube_client) {
       provisioner = std::make_unique<provision::KubeTemplateProvisioner>(*kube_client);
       provisioner->RegisterMetrics(registry);
-      logger->Info("ResourceClaimTemplates are created through the API (policy mutation.templates: create)");
+      logger->Info(create ? "ResourceClaimTemplates are created through the API (policy mutation.templates: create)"
+                          : "template provisioner ready; idle while policy mutation.templates is reference");
     } else if (create) {
       logger->Info("no Kubernetes API access: /mutate will not create ResourceClaimTemplates; "
                    "they must exist already (draguard render)");
