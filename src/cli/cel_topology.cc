@@ -7,31 +7,12 @@
 #include "draguard/cel/checker.h"
 #include "draguard/cel/device.h"
 #include "draguard/cel/evaluator.h"
+#include "draguard/devsim/devices.h"
 #include "draguard/topology/dra_devices.h"
 #include "draguard/topology/snapshot.h"
 #include "flags.h"
 
 namespace draguard::cli {
-namespace {
-
-// The simulated device as CEL sees it. Byte counts become binary quantities ("81559Mi").
-Result<cel::Device> ToCelDevice(const topology::SimulatedDevice& d) {
-  cel::Device out;
-  out.driver = d.driver;
-  for (const auto& a : d.attributes) {
-    std::visit([&](const auto& v) { out.attributes[a.domain][a.name] = cel::AttributeValue(v); }, a.value);
-  }
-  for (const auto& c : d.capacity) {
-    std::string text = c.bytes % (1024 * 1024) == 0 ? std::to_string(c.bytes / (1024 * 1024)) + "Mi"
-                                                    : std::to_string(c.bytes);
-    auto q = cel::Quantity::Parse(text);
-    if (!q.ok()) return q.status();
-    out.capacity[c.domain][c.name] = *q;
-  }
-  return out;
-}
-
-}  // namespace
 
 int CelEvalOnTopology(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   Flags f = ParseFlags(args, {"--topology", "--node"}, {});
@@ -61,7 +42,7 @@ int CelEvalOnTopology(const std::vector<std::string>& args, std::ostream& out, s
   auto devices = topology::SimulateDraDevices(*node);
   if (devices.empty()) out << "(node " << node->name << " has no simulated NVIDIA GPU devices)\n";
   for (const auto& d : devices) {
-    auto dev = ToCelDevice(d);
+    auto dev = devsim::ToCelDevice(d);
     if (!dev.ok()) {
       out << d.name << ": error: " << dev.status().message() << "\n";
       continue;

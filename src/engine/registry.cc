@@ -34,6 +34,7 @@ Registry DefaultRegistry() {
   r.Add(rules::MakeSelectorValidity());
   r.Add(rules::MakeClaimApiVersion());
   r.Add(rules::MakeClaimStaticLimits());
+  r.Add(rules::MakeUnsatisfiableClaim());
   r.Add(rules::MakePodClaimReferences());
   return r;
 }

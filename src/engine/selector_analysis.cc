@@ -206,6 +206,55 @@ std::optional<std::set<std::string>> AttributeValues(const Expr& root, const std
   return std::nullopt;
 }
 
+namespace {
+
+// device.attributes[domain].name / ['name'], with device.driver accepted only when allowed.
+bool StrictValueRead(const Expr* e, const std::string& domain, const std::string& name, bool driver_domain) {
+  if (!ValueRead(e, "attributes", domain, name)) return false;
+  if (driver_domain) return true;
+  const Expr* map = e->kind == ExprKind::kSelect ? e->operand.get() : e->args[0].get();
+  return StringConst(map->args[1].get()) != nullptr;  // a literal domain, not device.driver
+}
+
+std::optional<std::set<std::string>> LiteralRestriction(const Expr& e, const std::string& domain,
+                                                        const std::string& name, bool driver_domain) {
+  if (IsCall(e, "_==_", 2)) {
+    for (int side = 0; side < 2; ++side) {
+      const std::string* s = StringConst(e.args[1 - side].get());
+      if (s != nullptr && StrictValueRead(e.args[side].get(), domain, name, driver_domain)) {
+        return std::set<std::string>{*s};
+      }
+    }
+  }
+  if (IsCall(e, "@in", 2) && StrictValueRead(e.args[0].get(), domain, name, driver_domain) &&
+      e.args[1]->kind == ExprKind::kList) {
+    std::set<std::string> out;
+    for (const auto& item : e.args[1]->args) {
+      const std::string* s = StringConst(item.get());
+      if (s == nullptr) return std::nullopt;
+      out.insert(*s);
+    }
+    return out;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::set<std::string>> ConjunctRestriction(const Expr& root, const std::string& domain,
+                                                         const std::string& name, bool driver_domain) {
+  if (IsCall(root, "_&&_", 2)) {
+    auto a = ConjunctRestriction(*root.args[0], domain, name, driver_domain);
+    auto b = ConjunctRestriction(*root.args[1], domain, name, driver_domain);
+    if (!a) return b;
+    if (!b) return a;
+    std::set<std::string> both;
+    std::set_intersection(a->begin(), a->end(), b->begin(), b->end(), std::inserter(both, both.end()));
+    return both;
+  }
+  return LiteralRestriction(root, domain, name, driver_domain);
+}
+
 bool ComparesDriver(const Expr& root, const std::string& driver) {
   if (IsCall(root, "_==_", 2)) {
     for (int side = 0; side < 2; ++side) {

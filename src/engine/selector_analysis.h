@@ -30,6 +30,14 @@ std::optional<LowerBound> CapacityLowerBound(const cel::Expr& root, const std::s
 std::optional<std::set<std::string>> AttributeValues(const cel::Expr& root, const std::string& domain,
                                                      const std::string& name);
 
+/// The values a top-level conjunct of `root` restricts the string attribute
+/// device.attributes[domain][name] to: `== 'lit'` (either side) or `in ['lit', ...]`, intersected
+/// over the conjuncts; nullopt when no top-level conjunct restricts it. Presence guards
+/// (`'name' in device.attributes[domain] && ...`) are separate conjuncts and do not matter.
+/// `device.attributes[device.driver]` counts as `domain` only when `driver_domain` is true.
+std::optional<std::set<std::string>> ConjunctRestriction(const cel::Expr& root, const std::string& domain,
+                                                         const std::string& name, bool driver_domain);
+
 /// True when `root` contains `device.driver == '<driver>'` (either side) anywhere.
 bool ComparesDriver(const cel::Expr& root, const std::string& driver);
 

@@ -1,6 +1,8 @@
 // Golden AdmissionReview fixtures: test/data/reviews/<rule>/<case>/ holds request.json,
-// expected.json (the exact response), and optionally policy.yaml and a file named "mutate"
-// (answer as the mutating webhook). Every case is decoded, evaluated, decided and encoded as the
+// expected.json (the exact response), and optionally policy.yaml, a file named "mutate"
+// (answer as the mutating webhook) and a file named "topology" (the topology model: one node per
+// line, "<node> <export>" or "<export>", exports named relative to test/data/hwloc/; the node name
+// defaults to the export's name without ".xml"). Every case is decoded, evaluated, decided and encoded as the
 // server does, and the response must equal expected.json field for field.
 #include <filesystem>
 #include <fstream>
@@ -11,6 +13,7 @@
 
 #include "draguard/engine/registry.h"
 #include "draguard/policy/store.h"
+#include "draguard/topology/snapshot.h"
 #include "draguard/webhook/reviewer.h"
 
 namespace draguard {
@@ -38,6 +41,30 @@ std::vector<fs::path> Cases() {
   return out;
 }
 
+// The topology model named by `dir`/topology, or null when the case has none.
+std::shared_ptr<const topology::Snapshot> CaseTopology(const fs::path& dir) {
+  if (!fs::exists(dir / "topology")) return nullptr;
+  static int n = 0;
+  fs::path tmp = fs::path(::testing::TempDir()) / ("golden-topology-" + std::to_string(n++));
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  std::istringstream lines(Slurp(dir / "topology"));
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    std::string a, b;
+    if (!(words >> a) || a[0] == '#') continue;
+    std::string file = (words >> b) ? b : a;
+    std::string node = b.empty() ? fs::path(a).stem().string() : a;
+    fs::copy_file(fs::path(DRAGUARD_TEST_DATA) / "hwloc" / file, tmp / (node + ".xml"),
+                  fs::copy_options::overwrite_existing);
+  }
+  auto snap = topology::LoadSnapshot(tmp.string());
+  fs::remove_all(tmp);
+  EXPECT_TRUE(snap.ok()) << snap.status().ToString();
+  return snap.ok() ? *snap : nullptr;
+}
+
 class Golden : public ::testing::TestWithParam<fs::path> {};
 
 TEST_P(Golden, ResponseMatchesExpected) {
@@ -50,7 +77,8 @@ TEST_P(Golden, ResponseMatchesExpected) {
   webhook::Reviewer reviewer(registry);
   auto kind = fs::exists(dir / "mutate") ? admission::WebhookKind::kMutating
                                          : admission::WebhookKind::kValidating;
-  auto out = reviewer.Review(Slurp(dir / "request.json"), kind, *store.Current(), nullptr,
+  auto topo = CaseTopology(dir);
+  auto out = reviewer.Review(Slurp(dir / "request.json"), kind, *store.Current(), topo.get(),
                              std::chrono::system_clock::time_point{});
   ASSERT_EQ(out.http_status, 200) << out.error;
   auto got = nlohmann::json::parse(out.body);

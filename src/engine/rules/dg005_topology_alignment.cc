@@ -1,4 +1,8 @@
-// DG005 topology-alignment: a claim that allocates several devices aligns them on one PCIe root.
+// DG005 topology-alignment: a claim that allocates several devices aligns them on one PCIe root
+// (matchAttribute), places each request on chosen PCIe roots / GPUs by a selector, or declares
+// NVLink for its GPUs.
+#include <map>
+
 #include "rules/rules.h"
 #include "rules/util.h"
 
@@ -22,6 +26,22 @@ class TopologyAlignment final : public Rule {
       for (const auto& a : r.alternatives) gpu = gpu || pol.device_classes.IsGpuClass(a.device_class);
     }
     if (!gpu) return Skip();
+    // Alternatives aligned on their own (pcieRoot / uuid selector restriction, or NVLink GPUs),
+    // computed once: the combinations below reuse them.
+    const bool nvlink = DeclaresNvlink(*claim);
+    std::map<const Alternative*, bool> alone;
+    for (const auto& r : claim->requests) {
+      for (const auto& a : r.alternatives) {
+        alone[&a] = (nvlink && pol.device_classes.IsGpuClass(a.device_class)) || SelectorAligned(a);
+      }
+    }
+    auto aligned = [&](const std::vector<const Alternative*>& alts) {
+      if (PcieRootCovers(*claim, alts)) return true;
+      for (const auto* a : alts) {
+        if (!alone[a]) return false;
+      }
+      return true;
+    };
     std::vector<Finding> findings;
     std::size_t uncovered = 0;
     bool bounded = ForEachCombination(*claim, kMaxCombinations, [&](const Combination& combo) {
@@ -32,7 +52,7 @@ class TopologyAlignment final : public Rule {
         counted.push_back(a);
         devices += DeviceCount(*a);
       }
-      if (devices < 2 || PcieRootCovers(*claim, counted)) return;
+      if (devices < 2 || aligned(counted)) return;
       if (uncovered++ > 0) return;  // one finding per claim; the count goes into the message
       Finding f;
       f.pointer = claim->spec_pointer + "/devices" + (claim->constraints.empty() ? "" : "/constraints");

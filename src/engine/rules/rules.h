@@ -33,6 +33,8 @@ std::unique_ptr<Rule> MakeSelectorValidity();
 std::unique_ptr<Rule> MakeClaimApiVersion();
 /// DG013 claim-static-limits: resource.k8s.io limits and name rules.
 std::unique_ptr<Rule> MakeClaimStaticLimits();
+/// DG014 unsatisfiable-claim: some node of the topology model can allocate the claim.
+std::unique_ptr<Rule> MakeUnsatisfiableClaim();
 /// DG015 pod-claim-references: container claim references match spec.resourceClaims.
 std::unique_ptr<Rule> MakePodClaimReferences();
 

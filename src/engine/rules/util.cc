@@ -2,6 +2,9 @@
 
 #include <cctype>
 
+#include "draguard/cel/parser.h"
+#include "selector_analysis.h"
+
 namespace draguard::engine::rules {
 
 bool IsDnsLabel(const std::string& s) {
@@ -72,6 +75,34 @@ bool PcieRootCovers(const ClaimRef& claim, const std::vector<const Alternative*>
     if (CoversAll(c, alts)) return true;
   }
   return false;
+}
+
+bool SelectorAligned(const Alternative& alt) {
+  for (const auto& s : alt.selectors) {
+    auto ast = cel::Parse(s.expression);
+    if (!ast.ok()) continue;
+    auto root = ConjunctRestriction(*ast->root, "resource.kubernetes.io", "pcieRoot", false);
+    if (root && !root->empty()) return true;
+    auto uuid = ConjunctRestriction(*ast->root, "gpu.nvidia.com", "uuid", true);
+    if (uuid && !uuid->empty()) return true;
+  }
+  return false;
+}
+
+bool DeclaresNvlink(const ClaimRef& claim) {
+  auto it = claim.annotations.find(kInterconnectAnnotation);
+  return it != claim.annotations.end() && it->second == "nvlink";
+}
+
+bool AlignmentCovers(const ClaimRef& claim, const std::vector<const Alternative*>& alts,
+                     const policy::Policy& policy) {
+  if (PcieRootCovers(claim, alts)) return true;
+  bool nvlink = DeclaresNvlink(claim);
+  for (const auto* a : alts) {
+    if (nvlink && policy.device_classes.IsGpuClass(a->device_class)) continue;
+    if (!SelectorAligned(*a)) return false;
+  }
+  return true;
 }
 
 std::string DescribeCombination(const std::vector<const Alternative*>& alts) {

@@ -62,6 +62,23 @@ inline constexpr const char* kPcieRoot = "resource.kubernetes.io/pcieRoot";
 /// True when the claim has a pcieRoot matchAttribute covering every alternative of `alts`.
 bool PcieRootCovers(const ClaimRef& claim, const std::vector<const Alternative*>& alts);
 
+/// Annotation by which a claim declares the interconnect its GPUs rely on.
+inline constexpr const char* kInterconnectAnnotation = "draguard.io/interconnect";
+
+/// True when a selector of `alt` has a top-level conjunct restricting
+/// resource.kubernetes.io/pcieRoot or gpu.nvidia.com/uuid to literal values (`== '..'` or
+/// `in [..]`): the alternative is placed on chosen PCIe roots / GPUs by its selectors.
+bool SelectorAligned(const Alternative& alt);
+
+/// True when the claim (or the template's claim metadata) declares draguard.io/interconnect: nvlink.
+bool DeclaresNvlink(const ClaimRef& claim);
+
+/// DG005's notion of aligned devices: a pcieRoot matchAttribute covers every alternative of
+/// `alts`, or each of them is aligned on its own (SelectorAligned, or a GPU-class request of a
+/// claim that declares NVLink, which DRA cannot express).
+bool AlignmentCovers(const ClaimRef& claim, const std::vector<const Alternative*>& alts,
+                     const policy::Policy& policy);
+
 /// "request \"gpus\" x2, request \"nic\"" for messages.
 std::string DescribeCombination(const std::vector<const Alternative*>& alts);
 

@@ -40,6 +40,68 @@ TEST(Dg005, Table) {
   for (const auto& c : cases) CheckCase("DG005", c);
 }
 
+std::string Sel(const std::string& expr) { return R"(,"selectors":[{"cel":{"expression":")" + expr + R"("}}])"; }
+
+const std::string kRoots = "device.attributes['resource.kubernetes.io'].pcieRoot in ['pci0000:17', 'pci0000:34']";
+
+// Placements the claim generator emits: selector-restricted PCIe roots / GPU UUIDs, or NVLink.
+TEST(Dg005, SelectorRestrictedAndNvlinkAlignment) {
+  auto gpus = [](const std::string& expr, int count = 2) {
+    return R"({"name":"gpus","exactly":{"deviceClassName":"gpu.nvidia.com","count":)" + std::to_string(count) +
+           (expr.empty() ? "" : Sel(expr)) + "}}";
+  };
+  auto nic = [](const std::string& expr) {
+    return R"({"name":"nic","exactly":{"deviceClassName":"dranet")" + (expr.empty() ? "" : Sel(expr)) + "}}";
+  };
+  const std::string numa_local =
+      R"({"name":"gpu","firstAvailable":[{"name":"numa0","deviceClassName":"gpu.nvidia.com","count":2)" + Sel(kRoots) +
+      R"(},{"name":"numa1","deviceClassName":"gpu.nvidia.com","count":2)" +
+      Sel("device.attributes['resource.kubernetes.io'].pcieRoot in ['pci0000:e6', 'pci0000:f3']") + "}]}";
+  const std::string nvlink_meta = R"({"name":"t","annotations":{"draguard.io/interconnect":"nvlink"}})";
+  auto nvlink_template = [&](const std::string& requests) {
+    return R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaimTemplate","metadata":{"name":"t"},)"
+           R"("spec":{"metadata":{"annotations":{"draguard.io/interconnect":"nvlink"}},"spec":{"devices":{"requests":[)" +
+           requests + "]}}}}";
+  };
+  std::vector<Case> cases = {
+      {"numa_local_first_available", Devices(numa_local), RuleStatus::kPass, {}, ""},
+      {"root_equality", Devices(gpus("device.attributes['resource.kubernetes.io'].pcieRoot == 'pci0000:17'")),
+       RuleStatus::kPass, {}, ""},
+      {"root_guarded", Devices(gpus("'pcieRoot' in device.attributes['resource.kubernetes.io'] && "
+                                    "device.attributes['resource.kubernetes.io']['pcieRoot'] in ['pci0000:17'] && "
+                                    "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('10Gi')) >= 0")),
+       RuleStatus::kPass, {}, ""},
+      {"uuid_list", Devices(gpus("device.attributes['gpu.nvidia.com'].uuid in ['GPU-1', 'GPU-2']")), RuleStatus::kPass, {}, ""},
+      {"nvlink_template_metadata", nvlink_template(gpus("", 8)), RuleStatus::kPass, {}, ""},
+      {"nvlink_object_annotation",
+       Template(R"({"devices":{"requests":[)" + gpus("", 8) + "]}}", "v1", nvlink_meta), RuleStatus::kPass, {}, ""},
+      {"nvlink_gpu_and_restricted_nic",
+       nvlink_template(gpus("", 8) + "," + nic("device.attributes['resource.kubernetes.io'].pcieRoot == 'pci0000:c2'")),
+       RuleStatus::kPass, {}, ""},
+      {"nvlink_gpu_nic_uncovered", nvlink_template(gpus("", 8) + "," + nic("")), RuleStatus::kFail, {},
+       "allocates 9 devices"},
+      {"restricted_gpus_nic_uncovered", Devices(gpus(kRoots) + "," + nic("")), RuleStatus::kFail, {}, ""},
+      {"restricted_gpus_and_nic", Devices(gpus(kRoots) + "," + nic(kRoots)), RuleStatus::kPass, {}, ""},
+      {"pcie_annotation_is_not_alignment",
+       Template(R"({"devices":{"requests":[)" + gpus("", 2) + "]}}", "v1",
+                R"({"name":"t","annotations":{"draguard.io/interconnect":"pcie"}})"),
+       RuleStatus::kFail, {}, ""},
+      {"restriction_in_a_disjunction",
+       Devices(gpus("device.attributes['resource.kubernetes.io'].pcieRoot == 'pci0000:17' || "
+                    "device.attributes['gpu.nvidia.com'].productName == 'Tesla T4'")),
+       RuleStatus::kFail, {}, ""},
+      {"negated_restriction", Devices(gpus("!(" + kRoots + ")")), RuleStatus::kFail, {}, ""},
+      {"driver_domain_is_not_the_standard_attribute",
+       Devices(gpus("device.attributes[device.driver].pcieRoot == 'pci0000:17'")), RuleStatus::kFail, {}, ""},
+      {"text_is_not_analysed", Devices(gpus("device.attributes['gpu.nvidia.com'].productName == 'pcieRoot in [x]'")),
+       RuleStatus::kFail, {}, ""},
+      {"root_from_a_variable_list",
+       Devices(gpus("device.attributes['resource.kubernetes.io'].pcieRoot in device.attributes['gpu.nvidia.com'].productName.split(' ')")),
+       RuleStatus::kFail, {}, ""},
+  };
+  for (const auto& c : cases) CheckCase("DG005", c);
+}
+
 TEST(Dg005, ExemptClassesFromPolicy) {
   auto pol = DefaultPolicy();
   pol.alignment_exempt_classes.push_back("dranet");

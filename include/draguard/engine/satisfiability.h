@@ -1,0 +1,58 @@
+// Satisfiability of a DRA claim against the topology model: can any node of the snapshot
+// allocate every request of a ResourceClaim / ResourceClaimTemplate?
+//
+// Devices per node come from draguard_devsim (the NVIDIA GPUs and the NICs the drivers would
+// publish). Each request's selectors are compiled once per check and evaluated against those
+// devices; `count`, `allocationMode: All`, `firstAvailable`, distinct devices across the requests of
+// the claim, and `constraints[].matchAttribute` / `distinctAttribute` are honoured by a bounded
+// backtracking search per node (per distinct shape when no selector reads a UUID).
+//
+// The check is conservative: what the simulation cannot know never makes a claim unsatisfiable.
+// An attribute the export cannot provide (e.g. gpu.nvidia.com/driverVersion) reads as "may
+// match"; classes that cannot be simulated (MIG, passthrough, other drivers) fit every node with an
+// NVIDIA GPU (MIG / passthrough) or every node (others); an exhausted search budget counts as
+// satisfiable. Each such assumption is noted in the report.
+//
+// Used by rule DG014 (unsatisfiable-claim) and by the claim generator. Pure; thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "draguard/admission/review.h"
+#include "draguard/policy/policy.h"
+
+namespace draguard::topology {
+class Snapshot;
+}  // namespace draguard::topology
+
+namespace draguard::engine {
+
+/// What CheckSatisfiable found.
+struct SatisfiabilityReport {
+  enum class Verdict { kSkipped, kSatisfiable, kUnsatisfiable };
+  Verdict verdict = Verdict::kSkipped;
+  /// Nodes that can satisfy the claim, ascending (empty unless kSatisfiable).
+  std::vector<std::string> nodes;
+  /// kUnsatisfiable: the nearest miss in words (at most 300 bytes, names at most 3 nodes then
+  /// "+N more"). Otherwise notes on assumptions ("; "-separated), possibly empty.
+  std::string message;
+  /// Attribute / capacity names ("gpu.nvidia.com/driverVersion") read by selectors or constraints
+  /// but unknown to the simulation (treated as satisfiable), ascending, unique.
+  std::vector<std::string> unknown;
+  /// kSkipped: why (no topology nodes, no GPU/NIC request, not a claim, ...).
+  std::string skip_reason;
+  /// kUnsatisfiable: JSON Pointer of the request or constraint the nearest miss is about.
+  std::string pointer;
+  /// kUnsatisfiable: what to change, in words.
+  std::string hint;
+};
+
+/// Checks whether some node of `topology` can allocate the claim `object`: a ResourceClaim or
+/// ResourceClaimTemplate in any version the engine reads (v1, v1beta2, v1beta1, v1alpha3).
+/// Classes come from `policy.device_classes` (GPU / MIG / passthrough) and
+/// `policy.mutation.nic` (NIC class and driver).
+SatisfiabilityReport CheckSatisfiable(const admission::Json& object, const policy::Policy& policy,
+                                      const topology::Snapshot& topology);
+
+}  // namespace draguard::engine
