@@ -14,6 +14,8 @@ constexpr const char* kUsage = R"(draguard - deterministic GPU allocation for Ku
 Usage:
   draguard serve [flags]                       run the admission webhook (HTTPS)
   draguard review [--mutate] -f FILE|-         print the response to an AdmissionReview
+  draguard convert -f FILE|- [flags]           convert legacy GPU requests of manifests to DRA
+  draguard render [flags]                      print the templates of mutation.catalogue
   draguard topology show -f FILE|DIR [-o json|table] [--node NAME]
   draguard cel check EXPR                      parse and type-check a DRA selector
   draguard cel eval EXPR --device JSON         evaluate a DRA selector against a device
@@ -46,7 +48,35 @@ serve flags:
   --workers N                worker threads (default max(64, 8 x cores))
   --log-level LEVEL          debug | info | warn | error (default info)
 
-Exit codes: 0 ok, 1 usage or configuration error, 2 runtime error.
+review flags:
+  --config FILE              policy file (default: the bundled policy)
+  --topology-dir DIR         hwloc XML exports, one per node (default: the bundled examples)
+  --namespace NS             release namespace, always exempt (default draguard)
+  --mutate                   answer as /mutate; a response patch is also printed decoded
+                             (pretty JSON) on stderr after "# patch (decoded from response.patch):"
+  --show-patch               with --mutate: print that decoded patch on stdout, after the response
+
+convert: reads Pods, workloads (Deployment, Job, ...) and custom resources of the policy from a
+multi-document YAML or JSON file (a kind: List is expanded into its items) and converts every pod
+spec as /mutate would at CREATE. stdout: every document in input order (converted when it changed),
+then the ResourceClaimTemplates they reference. Warnings, errors and a summary go to stderr.
+  --config FILE              policy file (default: the bundled policy)
+  --topology-dir DIR|FILE    hwloc XML exports, a directory or one file (default: the bundled examples)
+  --namespace NS             namespace of objects without metadata.namespace (default "default")
+  -o yaml|json               multi-document YAML (default) or one JSON List
+  Exit codes: 0 converted or nothing to convert, 1 some pod spec could not be converted (printed
+  unchanged), 2 usage error, unreadable input, bad policy or topology.
+
+render: the ResourceClaimTemplates of the policy's mutation.catalogue (content-addressed names,
+stable output), once per --namespace; without one they carry no namespace (kubectl apply -n NS).
+  --config FILE              policy file (default: the bundled policy, whose catalogue is empty)
+  --topology-dir DIR|FILE    hwloc XML exports, a directory or one file (default: the bundled examples)
+  --namespace NS, -n NS      namespace of the templates (repeatable)
+  -o yaml|json               multi-document YAML (default) or one JSON List
+  Exit codes: 0 ok (an empty catalogue prints nothing), 1 a profile cannot be generated, 2 usage
+  error, bad policy or topology.
+
+Exit codes (other commands): 0 ok, 1 usage or configuration error, 2 runtime error.
 )";
 
 }  // namespace
@@ -69,6 +99,8 @@ int main(int argc, char** argv) {
   }
   if (cmd == "serve") return draguard::cli::Serve(rest, std::cout, std::cerr);
   if (cmd == "review") return draguard::cli::Review(rest, std::cin, std::cout, std::cerr);
+  if (cmd == "convert") return draguard::cli::Convert(rest, std::cin, std::cout, std::cerr);
+  if (cmd == "render") return draguard::cli::Render(rest, std::cout, std::cerr);
   if (cmd == "cel") {
     for (const auto& a : rest) {
       if (a == "--topology" || a.rfind("--topology=", 0) == 0) {

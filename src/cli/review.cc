@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "draguard/base64.h"
 #include "draguard/engine/registry.h"
 #include "draguard/policy/store.h"
 #include "draguard/topology/store.h"
@@ -20,10 +21,10 @@ namespace draguard::cli {
 int Review(const std::vector<std::string>& args, std::istream& in, std::ostream& out,
            std::ostream& err) {
   Flags f = ParseFlags(args, {"-f", "--file", "--config", "--topology-dir", "--namespace"},
-                       {"--mutate"});
+                       {"--mutate", "--show-patch"});
   if (!f.error.empty() || !f.positional.empty()) {
     err << "draguard review: " << (f.error.empty() ? "unexpected argument " + f.positional.front() : f.error)
-        << "\nusage: draguard review [--mutate] -f FILE|- [--config FILE]\n";
+        << "\nusage: draguard review [--mutate [--show-patch]] -f FILE|- [--config FILE]\n";
     return kExitUsage;
   }
   std::string file = f.Has("-f") ? f.Get("-f") : f.Get("--file");
@@ -84,9 +85,26 @@ int Review(const std::vector<std::string>& args, std::istream& in, std::ostream&
     out << outcome.body << "\n";
     return kExitRuntime;
   }
-  // Pretty-print the exact bytes the server would send; add the decoded patch for humans.
+  // Pretty-print the exact bytes the server would send; add the decoded patch for humans. stdout
+  // stays the response alone (one JSON document) unless --show-patch asks for the patch there too.
   nlohmann::json doc = nlohmann::json::parse(outcome.body, nullptr, false);
   out << doc.dump(2) << "\n";
+  const nlohmann::json* patch = nullptr;
+  if (doc.is_object()) {
+    if (auto r = doc.find("response"); r != doc.end() && r->is_object()) {
+      if (auto p = r->find("patch"); p != r->end() && p->is_string()) patch = &*p;
+    }
+  }
+  if (patch != nullptr) {
+    std::ostream& dst = f.Has("--show-patch") ? out : err;
+    auto raw = Base64Decode(patch->get<std::string>());
+    nlohmann::json ops = raw.ok() ? nlohmann::json::parse(*raw, nullptr, false) : nlohmann::json();
+    if (ops.is_discarded() || !raw.ok()) {
+      err << "draguard review: response.patch does not decode to JSON\n";
+    } else {
+      dst << "# patch (decoded from response.patch):\n" << ops.dump(2) << "\n";
+    }
+  }
   return kExitOk;
 }
 

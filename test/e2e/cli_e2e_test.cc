@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -72,6 +74,36 @@ struct Child {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
 };
+
+// Runs the binary to completion with stdout and stderr captured apart (files in `cwd`).
+struct RunResult {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+RunResult RunCli(const std::vector<std::string>& args, const fs::path& cwd) {
+  const fs::path out_file = cwd / ".run-stdout", err_file = cwd / ".run-stderr";
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (chdir(cwd.c_str()) != 0) _exit(127);
+    FILE* o = std::freopen(out_file.c_str(), "w", stdout);
+    FILE* e = std::freopen(err_file.c_str(), "w", stderr);
+    if (o == nullptr || e == nullptr) _exit(127);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  RunResult r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = Slurp(out_file);
+  r.err = Slurp(err_file);
+  return r;
+}
 
 class CliTest : public ::testing::Test {
  protected:
@@ -211,6 +243,230 @@ TEST_F(CliTest, ExitCodes) {
   version.ReadUntil("\x01", &out);
   EXPECT_EQ(version.Wait(), 0);
   EXPECT_EQ(out.rfind("draguard ", 0), 0u);
+}
+
+// --- convert / render / review --mutate ---------------------------------------------------------
+
+const std::string kT4Topology =
+    std::string(DRAGUARD_TEST_DATA) + "/hwloc/aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa.xml";
+
+// Every resourceClaimTemplateName the object's pod specs reference.
+void CollectTemplateRefs(const nlohmann::json& v, std::vector<std::string>* out) {
+  if (v.is_object()) {
+    if (auto it = v.find("resourceClaimTemplateName"); it != v.end() && it->is_string()) out->push_back(*it);
+    for (const auto& [k, item] : v.items()) CollectTemplateRefs(item, out);
+  } else if (v.is_array()) {
+    for (const auto& item : v) CollectTemplateRefs(item, out);
+  }
+}
+
+// True when some container still requests or limits a legacy nvidia.com/ resource.
+bool HasLegacyGpuResource(const nlohmann::json& v) {
+  if (v.is_object()) {
+    for (const char* section : {"requests", "limits"}) {
+      if (auto it = v.find(section); it != v.end() && it->is_object()) {
+        for (const auto& [k, item] : it->items()) {
+          if (k.rfind("nvidia.com/", 0) == 0) return true;
+        }
+      }
+    }
+    for (const auto& [k, item] : v.items()) {
+      if (HasLegacyGpuResource(item)) return true;
+    }
+  } else if (v.is_array()) {
+    for (const auto& item : v) {
+      if (HasLegacyGpuResource(item)) return true;
+    }
+  }
+  return false;
+}
+
+TEST_F(CliTest, ConvertLegacyDeploymentAndPod) {
+  const fs::path legacy = fs::path(DRAGUARD_TEST_DATA) / "manifests/legacy";
+  // Deployment + ConfigMap, then a Pod: three documents.
+  std::ofstream(dir_ / "in.yaml") << Slurp(legacy / "vllm-project-production-stack__gpu-deployment.yaml")
+                                  << "\n---\n" << Slurp(legacy / "NVIDIA-gpu-operator__gpu-pod.yaml");
+  auto yaml = RunCli({DRAGUARD_BINARY, "convert", "-f", "in.yaml", "--topology-dir", kT4Topology}, dir_);
+  ASSERT_EQ(yaml.code, 0) << yaml.err;
+  EXPECT_EQ(yaml.out.rfind("---\n", 0), 0u) << yaml.out;
+  EXPECT_EQ(yaml.out.find("nvidia.com/gpu:"), std::string::npos) << yaml.out;
+  EXPECT_NE(yaml.err.find("2 converted"), std::string::npos) << yaml.err;
+
+  auto json = RunCli({DRAGUARD_BINARY, "convert", "-f", "in.yaml", "--topology-dir", kT4Topology, "-o", "json"}, dir_);
+  ASSERT_EQ(json.code, 0) << json.err;
+  auto list = nlohmann::json::parse(json.out);
+  ASSERT_EQ(list["kind"], "List");
+  const auto& items = list["items"];
+  ASSERT_GE(items.size(), 4u) << json.out;
+  EXPECT_EQ(items[0]["kind"], "Deployment");
+  EXPECT_EQ(items[1]["kind"], "ConfigMap");
+  EXPECT_EQ(items[2]["kind"], "Pod");
+  std::set<std::string> printed;
+  for (std::size_t i = 3; i < items.size(); ++i) {
+    EXPECT_EQ(items[i]["kind"], "ResourceClaimTemplate") << items[i].dump();
+    EXPECT_EQ(items[i]["apiVersion"], "resource.k8s.io/v1");
+    EXPECT_EQ(items[i]["metadata"]["namespace"], "default");
+    EXPECT_TRUE(printed.insert(items[i]["metadata"]["name"].get<std::string>()).second) << "duplicate template";
+  }
+  for (std::size_t i : {0u, 2u}) {
+    const auto& spec = i == 0 ? items[i]["spec"]["template"]["spec"] : items[i]["spec"];
+    ASSERT_TRUE(spec.contains("resourceClaims")) << items[i].dump(2);
+    std::vector<std::string> refs;
+    CollectTemplateRefs(spec["resourceClaims"], &refs);
+    ASSERT_FALSE(refs.empty()) << items[i].dump(2);
+    for (const auto& r : refs) EXPECT_EQ(printed.count(r), 1u) << r << " is not printed";
+    EXPECT_FALSE(HasLegacyGpuResource(items[i])) << items[i].dump(2);
+  }
+  // --config with the bundled policy's file gives the same result as the embedded default.
+  auto input = RunCli({DRAGUARD_BINARY, "convert", "-f", "in.yaml", "--topology-dir", kT4Topology, "-o", "json",
+                    "--config", std::string(DRAGUARD_SOURCE_DIR) + "/deploy/policy/default-policy.yaml"},
+                   dir_);
+  EXPECT_EQ(nlohmann::json::parse(input.out), list);
+
+  // The YAML output parses (draguard reads it back), means the same as the JSON output, and is
+  // already converted: converting it again changes nothing.
+  std::ofstream(dir_ / "out.yaml") << yaml.out;
+  auto again = RunCli({DRAGUARD_BINARY, "convert", "-f", "out.yaml", "--topology-dir", kT4Topology, "-o", "json"}, dir_);
+  ASSERT_EQ(again.code, 0) << again.err;
+  auto reread = nlohmann::json::parse(again.out);
+  EXPECT_EQ(reread, list);
+  EXPECT_NE(again.err.find("0 converted"), std::string::npos) << again.err;
+
+  // A kind: List on stdin is expanded into its items.
+  std::ofstream(dir_ / "list.json") << nlohmann::json({{"apiVersion", "v1"}, {"kind", "List"},
+                                                       {"items", {items[2]}}}).dump();
+  auto from_list = RunCli({DRAGUARD_BINARY, "convert", "-f", "list.json", "-o", "json"}, dir_);
+  EXPECT_EQ(from_list.code, 0) << from_list.err;
+  EXPECT_EQ(nlohmann::json::parse(from_list.out)["items"].size(), 1u) << from_list.out;
+}
+
+TEST_F(CliTest, ConvertRefusesWhatThePolicyDenies) {
+  // nvidia.com/gpu.shared under the default policy (mutation.shared: deny).
+  std::ofstream(dir_ / "shared.yaml") << R"(apiVersion: v1
+kind: Pod
+metadata: {name: shared, namespace: team-a}
+spec:
+  containers:
+  - name: c
+    image: cuda
+    resources: {limits: {nvidia.com/gpu.shared: 1}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: svc}
+spec: {ports: [{port: 80}]}
+)";
+  auto r = RunCli({DRAGUARD_BINARY, "convert", "-f", "shared.yaml", "--topology-dir", kT4Topology, "-o", "json"}, dir_);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("document 0 (Pod/shared)"), std::string::npos) << r.err;
+  auto list = nlohmann::json::parse(r.out);
+  ASSERT_EQ(list["items"].size(), 2u) << r.out;  // both documents, no template
+  EXPECT_EQ(list["items"][0]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu.shared"], 1);
+  EXPECT_EQ(list["items"][1]["kind"], "Service");
+}
+
+TEST_F(CliTest, ConvertAndRenderUsageErrors) {
+  std::ofstream(dir_ / "pod.yaml") << "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: []}\n";
+  std::ofstream(dir_ / "bad.yaml") << "apiVersion: draguard.io/v1alpha1\nkind: Policy\nmodee: x\n";
+  std::ofstream(dir_ / "garbage.yaml") << "a: [1, 2\n";
+  const std::vector<std::vector<std::string>> usage = {
+      {DRAGUARD_BINARY, "convert"},
+      {DRAGUARD_BINARY, "convert", "-f", "missing.yaml"},
+      {DRAGUARD_BINARY, "convert", "-f", "garbage.yaml"},
+      {DRAGUARD_BINARY, "convert", "-f", "pod.yaml", "--bogus"},
+      {DRAGUARD_BINARY, "convert", "-f", "pod.yaml", "-o", "xml"},
+      {DRAGUARD_BINARY, "convert", "-f", "pod.yaml", "--config", "bad.yaml"},
+      {DRAGUARD_BINARY, "convert", "-f", "pod.yaml", "--topology-dir", "no-such-dir"},
+      {DRAGUARD_BINARY, "render", "extra"},
+      {DRAGUARD_BINARY, "render", "-o", "xml"},
+      {DRAGUARD_BINARY, "render", "--config", "bad.yaml"},
+  };
+  for (const auto& args : usage) {
+    auto r = RunCli(args, dir_);
+    EXPECT_EQ(r.code, 2) << args[1] << " " << (args.size() > 2 ? args[2] : "") << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_FALSE(r.err.empty());
+  }
+  // Nothing to convert: printed as is, exit 0.
+  auto noop = RunCli({DRAGUARD_BINARY, "convert", "-f", "pod.yaml"}, dir_);
+  EXPECT_EQ(noop.code, 0) << noop.err;
+  EXPECT_EQ(noop.out, "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers: []\n");
+  // The bundled policy has an empty catalogue: nothing printed, exit 0.
+  auto empty = RunCli({DRAGUARD_BINARY, "render"}, dir_);
+  EXPECT_EQ(empty.code, 0) << empty.err;
+  EXPECT_TRUE(empty.out.empty()) << empty.out;
+  EXPECT_NE(empty.err.find("catalogue is empty"), std::string::npos) << empty.err;
+}
+
+// The bundled policy with `catalogue: []` replaced.
+void WritePolicyWithCatalogue(const fs::path& path, const std::string& catalogue) {
+  std::string policy = Slurp(fs::path(DRAGUARD_SOURCE_DIR) / "deploy/policy/default-policy.yaml");
+  auto at = policy.find("  catalogue: []\n");
+  ASSERT_NE(at, std::string::npos);
+  policy.replace(at, std::string("  catalogue: []\n").size(), catalogue);
+  std::ofstream(path) << policy;
+}
+
+TEST_F(CliTest, RenderTheCatalogue) {
+  WritePolicyWithCatalogue(dir_ / "policy.yaml",
+                           "  catalogue:\n  - {gpus: 1}\n  - {gpus: 2, memory: 8Gi}\n");
+  const std::vector<std::string> args = {DRAGUARD_BINARY, "render",     "--config",    "policy.yaml",
+                                         "--topology-dir", kT4Topology, "--namespace", "team-a",
+                                         "--namespace",    "team-b",    "-o",          "json"};
+  auto r = RunCli(args, dir_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto list = nlohmann::json::parse(r.out);
+  ASSERT_EQ(list["items"].size(), 4u) << r.out;
+  std::map<std::string, std::set<std::string>> names;  // namespace -> names
+  for (const auto& t : list["items"]) {
+    EXPECT_EQ(t["kind"], "ResourceClaimTemplate");
+    EXPECT_EQ(t["metadata"]["name"].get<std::string>().rfind("draguard-", 0), 0u);
+    names[t["metadata"]["namespace"]].insert(t["metadata"]["name"]);
+  }
+  ASSERT_EQ(names.size(), 2u);
+  EXPECT_EQ(names["team-a"].size(), 2u);
+  EXPECT_EQ(names["team-a"], names["team-b"]);  // content-addressed: same names per namespace
+  // Stable across runs, byte for byte, in both formats.
+  EXPECT_EQ(RunCli(args, dir_).out, r.out);
+  auto yaml1 = RunCli({DRAGUARD_BINARY, "render", "--config", "policy.yaml", "--topology-dir", kT4Topology}, dir_);
+  auto yaml2 = RunCli({DRAGUARD_BINARY, "render", "--config", "policy.yaml", "--topology-dir", kT4Topology}, dir_);
+  ASSERT_EQ(yaml1.code, 0) << yaml1.err;
+  EXPECT_EQ(yaml1.out, yaml2.out);
+  EXPECT_EQ(yaml1.out.find("namespace:"), std::string::npos) << yaml1.out;  // for kubectl apply -n
+  for (const auto& name : names["team-a"]) EXPECT_NE(yaml1.out.find("name: " + name), std::string::npos);
+
+  // A profile no node can provide: error on stderr, exit 1, the others still printed.
+  WritePolicyWithCatalogue(dir_ / "impossible.yaml", "  catalogue:\n  - {gpus: 1}\n  - {gpus: 32}\n");
+  auto bad = RunCli({DRAGUARD_BINARY, "render", "--config", "impossible.yaml", "--topology-dir", kT4Topology,
+                  "-o", "json"}, dir_);
+  EXPECT_EQ(bad.code, 1) << bad.err;
+  EXPECT_NE(bad.err.find("mutation.catalogue[1]"), std::string::npos) << bad.err;
+  EXPECT_EQ(nlohmann::json::parse(bad.out)["items"].size(), 1u) << bad.out;
+}
+
+TEST_F(CliTest, ReviewMutateShowsTheDecodedPatch) {
+  const std::string file = std::string(DRAGUARD_TEST_DATA) + "/reviews/DG001/legacy-limit/request.json";
+  auto r = RunCli({DRAGUARD_BINARY, "review", "--mutate", "-f", file, "--topology-dir",
+                std::string(DRAGUARD_TEST_DATA) + "/hwloc"}, dir_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto resp = nlohmann::json::parse(r.out);  // stdout: the response alone
+  ASSERT_TRUE(resp["response"].contains("patch")) << r.out << r.err;
+  const std::string header = "# patch (decoded from response.patch):\n";
+  auto at = r.err.find(header);
+  ASSERT_NE(at, std::string::npos) << r.err;
+  auto ops = nlohmann::json::parse(r.err.substr(at + header.size()));
+  ASSERT_TRUE(ops.is_array());
+  ASSERT_FALSE(ops.empty());
+  EXPECT_TRUE(ops[0].contains("op"));
+
+  auto shown = RunCli({DRAGUARD_BINARY, "review", "--mutate", "--show-patch", "-f", file, "--topology-dir",
+                    std::string(DRAGUARD_TEST_DATA) + "/hwloc"}, dir_);
+  ASSERT_EQ(shown.code, 0) << shown.err;
+  at = shown.out.find(header);
+  ASSERT_NE(at, std::string::npos) << shown.out;
+  EXPECT_EQ(nlohmann::json::parse(shown.out.substr(0, at)), resp);
+  EXPECT_EQ(nlohmann::json::parse(shown.out.substr(at + header.size())), ops);
+  EXPECT_EQ(shown.err.find(header), std::string::npos);
 }
 
 }  // namespace

@@ -1,5 +1,9 @@
 #include "draguard/yamljson/yamljson.h"
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include <gtest/gtest.h>
 
 namespace draguard::yamljson {
@@ -45,6 +49,68 @@ TEST(ParseDocuments, HostileInputIsRefused) {
   auto r = ParseDocuments("a: b: c\n");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("line 1"), std::string::npos) << r.status().message();
+}
+
+
+// ToYaml: ParseDocuments(ToYaml(v)) == v.
+void ExpectRoundTrip(const nlohmann::json& v, const std::string& what) {
+  std::string yaml = ToYaml(v);
+  auto back = ParseDocuments(yaml);
+  ASSERT_TRUE(back.ok()) << what << ": " << back.status().message() << "\n" << yaml;
+  ASSERT_EQ(back->size(), 1u) << what << "\n" << yaml;
+  EXPECT_EQ((*back)[0], v) << what << "\n" << yaml;
+}
+
+TEST(ToYaml, RetypableStringsAreQuoted) {
+  const char* tricky[] = {"true", "false", "True", "FALSE", "1", "-1", "+1", "0x1F", "0o17", "017", "1_000",
+                          "12:30", "1e3", "1E-3", ".5", "-.5", "1.5", ".inf", "-.Inf", ".NaN", "null",
+                          "Null", "~", "yes", "No", "on", "OFF", "y", "n", "", " ", "a: b", "a:", "a #b",
+                          "#x", "- x", "-", "?", ":", "[x]", "{x}", "&a", "*a", "!tag", "|", ">", "'q'",
+                          "\"q\"", "%x", "@x", "`x", "lead ", " trail", "tab\there", "line\nbreak",
+                          "two\n\n", "\nlead", "  indented\n", "script\n  more\n", "nul\x01", "é ü",
+                          "1000m", "80Gi", "nvidia.com/gpu", "a,b", "x: ", "http://host:80/path", "<<",
+                          "100", "1.0", "1.2.3", "deadbeef", "0", "-0", "1e", "e1"};
+  nlohmann::json obj = nlohmann::json::object();
+  nlohmann::json arr = nlohmann::json::array();
+  for (const char* t : tricky) {
+    obj[t] = t;  // as a key and as a value
+    arr.push_back(t);
+    ExpectRoundTrip(nlohmann::json(t), std::string("scalar ") + t);
+  }
+  ExpectRoundTrip(obj, "map");
+  ExpectRoundTrip(arr, "sequence");
+  EXPECT_EQ(ToYaml(nlohmann::json("true")), "\"true\"\n");
+  EXPECT_EQ(ToYaml(nlohmann::json("80Gi")), "80Gi\n");
+}
+
+TEST(ToYaml, NumbersBoolsNullsAndEmptyCollections) {
+  auto v = nlohmann::json::parse(
+      R"({"i": 42, "n": -7, "f": 1.5, "g": 1e100, "h": 2.0, "t": true, "b": false, "z": null,
+          "e": {}, "a": [], "nested": [[1, [2]], {"k": []}, [{}]]})");
+  ExpectRoundTrip(v, "mixed");
+  std::string yaml = ToYaml(v);
+  EXPECT_NE(yaml.find("i: 42\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("t: true\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("z: null\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("e: {}\n"), std::string::npos) << yaml;
+}
+
+TEST(ToYaml, RoundTripsEveryTestManifest) {
+  namespace fs = std::filesystem;
+  int documents = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(fs::path(DRAGUARD_TEST_DATA) / "manifests")) {
+    if (!entry.is_regular_file() || entry.path().extension() != ".yaml") continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto docs = ParseDocuments(ss.str());
+    ASSERT_TRUE(docs.ok()) << entry.path() << ": " << docs.status().message();
+    for (std::size_t i = 0; i < docs->size(); ++i) {
+      ExpectRoundTrip((*docs)[i], entry.path().filename().string() + "#" + std::to_string(i));
+      ++documents;
+    }
+  }
+  EXPECT_GT(documents, 150);
 }
 
 }  // namespace

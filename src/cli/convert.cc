@@ -1,0 +1,186 @@
+// `draguard convert`: rewrites the legacy GPU requests of a manifest file offline, exactly as
+// /mutate would at CREATE, and prints the converted manifests followed by the
+// ResourceClaimTemplates they reference.
+//
+// Exit codes (like diff/grep, so a script can tell "not everything converted" from "broken"):
+// 0 everything converted or nothing needed converting, 1 some pod spec could not be converted
+// (that document is printed unchanged), 2 usage error, unreadable input or bad policy/topology.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <set>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "draguard/mutation/mutation.h"
+#include "draguard/policy/store.h"
+#include "draguard/topology/store.h"
+#include "draguard/yamljson/yamljson.h"
+#include "flags.h"
+
+namespace draguard::cli {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kConvertOk = 0;
+constexpr int kConvertIncomplete = 1;
+constexpr int kConvertUsage = 2;
+
+constexpr const char* kConvertUsageText =
+    "usage: draguard convert -f FILE|- [--config POLICY] [--topology-dir DIR|FILE] [--namespace NS] "
+    "[-o yaml|json]\n";
+
+// "Kind/name" of a document, for messages.
+std::string Describe(const json& doc) {
+  if (!doc.is_object()) return "(not an object)";
+  std::string kind = doc.value("kind", "");
+  std::string name;
+  if (auto md = doc.find("metadata"); md != doc.end() && md->is_object()) {
+    name = md->value("name", "");
+    if (name.empty()) name = md->value("generateName", "");
+  }
+  return (kind.empty() ? "(no kind)" : kind) + "/" + (name.empty() ? "(no name)" : name);
+}
+
+struct Document {
+  std::string label;  // "document 2" or "document 2 item 0"
+  json value;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<topology::Store>> LoadCliTopology(const std::string& path) {
+  auto store = std::make_unique<topology::Store>();
+  std::unique_ptr<topology::Source> source;
+  std::error_code ec;
+  if (path.empty()) {
+    source = topology::MakeBundledExampleSource();
+  } else if (std::filesystem::is_directory(path, ec)) {
+    source = topology::MakeDirectorySource(path);
+  } else if (std::filesystem::is_regular_file(path, ec)) {
+    source = topology::MakeFileSource(path);
+  } else {
+    return Status::NotFound(path + ": no such file or directory");
+  }
+  if (Status st = store->Start(std::move(source), /*watch=*/false); !st.ok()) return st;
+  return store;
+}
+
+int Convert(const std::vector<std::string>& args, std::istream& in, std::ostream& out, std::ostream& err) {
+  Flags f = ParseFlags(args, {"-f", "--file", "--config", "--topology-dir", "--namespace", "-o", "--output"}, {});
+  if (!f.error.empty() || !f.positional.empty()) {
+    err << "draguard convert: " << (f.error.empty() ? "unexpected argument " + f.positional.front() : f.error)
+        << "\n" << kConvertUsageText;
+    return kConvertUsage;
+  }
+  std::string file = f.Has("-f") ? f.Get("-f") : f.Get("--file");
+  if (file.empty()) {
+    err << "draguard convert: -f FILE|- is required\n" << kConvertUsageText;
+    return kConvertUsage;
+  }
+  std::string format = f.Has("-o") ? f.Get("-o") : f.Get("--output", "yaml");
+  if (format != "yaml" && format != "json") {
+    err << "draguard convert: -o must be yaml or json, not \"" << format << "\"\n";
+    return kConvertUsage;
+  }
+  std::string default_ns = f.Get("--namespace", "default");
+  if (default_ns.empty()) default_ns = "default";
+
+  std::string text;
+  if (file == "-") {
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  } else {
+    std::ifstream fin(file, std::ios::binary);
+    if (!fin) {
+      err << "draguard convert: cannot open " << file << "\n";
+      return kConvertUsage;
+    }
+    text.assign(std::istreambuf_iterator<char>(fin), std::istreambuf_iterator<char>());
+  }
+  auto parsed = yamljson::ParseDocuments(text);
+  if (!parsed.ok()) {
+    err << "draguard convert: " << file << ": " << parsed.status().message() << "\n";
+    return kConvertUsage;
+  }
+
+  policy::PolicyStore policies;
+  Status pst = f.Has("--config") ? policies.LoadFile(f.Get("--config")) : policies.LoadDefault();
+  if (!pst.ok()) {
+    err << "draguard convert: " << pst.message() << "\n";
+    return kConvertUsage;
+  }
+  auto store = LoadCliTopology(f.Get("--topology-dir"));
+  if (!store.ok()) {
+    err << "draguard convert: --topology-dir: " << store.status().message() << "\n";
+    return kConvertUsage;
+  }
+  auto topo = (*store)->Current();
+  auto pol = policies.Current();
+
+  // Flatten: a `kind: List` contributes its items, in order.
+  std::vector<json> input = std::move(parsed).value();
+  std::vector<Document> docs;
+  for (std::size_t i = 0; i < input.size(); ++i) {
+    json& d = input[i];
+    const std::string label = "document " + std::to_string(i);
+    if (d.is_object() && d.value("kind", "") == "List" && d.contains("items") && d["items"].is_array()) {
+      for (std::size_t k = 0; k < d["items"].size(); ++k) {
+        docs.push_back({label + " item " + std::to_string(k), std::move(d["items"][k])});
+      }
+    } else {
+      docs.push_back({label, std::move(d)});
+    }
+  }
+
+  std::vector<json> objects;
+  std::vector<json> templates;
+  std::set<std::pair<std::string, std::string>> seen;  // (namespace, name)
+  int converted = 0, refused = 0;
+  for (auto& doc : docs) {
+    if (!doc.value.is_object()) {
+      objects.push_back(std::move(doc.value));
+      continue;
+    }
+    const std::string where = doc.label + " (" + Describe(doc.value) + ")";
+    mutation::ObjectConversion c = mutation::ConvertObject(doc.value, default_ns, *pol, topo.get());
+    for (const auto& w : c.warnings) err << "draguard convert: warning: " << where << ": " << w << "\n";
+    if (!c.errors.empty()) {
+      for (const auto& e : c.errors) err << "draguard convert: error: " << where << ": " << e << "\n";
+      ++refused;
+      objects.push_back(std::move(doc.value));  // printed unchanged, its templates not needed
+      continue;
+    }
+    if (!c.changed) {
+      objects.push_back(std::move(doc.value));
+      continue;
+    }
+    ++converted;
+    objects.push_back(std::move(c.object));
+    for (auto& t : c.templates) {
+      const json& tmpl = t.object;
+      std::string ns = tmpl.contains("metadata") ? tmpl["metadata"].value("namespace", "") : "";
+      if (seen.emplace(ns, t.name).second) templates.push_back(std::move(t.object));
+    }
+  }
+
+  const std::size_t template_count = templates.size();
+  for (auto& t : templates) objects.push_back(std::move(t));
+  if (format == "json") {
+    json list = {{"apiVersion", "v1"}, {"kind", "List"}, {"items", json::array()}};
+    for (auto& o : objects) list["items"].push_back(std::move(o));
+    out << list.dump(2) << "\n";
+  } else {
+    for (const auto& o : objects) out << "---\n" << yamljson::ToYaml(o);
+  }
+  err << "draguard convert: " << converted << " converted, " << refused << " not convertible, "
+      << (docs.size() - converted - refused) << " unchanged; " << template_count
+      << " ResourceClaimTemplate(s)\n";
+  return refused > 0 ? kConvertIncomplete : kConvertOk;
+}
+
+}  // namespace draguard::cli
