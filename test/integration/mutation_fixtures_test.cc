@@ -1,0 +1,729 @@
+// The mutation module (include/draguard/mutation/mutation.h) checked against independent
+// implementations, over every legacy manifest of test/data/manifests/legacy/ (each Pod, and each
+// pod template of a workload or custom resource wrapped as a Pod) on several real hwloc
+// topologies, with annotation and GPU-count variants:
+//
+//  - refusals must say which request and which limit;
+//  - the RFC 6902 patch is applied by python3-jsonpatch (test/tools/apply_json_patch.py) and must
+//    give the converted Pod draguard computed;
+//  - the patched Pod and the templates are validated with the npm package kubernetes-models and
+//    with the name / size rules schemas do not carry; every generated selector is evaluated by
+//    @marcbachmann/cel-js over the simulated devices of every node the Pod may land on, every
+//    device set the scheduler could choose is enumerated and checked against the hwloc ground
+//    truth of test/data/hwloc/ground-truth.md (test/tools/check_mutation.mjs);
+//  - draguard's own validating rules must not deny the converted Pod or its templates;
+//  - conversion is idempotent and deterministic.
+//
+// Skips only when node or python3 is not installed; missing npm packages or python3-jsonpatch
+// are failures (CI installs them: scripts/install-deps.sh, scripts/install-test-tools.sh).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "draguard/devsim/devices.h"
+#include "draguard/engine/engine.h"
+#include "draguard/engine/pod_objects.h"
+#include "draguard/engine/registry.h"
+#include "draguard/mutation/mutation.h"
+#include "draguard/policy/policy.h"
+#include "draguard/topology/snapshot.h"
+#include "draguard/yamljson/yamljson.h"
+
+namespace draguard::mutation {
+namespace {
+
+namespace fs = std::filesystem;
+using admission::Json;
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteFile(const fs::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::binary);
+  out << text;
+}
+
+const fs::path kData = fs::path(DRAGUARD_TEST_DATA);
+const fs::path kTools = fs::path(DRAGUARD_SOURCE_DIR) / "test" / "tools";
+
+// ---- Topologies: real hwloc exports copied under valid node names --------------------------
+
+struct TopologySpec {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> nodes;  // node name, hwloc file
+};
+
+const char* const kG4dn = "aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa.xml";
+const char* const kDgx2h = "hwloc_nvidia-dgx2h_2s-xeon8174_16xV100-SXM3_12xNVSwitch_nvlink-hetero.xml";
+const char* const kLassen = "llnl_lassen_ibm-ac922_2s-power9_4xV100-SXM2_cuda-nvml_4xmlx5.xml";
+const char* const kR740 = "clemson-palmetto_dell-r740_2s-gold6248_2xV100-PCIe_cuda-nvml_mlx5.xml";
+const char* const kMinsky = "hwloc_ibm-power8-minsky_2s_4xP100-SXM2_nvlink-gpu-cpu-hetero.xml";
+
+std::vector<TopologySpec> TopologySpecs() {
+  return {
+      {"g4dn", {{"g4dn-1", kG4dn}}},
+      {"dgx2h", {{"dgx2h-1", kDgx2h}}},
+      {"lassen", {{"lassen-1", kLassen}}},
+      {"r740", {{"r740-1", kR740}}},
+      {"minsky", {{"minsky-1", kMinsky}}},
+      // Two shapes on two nodes each (node restrictions by name and by shape).
+      {"g4dn+dgx2h", {{"g4dn-1", kG4dn}, {"g4dn-2", kG4dn}, {"dgx2h-1", kDgx2h}, {"dgx2h-2", kDgx2h}}},
+      // Two shapes whose pcieRoot names differ (domains 0000 and 0003/0004/...).
+      {"r740+lassen", {{"r740-1", kR740}, {"lassen-1", kLassen}}},
+  };
+}
+
+struct Topology {
+  std::string name;
+  std::shared_ptr<const topology::Snapshot> snapshot;
+  std::map<std::string, std::string> files;  // node -> hwloc file name
+};
+
+// ---- Pods ---------------------------------------------------------------------------------
+
+struct PodCase {
+  std::string label;    // "<file>#<doc><spec pointer>"
+  std::string variant;  // "base", "mem-80Gi", ...
+  std::string ns;
+  Json pod;
+};
+
+admission::AdmissionRequest RequestFor(const Json& object, const std::string& ns) {
+  admission::AdmissionRequest r;
+  r.uid = "mutation-fixtures";
+  std::string api = object.value("apiVersion", "");
+  auto slash = api.find('/');
+  r.kind.group = slash == std::string::npos ? "" : api.substr(0, slash);
+  r.kind.version = slash == std::string::npos ? api : api.substr(slash + 1);
+  r.kind.kind = object.value("kind", "");
+  r.operation = admission::Operation::kCreate;
+  const Json md = object.value("metadata", Json::object());
+  r.name = md.is_object() ? md.value("name", "") : "";
+  r.namespace_ = ns;
+  r.user_info.username = "alice";
+  r.object = object;
+  return r;
+}
+
+bool HasGpuKey(const Json& pod) {
+  const Json& spec = pod.at("spec");
+  for (const char* list : {"containers", "initContainers"}) {
+    if (!spec.contains(list) || !spec[list].is_array()) continue;
+    for (const auto& c : spec[list]) {
+      for (const char* sec : {"limits", "requests"}) {
+        const Json* res = c.contains("resources") && c["resources"].is_object() ? &c["resources"] : nullptr;
+        if (res && res->contains(sec) && (*res)[sec].is_object() && (*res)[sec].contains("nvidia.com/gpu")) return true;
+      }
+    }
+  }
+  return false;
+}
+
+Json WithGpuCount(Json pod, int n) {
+  Json& spec = pod["spec"];
+  for (const char* list : {"containers", "initContainers"}) {
+    if (!spec.contains(list) || !spec[list].is_array()) continue;
+    for (auto& c : spec[list]) {
+      if (!c.contains("resources") || !c["resources"].is_object()) continue;
+      for (const char* sec : {"limits", "requests"}) {
+        Json& res = c["resources"];
+        if (res.contains(sec) && res[sec].is_object() && res[sec].contains("nvidia.com/gpu")) {
+          res[sec]["nvidia.com/gpu"] = n;
+        }
+      }
+    }
+  }
+  return pod;
+}
+
+Json WithAnnotation(Json pod, const std::string& key, const std::string& value) {
+  if (!pod["metadata"].is_object()) pod["metadata"] = Json::object();
+  if (!pod["metadata"]["annotations"].is_object()) pod["metadata"]["annotations"] = Json::object();
+  pod["metadata"]["annotations"][key] = value;
+  return pod;
+}
+
+std::vector<PodCase> Variants(const PodCase& base) {
+  std::vector<PodCase> out = {base};
+  auto add = [&](const std::string& name, Json pod) { out.push_back({base.label, name, base.ns, std::move(pod)}); };
+  for (const char* mem : {"80Gi", "16G", "32Gi"}) {
+    add(std::string("mem-") + mem, WithAnnotation(base.pod, std::string(kMemoryAnnotation), mem));
+  }
+  add("nic-rdma", WithAnnotation(base.pod, std::string(kNicAnnotation), "rdma"));
+  add("nvlink", WithAnnotation(base.pod, std::string(kInterconnectAnnotation), "nvlink"));
+  if (HasGpuKey(base.pod)) {
+    for (int n : {1, 2, 4, 8}) add("gpus-" + std::to_string(n), WithGpuCount(base.pod, n));
+    add("gpus-2+nic-rdma", WithAnnotation(WithGpuCount(base.pod, 2), std::string(kNicAnnotation), "rdma"));
+    add("gpus-2+nvlink", WithAnnotation(WithGpuCount(base.pod, 2), std::string(kInterconnectAnnotation), "nvlink"));
+    add("gpus-4+nvlink", WithAnnotation(WithGpuCount(base.pod, 4), std::string(kInterconnectAnnotation), "nvlink"));
+    add("gpus-2+mem-32Gi", WithAnnotation(WithGpuCount(base.pod, 2), std::string(kMemoryAnnotation), "32Gi"));
+    add("gpus-1+mem-16G", WithAnnotation(WithGpuCount(base.pod, 1), std::string(kMemoryAnnotation), "16G"));
+  }
+  return out;
+}
+
+// ---- Conversion results -------------------------------------------------------------------
+
+struct Converted {
+  const Topology* topo = nullptr;
+  const PodCase* pod = nullptr;
+  PodConversion conversion;
+  ClaimProfile profile;
+};
+
+struct Refused {
+  const Topology* topo = nullptr;
+  const PodCase* pod = nullptr;
+  std::string reason;
+};
+
+struct Fixtures {
+  policy::Policy policy;
+  fs::path work;
+  std::vector<Topology> topologies;
+  std::vector<PodCase> base_pods;   // one per pod spec
+  std::vector<PodCase> pods;        // with variants, deduplicated
+  std::vector<Converted> converted;
+  std::vector<Refused> refused;
+  std::vector<std::pair<const Topology*, const PodCase*>> unchanged;
+  std::vector<std::string> load_errors;
+};
+
+Fixtures* g_fixtures = nullptr;
+
+void Build(Fixtures& f) {
+  auto pol = policy::ParsePolicy(policy::DefaultPolicyYaml(), "default");
+  if (!pol.ok()) {
+    f.load_errors.push_back("default policy: " + pol.status().ToString());
+    return;
+  }
+  f.policy = *pol;
+  f.work = fs::path(::testing::TempDir()) / ("draguard_mutation_fixtures." + std::to_string(getpid()));
+  fs::remove_all(f.work);
+  fs::create_directories(f.work / "topologies");
+  for (const auto& spec : TopologySpecs()) {
+    fs::path dir = f.work / "topologies" / spec.name;
+    fs::create_directories(dir);
+    Topology t;
+    t.name = spec.name;
+    for (const auto& [node, file] : spec.nodes) {
+      fs::copy_file(kData / "hwloc" / file, dir / (node + ".xml"));
+      t.files[node] = file;
+    }
+    std::vector<topology::LoadProblem> problems;
+    auto snap = topology::LoadSnapshot(dir.string(), {}, &problems);
+    if (!snap.ok()) {
+      f.load_errors.push_back(spec.name + ": " + snap.status().ToString());
+      continue;
+    }
+    for (const auto& p : problems) f.load_errors.push_back(spec.name + ": " + p.source + ": " + p.status.ToString());
+    if ((*snap)->node_count() != spec.nodes.size()) {
+      f.load_errors.push_back(spec.name + ": " + std::to_string((*snap)->node_count()) + " nodes loaded");
+    }
+    t.snapshot = *snap;
+    f.topologies.push_back(std::move(t));
+  }
+
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(kData / "manifests" / "legacy")) {
+    if (e.path().extension() == ".yaml") files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& file : files) {
+    auto docs = yamljson::ParseDocuments(Slurp(file));
+    if (!docs.ok()) {
+      f.load_errors.push_back(file.filename().string() + ": " + docs.status().ToString());
+      continue;
+    }
+    for (std::size_t d = 0; d < docs->size(); ++d) {
+      const Json& doc = (*docs)[d];
+      if (!doc.is_object()) continue;
+      std::string ns = "team-a";
+      if (doc.contains("metadata") && doc["metadata"].is_object() && doc["metadata"].contains("namespace") &&
+          doc["metadata"]["namespace"].is_string()) {
+        ns = doc["metadata"]["namespace"].get<std::string>();
+      }
+      for (const auto& loc : engine::LocatePodSpecs(RequestFor(doc, ns), f.policy)) {
+        PodCase pc;
+        pc.label = file.filename().string() + "#" + std::to_string(d) + loc.spec_pointer;
+        pc.variant = "base";
+        pc.ns = ns;
+        if (!loc.workload) {
+          pc.pod = doc;
+        } else {
+          Json md = Json::object();
+          if (!loc.metadata_pointer.empty() && doc.contains(Json::json_pointer(loc.metadata_pointer)) &&
+              doc.at(Json::json_pointer(loc.metadata_pointer)).is_object()) {
+            md = doc.at(Json::json_pointer(loc.metadata_pointer));
+          }
+          md["namespace"] = ns;
+          pc.pod = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", md},
+                    {"spec", doc.at(Json::json_pointer(loc.spec_pointer))}};
+        }
+        if (!pc.pod.contains("spec") || !pc.pod["spec"].is_object()) continue;
+        f.base_pods.push_back(std::move(pc));
+      }
+    }
+  }
+  std::set<std::string> seen;
+  for (const auto& base : f.base_pods) {
+    for (auto& v : Variants(base)) {
+      if (seen.insert(v.pod.dump()).second) f.pods.push_back(std::move(v));
+    }
+  }
+  for (const auto& topo : f.topologies) {
+    for (const auto& pc : f.pods) {
+      PodConversion c = ConvertPod(pc.pod, pc.ns, f.policy, topo.snapshot.get());
+      switch (c.outcome) {
+        case PodConversion::Outcome::kUnchanged:
+          f.unchanged.emplace_back(&topo, &pc);
+          break;
+        case PodConversion::Outcome::kRefused:
+          f.refused.push_back({&topo, &pc, c.reason});
+          break;
+        case PodConversion::Outcome::kConverted: {
+          Converted cv{&topo, &pc, std::move(c), {}};
+          auto prof = ProfilePod(pc.pod, f.policy);
+          if (prof.ok()) cv.profile = *prof;
+          f.converted.push_back(std::move(cv));
+          break;
+        }
+      }
+    }
+  }
+}
+
+class MutationFixtures : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (g_fixtures == nullptr) {
+      auto start = std::chrono::steady_clock::now();
+      g_fixtures = new Fixtures();
+      Build(*g_fixtures);
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+      std::cout << "mutation fixtures: " << g_fixtures->base_pods.size() << " pod specs, " << g_fixtures->pods.size()
+                << " pods with variants, " << g_fixtures->topologies.size() << " topologies: "
+                << g_fixtures->converted.size() << " converted / " << g_fixtures->refused.size() << " refused / "
+                << g_fixtures->unchanged.size() << " unchanged (" << ms.count() << " ms)\n";
+    }
+  }
+  static void TearDownTestSuite() {
+    if (g_fixtures != nullptr && std::getenv("DRAGUARD_KEEP_FIXTURES") == nullptr) {
+      std::error_code ec;
+      fs::remove_all(g_fixtures->work, ec);
+    }
+  }
+  const Fixtures& F() const { return *g_fixtures; }
+};
+
+std::string CaseName(const Topology& t, const PodCase& p) { return t.name + " | " + p.label + " [" + p.variant + "]"; }
+
+bool HaveCommand(const std::string& name) {
+  return std::system(("command -v " + name + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+// Runs `cmd`, returns stdout; *rc = exit status.
+std::string RunCommand(const std::string& cmd, int* rc) {
+  std::FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) {
+    *rc = -1;
+    return "";
+  }
+  std::string out;
+  char buf[65536];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  *rc = pclose(p);
+  return out;
+}
+
+std::string Quote(const std::string& s) { return "'" + s + "'"; }
+
+// ---- Tests ---------------------------------------------------------------------------------
+
+TEST_F(MutationFixtures, LoadsEverything) {
+  for (const auto& e : F().load_errors) ADD_FAILURE() << e;
+  EXPECT_EQ(F().topologies.size(), TopologySpecs().size());
+  EXPECT_GE(F().base_pods.size(), 40u);
+  EXPECT_GT(F().converted.size(), 500u);
+  // Every topology converts something.
+  std::map<std::string, int> per;
+  for (const auto& c : F().converted) per[c.topo->name]++;
+  for (const auto& t : F().topologies) EXPECT_GT(per[t.name], 0) << t.name;
+}
+
+// A refusal names the request (container, request or annotation) and the limit it hit.
+TEST_F(MutationFixtures, RefusalsNameRequestAndLimit) {
+  std::map<std::string, int> reasons;
+  for (const auto& r : F().refused) {
+    std::set<std::string> names;
+    for (const char* list : {"containers", "initContainers"}) {
+      const Json& spec = r.pod->pod.at("spec");
+      if (!spec.contains(list) || !spec[list].is_array()) continue;
+      for (const auto& c : spec[list]) {
+        if (c.contains("name") && c["name"].is_string()) names.insert(c["name"].get<std::string>());
+      }
+    }
+    bool names_request = r.reason.find("request \"") != std::string::npos ||
+                         r.reason.find("draguard.io/") != std::string::npos;
+    for (const auto& n : names) names_request = names_request || r.reason.find("\"" + n + "\"") != std::string::npos;
+    // The limit: a number (devices, memory, "at most N"), or the legacy resource together with the
+    // rule it breaks (not a whole number, no DRA equivalent, not allowed by the policy).
+    bool names_limit = std::any_of(r.reason.begin(), r.reason.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) ||
+                       (r.reason.find("nvidia.com/") != std::string::npos &&
+                        (r.reason.find("whole number") != std::string::npos ||
+                         r.reason.find("no DRA equivalent") != std::string::npos ||
+                         r.reason.find("policy") != std::string::npos));
+    EXPECT_TRUE(names_request && names_limit) << CaseName(*r.topo, *r.pod) << ": refusal does not name "
+                                              << (names_request ? "the limit" : "the request") << ": " << r.reason;
+    // Group the reasons without the per-shape details for the log.
+    std::string key = r.reason.substr(0, r.reason.find(" on shape "));
+    reasons[r.topo->name + ": " + key]++;
+  }
+  std::cout << "refusals (" << F().refused.size() << "):\n";
+  for (const auto& [k, n] : reasons) std::cout << "  " << n << "x " << k << "\n";
+}
+
+// Writes every converted case, applies the patches with python3-jsonpatch, then validates and
+// evaluates everything with node (kubernetes-models, cel-js, ground truth).
+TEST_F(MutationFixtures, IndependentImplementationsAgree) {
+  if (!HaveCommand("python3")) GTEST_SKIP() << "python3 is not installed";
+  if (!HaveCommand("node")) GTEST_SKIP() << "node is not installed";
+  for (const char* pkg : {"@marcbachmann/cel-js", "kubernetes-models"}) {
+    ASSERT_TRUE(fs::exists(kTools / "node_modules" / pkg / "package.json"))
+        << pkg << " is not installed in " << (kTools / "node_modules") << "; run scripts/install-test-tools.sh";
+  }
+  int rc = 0;
+  RunCommand("python3 -c 'import jsonpatch' 2>/dev/null", &rc);
+  ASSERT_EQ(rc, 0) << "python3 cannot import jsonpatch; install python3-jsonpatch (scripts/install-deps.sh)";
+
+  const fs::path cases_dir = F().work / "cases";
+  fs::create_directories(cases_dir);
+  Json index = {{"groundTruth", (kData / "hwloc" / "ground-truth.md").string()},
+                {"gpuClass", F().policy.device_classes.gpu.empty() ? "gpu.nvidia.com" : F().policy.device_classes.gpu[0]},
+                {"migClass", F().policy.device_classes.mig.empty() ? "mig.nvidia.com" : F().policy.device_classes.mig[0]},
+                {"nicClass", F().policy.mutation.nic.device_class},
+                {"nicDriver", F().policy.mutation.nic.driver},
+                {"shapeLabel", std::string(topology::kShapeLabel)},
+                {"topologies", Json::object()},
+                {"cases", Json::array()}};
+  devsim::NicOptions nic{F().policy.mutation.nic.driver};
+  for (const auto& t : F().topologies) {
+    Json nodes = Json::object();
+    for (const auto& node : t.snapshot->nodes()) {
+      Json devices = Json::array();
+      for (const auto& d : devsim::SimulateNode(*node, nic)) {
+        Json attrs = Json::object(), caps = Json::object();
+        for (const auto& [dom, m] : d.device.attributes) {
+          attrs[dom] = Json::object();
+          for (const auto& [name, v] : m) {
+            if (const auto* i = std::get_if<int64_t>(&v)) attrs[dom][name] = {{"int", *i}};
+            if (const auto* b = std::get_if<bool>(&v)) attrs[dom][name] = {{"bool", *b}};
+            if (const auto* s = std::get_if<std::string>(&v)) attrs[dom][name] = {{"string", *s}};
+            if (const auto* sv = std::get_if<cel::Semver>(&v)) attrs[dom][name] = {{"version", sv->ToString()}};
+          }
+        }
+        for (const auto& [dom, m] : d.device.capacity) {
+          caps[dom] = Json::object();
+          for (const auto& [name, q] : m) caps[dom][name] = q.ToString();
+        }
+        devices.push_back({{"name", d.name},
+                           {"kind", d.kind == devsim::DeviceKind::kGpu ? "gpu" : "nic"},
+                           {"driver", d.device.driver},
+                           {"attributes", attrs},
+                           {"capacity", caps},
+                           {"unknown", d.unknown}});
+      }
+      nodes[node->name] = {{"file", t.files.at(node->name)}, {"shape", node->shape->fingerprint}, {"devices", devices}};
+    }
+    index["topologies"][t.name] = {{"nodes", nodes}};
+  }
+  for (std::size_t i = 0; i < F().converted.size(); ++i) {
+    const Converted& c = F().converted[i];
+    char id[32];
+    std::snprintf(id, sizeof(id), "case-%05zu", i);
+    const fs::path dir = cases_dir / id;
+    fs::create_directories(dir);
+    WriteFile(dir / "pod.json", c.pod->pod.dump());
+    WriteFile(dir / "patch.json", c.conversion.patch.dump());
+    WriteFile(dir / "expected.json", c.conversion.pod.dump());
+    Json templates = Json::array();
+    Json placements = Json::array();
+    for (const auto& t : c.conversion.templates) {
+      templates.push_back(t.object);
+      Json p = Json::array();
+      for (auto pl : t.placements) p.push_back(PlacementName(pl));
+      placements.push_back(p);
+    }
+    WriteFile(dir / "templates.json", templates.dump());
+    Json entries = Json::array();
+    for (const auto& e : c.profile.entries) {
+      const char* kind = e.profile.kind == RequestProfile::Kind::kGpu   ? "gpu"
+                         : e.profile.kind == RequestProfile::Kind::kMig ? "mig"
+                                                                        : "shared";
+      entries.push_back({{"request", e.request}, {"kind", kind}, {"count", e.profile.count}});
+    }
+    std::string memory;
+    const Json& md = c.pod->pod.value("metadata", Json::object());
+    if (md.is_object() && md.contains("annotations") && md["annotations"].is_object()) {
+      memory = md["annotations"].value(std::string(kMemoryAnnotation), "");
+    }
+    index["cases"].push_back({{"id", id},
+                              {"name", CaseName(*c.topo, *c.pod)},
+                              {"topology", c.topo->name},
+                              {"namespace", c.pod->ns},
+                              {"entries", entries},
+                              {"nic", c.profile.nic},
+                              {"interconnect", c.profile.interconnect},
+                              {"memoryAnnotation", memory},
+                              {"placements", placements}});
+  }
+  WriteFile(cases_dir / "index.json", index.dump());
+
+  // 1. The patch, applied by python3-jsonpatch, gives the converted Pod (writes patched.json).
+  std::string out = RunCommand("python3 " + Quote((kTools / "apply_json_patch.py").string()) + " " +
+                            Quote(cases_dir.string()) + " 2>&1",
+                        &rc);
+  Json py = Json::parse(out, nullptr, false);
+  ASSERT_TRUE(rc == 0 && !py.is_discarded()) << "apply_json_patch.py failed (" << rc << "): " << out.substr(0, 2000);
+  EXPECT_EQ(py.value("checked", 0), static_cast<int>(F().converted.size()));
+  for (const auto& failure : py["failures"]) ADD_FAILURE() << "json patch: " << failure.dump();
+
+  // 2. Schemas, names, selectors, device sets, ground truth (reads patched.json).
+  out = RunCommand("cd " + Quote(kTools.string()) + " && node check_mutation.mjs " + Quote(cases_dir.string()) + " 2>&1",
+            &rc);
+  Json js = Json::parse(out, nullptr, false);
+  ASSERT_TRUE(!js.is_discarded()) << "check_mutation.mjs failed (" << rc << "): " << out.substr(0, 4000);
+  for (const auto& line : js["log"]) std::cout << "  " << line.get<std::string>() << "\n";
+  int shown = 0;
+  for (const auto& failure : js["failures"]) {
+    if (++shown > 60) break;
+    ADD_FAILURE() << failure.get<std::string>();
+  }
+  EXPECT_EQ(js["failures"].size(), 0u) << js["failures"].size() << " failures (first 60 shown)";
+  const Json& s = js["summary"];
+  std::cout << "mutation fixtures summary: " << F().converted.size() << " converted / " << F().refused.size()
+            << " refused / " << F().unchanged.size() << " unchanged; patches checked " << py.value("checked", 0)
+            << "; pods validated " << s.value("pods", 0) << ", templates validated " << s.value("templates", 0)
+            << ", selector evaluations " << s.value("evaluations", 0) << ", device sets checked "
+            << s.value("sets", 0) << ", failures " << js["failures"].size() << "\n";
+  EXPECT_EQ(s.value("pods", 0), static_cast<int>(F().converted.size()));
+  EXPECT_GT(s.value("sets", 0), 1000);
+}
+
+// draguard's own validating rules accept what its mutation produced.
+TEST_F(MutationFixtures, ValidatingRulesAllowConvertedPodsAndTemplates) {
+  static const engine::Registry kRegistry = engine::DefaultRegistry();
+  const auto now = std::chrono::system_clock::time_point{} + std::chrono::hours(24 * 365 * 56);
+  std::map<std::string, int> warnings;
+  std::set<std::string> templates_seen;
+  int pods = 0, templates = 0;
+  for (const auto& c : F().converted) {
+    auto review = [&](const Json& object, const std::string& what) {
+      auto req = RequestFor(object, c.pod->ns);
+      engine::RuleInput in{req, F().policy, c.topo->snapshot.get(), now};
+      auto d = engine::Decide(engine::Evaluate(in, kRegistry), F().policy);
+      EXPECT_TRUE(d.denied_rules.empty() && d.response.allowed)
+          << CaseName(*c.topo, *c.pod) << ": " << what << " denied: "
+          << (d.response.status ? d.response.status->message : std::string("?")) << "\n"
+          << object.dump();
+      for (const auto& e : d.error_rules) ADD_FAILURE() << CaseName(*c.topo, *c.pod) << ": " << what << " rule error " << e;
+      for (const auto& w : d.response.warnings) warnings[what + ": " + w]++;
+    };
+    review(c.conversion.pod, "Pod");
+    ++pods;
+    for (const auto& t : c.conversion.templates) {
+      if (!templates_seen.insert(c.topo->name + "/" + c.pod->ns + "/" + t.name).second) continue;
+      review(t.object, "ResourceClaimTemplate");
+      ++templates;
+    }
+  }
+  std::cout << "engine: " << pods << " converted Pods and " << templates << " templates reviewed; warnings:\n";
+  for (const auto& [w, n] : warnings) std::cout << "  " << n << "x " << w << "\n";
+}
+
+// Converting again changes nothing; conversion is deterministic; names depend on the profile only;
+// an existing claim called draguard-gpu is kept.
+TEST_F(MutationFixtures, IdempotentAndDeterministic) {
+  int checked = 0;
+  for (const auto& c : F().converted) {
+    const std::string name = CaseName(*c.topo, *c.pod);
+    const topology::Snapshot* snap = c.topo->snapshot.get();
+    // Idempotence.
+    PodConversion again = ConvertPod(c.conversion.pod, c.pod->ns, F().policy, snap);
+    EXPECT_EQ(again.outcome, PodConversion::Outcome::kUnchanged) << name << ": " << again.summary << again.reason;
+    EXPECT_TRUE(again.patch.empty()) << name << ": " << again.patch.dump();
+    // Determinism.
+    PodConversion twice = ConvertPod(c.pod->pod, c.pod->ns, F().policy, snap);
+    EXPECT_EQ(twice.patch, c.conversion.patch) << name;
+    if (twice.templates.size() != c.conversion.templates.size()) {
+      ADD_FAILURE() << name << ": converting twice gave another number of templates";
+      continue;
+    }
+    for (std::size_t i = 0; i < twice.templates.size(); ++i) {
+      EXPECT_EQ(twice.templates[i].name, c.conversion.templates[i].name) << name;
+      EXPECT_EQ(twice.templates[i].object, c.conversion.templates[i].object) << name;
+    }
+    // Same profile, other container names: same template.
+    Json renamed = c.pod->pod;
+    for (const char* list : {"containers", "initContainers"}) {
+      if (!renamed["spec"].contains(list) || !renamed["spec"][list].is_array()) continue;
+      for (auto& ct : renamed["spec"][list]) {
+        if (ct.is_object()) ct["name"] = "renamed-" + ct.value("name", std::string("x"));
+      }
+    }
+    PodConversion other = ConvertPod(renamed, c.pod->ns, F().policy, snap);
+    if (other.outcome != PodConversion::Outcome::kConverted ||
+        other.templates.size() != c.conversion.templates.size()) {
+      ADD_FAILURE() << name << ": renaming the containers changed the outcome: " << other.summary << other.reason;
+      continue;
+    }
+    for (std::size_t i = 0; i < other.templates.size(); ++i) {
+      EXPECT_EQ(other.templates[i].name, c.conversion.templates[i].name) << name << ": container names changed it";
+    }
+    // An existing claim named draguard-gpu.
+    Json taken = c.pod->pod;
+    Json existing = {{"name", "draguard-gpu"}, {"resourceClaimName", "preexisting-claim"}};
+    if (!taken["spec"]["resourceClaims"].is_array()) taken["spec"]["resourceClaims"] = Json::array();
+    taken["spec"]["resourceClaims"].push_back(existing);
+    PodConversion kept = ConvertPod(taken, c.pod->ns, F().policy, snap);
+    if (kept.outcome != PodConversion::Outcome::kConverted) {
+      ADD_FAILURE() << name << ": an existing draguard-gpu claim changed the outcome: " << kept.reason;
+      continue;
+    }
+    const Json& rcs = kept.pod["spec"]["resourceClaims"];
+    int old_entries = 0;
+    std::set<std::string> claim_names;
+    for (const auto& rc : rcs) {
+      if (rc == existing) ++old_entries;
+      EXPECT_TRUE(claim_names.insert(rc.value("name", "")).second) << name << ": duplicate claim name " << rc.dump();
+      if (rc.contains("resourceClaimTemplateName")) {
+        EXPECT_NE(rc.value("name", ""), "draguard-gpu") << name;
+      }
+    }
+    EXPECT_EQ(old_entries, 1) << name << ": the existing draguard-gpu entry was changed: " << rcs.dump();
+    for (const auto& op : kept.patch) {
+      const std::string path = op.value("path", "");
+      // The existing entry (index of it in the original) is neither removed nor replaced.
+      const std::string existing_path = "/spec/resourceClaims/" + std::to_string(taken["spec"]["resourceClaims"].size() - 1);
+      EXPECT_FALSE(path.rfind(existing_path, 0) == 0 && op.value("op", "") != "add") << name << ": " << op.dump();
+    }
+    ++checked;
+  }
+  std::cout << "idempotence/determinism: " << checked << " cases\n";
+  EXPECT_GT(checked, 0);
+}
+
+// The memory floors mean what users meant on the GPUs these topologies have.
+TEST_F(MutationFixtures, MemoryFloorsAdmitTheMeantGpus) {
+  const std::string pod = R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"m","annotations":{}},
+    "spec":{"containers":[{"name":"c","image":"x","resources":{"limits":{"nvidia.com/gpu":1}}}]}})";
+  struct Want {
+    std::string topo, memory;
+    bool converts;
+  };
+  const std::vector<Want> wants = {
+      {"g4dn", "16G", true},     {"g4dn", "15Gi", true},   {"g4dn", "32Gi", false}, {"g4dn", "80Gi", false},
+      // (dgx2h's export has no memory sizes, so 80Gi there is not decided by the topology.)
+      {"dgx2h", "32Gi", true},   {"dgx2h", "32G", true},   {"dgx2h", "16G", true},
+      {"r740", "32Gi", true},    {"lassen", "16G", true},  {"minsky", "16G", true}, {"minsky", "16Gi", true},
+      {"minsky", "32Gi", false}, {"r740+lassen", "32Gi", true},
+  };
+  for (const auto& w : wants) {
+    const Topology* topo = nullptr;
+    for (const auto& t : F().topologies) {
+      if (t.name == w.topo) topo = &t;
+    }
+    ASSERT_NE(topo, nullptr) << w.topo;
+    Json p = Json::parse(pod);
+    p["metadata"]["annotations"][std::string(kMemoryAnnotation)] = w.memory;
+    auto c = ConvertPod(p, "team-a", F().policy, topo->snapshot.get());
+    EXPECT_EQ(c.outcome == PodConversion::Outcome::kConverted, w.converts)
+        << w.topo << " " << w.memory << ": " << c.summary << c.reason;
+  }
+}
+
+// Minimal reproductions of what the fixture run found (see the checks above for the rules).
+const Topology* FindTopology(const Fixtures& f, const std::string& name) {
+  for (const auto& t : f.topologies) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+Json PodWithContainers(const std::vector<int>& gpus) {
+  Json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", {{"name", "repro"}}}, {"spec", {{"containers", Json::array()}}}};
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    pod["spec"]["containers"].push_back({{"name", "c" + std::to_string(i)},
+                                         {"image", "cuda"},
+                                         {"resources", {{"limits", {{"nvidia.com/gpu", gpus[i]}}}}}});
+  }
+  return pod;
+}
+
+// A Pod restricted to several nodes by name: the API server accepts exactly one value in a
+// node field selector (matchFields metadata.name In [...]), so the patched Pod is rejected.
+TEST_F(MutationFixtures, ReproNodeFieldSelectorHasOneValue) {
+  const Topology* t = FindTopology(F(), "g4dn+dgx2h");  // g4dn-1, g4dn-2 (8x T4), dgx2h-1, dgx2h-2
+  ASSERT_NE(t, nullptr);
+  auto c = ConvertPod(PodWithContainers({4}), "team-a", F().policy, t->snapshot.get());
+  ASSERT_EQ(c.outcome, PodConversion::Outcome::kConverted) << c.reason;
+  const Json& terms =
+      c.pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+  for (const auto& term : terms) {
+    for (const auto& req : term.value("matchFields", Json::array())) {
+      EXPECT_EQ(req["values"].size(), 1u) << "rejected by the API server (\"must be only one value when `operator` is "
+                                             "'In' or 'NotIn' for node field selector\"): "
+                                          << req.dump();
+    }
+  }
+}
+
+// Several converted containers: each request is planned alone, so the claim can ask for more
+// GPUs than any node has, and the requests of different containers share no pcieRoot
+// constraint, which draguard's own DG005 denies when the template is created.
+TEST_F(MutationFixtures, ReproSeveralContainersFitOneNode) {
+  const Topology* t = FindTopology(F(), "r740");  // 2x V100, one per PCIe root
+  ASSERT_NE(t, nullptr);
+  auto c = ConvertPod(PodWithContainers({1, 1, 1}), "team-a", F().policy, t->snapshot.get());
+  if (c.outcome == PodConversion::Outcome::kConverted) {
+    ADD_FAILURE() << "3 GPUs converted for a topology whose only node has 2: " << c.summary;
+  }
+}
+
+TEST_F(MutationFixtures, ReproSeveralContainersTemplateAllowedByOwnRules) {
+  const Topology* t = FindTopology(F(), "g4dn");  // 8x T4
+  ASSERT_NE(t, nullptr);
+  auto c = ConvertPod(PodWithContainers({1, 1}), "team-a", F().policy, t->snapshot.get());
+  ASSERT_EQ(c.outcome, PodConversion::Outcome::kConverted) << c.reason;
+  static const engine::Registry kRegistry = engine::DefaultRegistry();
+  for (const auto& tmpl : c.templates) {
+    auto req = RequestFor(tmpl.object, "team-a");
+    engine::RuleInput in{req, F().policy, t->snapshot.get(), {}};
+    auto d = engine::Decide(engine::Evaluate(in, kRegistry), F().policy);
+    EXPECT_TRUE(d.response.allowed) << (d.response.status ? d.response.status->message : std::string()) << "\n"
+                                    << tmpl.object.dump();
+  }
+}
+
+}  // namespace
+}  // namespace draguard::mutation

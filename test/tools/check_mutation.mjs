@@ -1,0 +1,743 @@
+// Independent checks of draguard's Pod mutation (test/integration/mutation_fixtures_test.cc).
+//
+// Usage: node check_mutation.mjs CASES_DIR  ->  one JSON object on stdout:
+//   {"summary": {...counts}, "failures": ["..."], "log": ["..."]}
+//
+// CASES_DIR/index.json (written by the C++ driver) lists the topologies (per node: the hwloc file,
+// the shape fingerprint and the simulated DRA devices) and the converted cases; each case
+// directory holds pod.json, patched.json (python3-jsonpatch's result; expected.json otherwise)
+// and templates.json. For every case:
+//   - the patched Pod (core/v1) and every template (resource.k8s.io/v1 ResourceClaimTemplate)
+//     are validated with the npm package kubernetes-models, plus the API server's name, size
+//     and reference rules that the OpenAPI schemas do not carry;
+//   - every selector is evaluated with @marcbachmann/cel-js over the devices of every node the
+//     Pod may be scheduled on (its required node affinity), every device set the scheduler
+//     could choose is enumerated (count, firstAvailable in order, distinct devices,
+//     matchAttribute constraints) and each one is checked against the ground truth parsed here
+//     from test/data/hwloc/ground-truth.md (host bridges, local NUMA nodes, NVLink matrices);
+//   - at least one node can allocate the whole claim, and memory floors admit the GPUs whose
+//     marketed memory meets them.
+import {readFileSync, existsSync} from 'node:fs'
+import {join} from 'node:path'
+import {Environment} from './node_modules/@marcbachmann/cel-js/lib/index.js'
+import {Pod} from './node_modules/kubernetes-models/v1/Pod.js'
+import {ResourceClaimTemplate} from './node_modules/kubernetes-models/resource.k8s.io/v1/ResourceClaimTemplate.js'
+
+// ---- quantity() and semver(), as in cel_js_differential.mjs --------------------------------
+const SUFFIX = {
+  '': [0n, 0n], n: [-9n, 0n], u: [-6n, 0n], m: [-3n, 0n], k: [3n, 0n], M: [6n, 0n], G: [9n, 0n],
+  T: [12n, 0n], P: [15n, 0n], E: [18n, 0n],
+  Ki: [0n, 10n], Mi: [0n, 20n], Gi: [0n, 30n], Ti: [0n, 40n], Pi: [0n, 50n], Ei: [0n, 60n],
+}
+
+class Quantity {
+  constructor (text) {
+    const m = /^([+-]?)(\d*)(?:\.(\d*))?([a-zA-Z]*)$/.exec(text)
+    if (!m || (m[2] === '' && (m[3] === undefined || m[3] === '')) || !(m[4] in SUFFIX)) {
+      throw new Error(`invalid quantity ${text}`)
+    }
+    const frac = m[3] || ''
+    let mant = BigInt((m[2] || '0') + frac)
+    const [e10, e2] = SUFFIX[m[4]]
+    mant = mant * (2n ** e2)
+    if (m[1] === '-') mant = -mant
+    this.mant = mant
+    this.e10 = e10 - BigInt(frac.length)
+  }
+
+  cmp (o) {
+    const e = this.e10 < o.e10 ? this.e10 : o.e10
+    const a = this.mant * 10n ** (this.e10 - e)
+    const b = o.mant * 10n ** (o.e10 - e)
+    return a < b ? -1n : a > b ? 1n : 0n
+  }
+
+  bytes () { // rounded down; only for non-negative exponents after scaling
+    return this.e10 >= 0n ? this.mant * 10n ** this.e10 : this.mant / 10n ** (-this.e10)
+  }
+}
+
+class Semver {
+  constructor (text) {
+    const m = /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$/.exec(text)
+    if (!m) throw new Error(`invalid semver ${text}`)
+    this.v = [BigInt(m[1]), BigInt(m[2]), BigInt(m[3])]
+  }
+
+  cmp (o) {
+    for (let i = 0; i < 3; i++) {
+      if (this.v[i] !== o.v[i]) return this.v[i] < o.v[i] ? -1n : 1n
+    }
+    return 0n
+  }
+}
+
+const env = new Environment({homogeneousAggregateLiterals: false})
+  .registerType('kubernetes.Quantity', Quantity)
+  .registerType('kubernetes.Semver', Semver)
+  .registerVariable('device', 'map')
+  .registerFunction('quantity(string): kubernetes.Quantity', (s) => new Quantity(s))
+  .registerFunction('kubernetes.Quantity.compareTo(kubernetes.Quantity): int', (a, b) => a.cmp(b))
+  .registerFunction('kubernetes.Quantity.isGreaterThan(kubernetes.Quantity): bool', (a, b) => a.cmp(b) > 0n)
+  .registerFunction('kubernetes.Quantity.isLessThan(kubernetes.Quantity): bool', (a, b) => a.cmp(b) < 0n)
+  .registerFunction('semver(string): kubernetes.Semver', (s) => new Semver(s))
+  .registerFunction('kubernetes.Semver.compareTo(kubernetes.Semver): int', (a, b) => a.cmp(b))
+  .registerFunction('kubernetes.Semver.isGreaterThan(kubernetes.Semver): bool', (a, b) => a.cmp(b) > 0n)
+  .registerFunction('kubernetes.Semver.isLessThan(kubernetes.Semver): bool', (a, b) => a.cmp(b) < 0n)
+  .registerFunction('kubernetes.Semver.major(): int', (a) => a.v[0])
+  .registerFunction('kubernetes.Semver.minor(): int', (a) => a.v[1])
+  .registerFunction('kubernetes.Semver.patch(): int', (a) => a.v[2])
+
+function attributeValue (v) {
+  if ('int' in v) return BigInt(v.int)
+  if ('bool' in v) return v.bool
+  if ('string' in v) return v.string
+  if ('version' in v) return new Semver(v.version)
+  throw new Error('bad attribute ' + JSON.stringify(v))
+}
+
+let DOMAINS = ['gpu.nvidia.com', 'resource.kubernetes.io', 'dra.net']
+
+function toCel (d) {
+  const attributes = {}
+  for (const [dom, names] of Object.entries(d.attributes || {})) {
+    attributes[dom] = {}
+    for (const [n, v] of Object.entries(names)) attributes[dom][n] = attributeValue(v)
+  }
+  const capacity = {}
+  for (const [dom, names] of Object.entries(d.capacity || {})) {
+    capacity[dom] = {}
+    for (const [n, v] of Object.entries(names)) capacity[dom][n] = new Quantity(v)
+  }
+  // Unknown domains are empty maps in DRA's environment: give every domain a selector may read one.
+  for (const dom of DOMAINS) {
+    if (!(dom in attributes)) attributes[dom] = {}
+    if (!(dom in capacity)) capacity[dom] = {}
+  }
+  return {driver: d.driver || '', attributes, capacity}
+}
+
+// ---- Ground truth ----------------------------------------------------------------------------
+// Per file: GPUs by PCI bus id {bridge, numa[], model}, NICs by PCI address, nvml name -> bus id,
+// NVLink matrix.
+function bridgeRoot (bridge) { // "0000:[17-19]" -> "pci0000:17"
+  const m = /^([0-9a-f]{4}):\[([0-9a-f]{2})-[0-9a-f]{2}\]$/.exec(bridge)
+  if (!m) throw new Error(`bad host bridge ${bridge}`)
+  return `pci${m[1]}:${m[2]}`
+}
+
+function numaList (text) {
+  const t = text.trim()
+  if (t === '' || t === '(none)') return []
+  return t.split(/[\s,]+/).map(Number)
+}
+
+function parseGroundTruth (text) {
+  const files = {}
+  let cur = null
+  const lines = text.split('\n')
+  for (let i = 0; i < lines.length; i++) {
+    const l = lines[i]
+    let m = /^### `([^`]+)`/.exec(l)
+    if (m) {
+      cur = files[m[1]] = {gpus: {}, nics: {}, nvml: {}, nvlink: null}
+      continue
+    }
+    if (!cur) continue
+    if (l.startsWith('| ') && !l.startsWith('| GPU OS devices')) {
+      const cols = l.split('|').slice(1, -1).map((s) => s.trim())
+      if (cols.length === 8) {
+        const [osdevs, model, busid, , , bridge, , numa] = cols
+        cur.gpus[busid] = {busid, model, bridge, root: bridgeRoot(bridge), numa: numaList(numa)}
+        for (const od of osdevs.split(/\s+/)) if (/^nvml\d+$/.test(od)) cur.nvml[od] = busid
+      }
+    } else if (l.startsWith('NICs:')) {
+      for (const part of l.slice(5).split(';')) {
+        m = /^\s*(\S+) @ (\S+) \((\S+)\) -> NUMA ([0-9, ]+)/.exec(part)
+        if (m) cur.nics[m[2]] = {names: m[1].split('/'), busid: m[2], bridge: m[3], root: bridgeRoot(m[3]), numa: numaList(m[4])}
+      }
+    } else if (/^DISTANCES name=NVLinkBandwidth /.test(l)) {
+      const objs = lines[i + 1].replace(/^\s*objs:\s*/, '').trim().split(/\s+/)
+      const rows = []
+      for (let k = 0; k < objs.length; k++) rows.push(lines[i + 2 + k].trim().split(/\s+/).map(Number))
+      cur.nvlink = {objs, rows}
+    }
+  }
+  // NVLink pairs by bus id: a direct link, or both GPUs on the NVSwitch fabric.
+  for (const f of Object.values(files)) {
+    f.linked = new Set()
+    if (!f.nvlink) continue
+    const {objs, rows} = f.nvlink
+    const link = (a, b) => rows[a][b] > 0 || rows[b][a] > 0
+    const gpus = objs.map((o, i) => [o, i]).filter(([o]) => /^nvml\d+$/.test(o))
+    const switches = objs.map((o, i) => [o, i]).filter(([o]) => o.includes('(NVSwitch)')).map(([, i]) => i)
+    // hwloc's transitive closure (ground-truth.md, "NVSwitch matrices") treats the NVSwitches as
+    // one fabric: every GPU linked to a switch reaches every other such GPU (DGX-2H: all 16).
+    const onFabric = (a) => switches.some((s) => link(a, s))
+    for (const [oa, a] of gpus) {
+      for (const [ob, b] of gpus) {
+        if (a === b) continue
+        if (link(a, b) || (onFabric(a) && onFabric(b))) f.linked.add(`${f.nvml[oa]}|${f.nvml[ob]}`)
+      }
+    }
+  }
+  return files
+}
+
+// Marketed memory of a GPU model in GB (what "16G" / "32Gi" / "80Gi" users mean).
+function marketedGB (model) {
+  const m = /(\d+)GB/.exec(model)
+  if (m) return Number(m[1])
+  const table = {'Tesla T4': 16}
+  return table[model]
+}
+
+// ---- Name rules (k8s.io/apimachinery validation) -------------------------------------------
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/
+const isDnsLabel = (s) => typeof s === 'string' && s.length <= 63 && DNS_LABEL.test(s)
+const isDnsSubdomain = (s) => typeof s === 'string' && s.length > 0 && s.length <= 253 &&
+  s.split('.').every((p) => DNS_LABEL.test(p))
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/
+const isLabelValue = (s) => typeof s === 'string' && s.length <= 63 && LABEL_VALUE.test(s)
+const QUALIFIED_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/
+function isLabelKey (s) {
+  if (typeof s !== 'string') return false
+  const parts = s.split('/')
+  if (parts.length > 2) return false
+  const name = parts[parts.length - 1]
+  if (name.length > 63 || !QUALIFIED_NAME.test(name)) return false
+  return parts.length === 1 || isDnsSubdomain(parts[0])
+}
+const MAX_ALTERNATIVES = 8
+const MAX_COUNT = 32
+
+function legacyKey (k) {
+  return k === 'nvidia.com/gpu' || k === 'nvidia.com/gpu.shared' || k.startsWith('nvidia.com/mig-')
+}
+function legacyCount (c) {
+  let n = 0
+  for (const sec of ['limits', 'requests']) {
+    for (const [k, v] of Object.entries(c?.resources?.[sec] || {})) {
+      if (legacyKey(k) && String(v) !== '0') n++
+    }
+  }
+  return n
+}
+
+// ---- Main ---------------------------------------------------------------------------------
+const root = process.argv[2]
+const index = JSON.parse(readFileSync(join(root, 'index.json'), 'utf8'))
+const truth = parseGroundTruth(readFileSync(index.groundTruth, 'utf8'))
+DOMAINS = [...new Set([...DOMAINS, index.nicDriver])]
+const failureMap = new Map() // message -> {first case, count}
+const log = []
+const summary = {cases: 0, pods: 0, templates: 0, evaluations: 0, sets: 0, nodeChecks: 0, satisfiable: 0,
+  migEntriesUnchecked: 0, ignoredAffinityKeys: 0, unknownMatches: 0, memoryUnknown: 0, podsInvalidBefore: 0, allowedButUnsatisfiable: 0, memoryChecks: 0}
+
+function fail (caseName, message) {
+  const e = failureMap.get(message)
+  if (e) e.count++
+  else failureMap.set(message, {first: caseName, count: 1})
+}
+
+const CLASS_SELECTORS = {
+  [index.gpuClass]: "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
+  [index.migClass]: "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'",
+  [index.nicClass]: `device.driver == '${index.nicDriver}'`,
+}
+
+// Nodes with their devices, CEL values and ground truth.
+const nodes = {} // topology -> node -> {...}
+for (const [tname, topo] of Object.entries(index.topologies)) {
+  nodes[tname] = {}
+  for (const [nname, n] of Object.entries(topo.nodes)) {
+    const gt = truth[n.file]
+    if (!gt) {
+      fail(`${tname}/${nname}`, `ground truth has no section for ${n.file}`)
+      continue
+    }
+    const devices = n.devices.map((d, i) => {
+      const dev = {...d, i, key: `${tname}/${nname}/${i}`, cel: toCel(d), gt: null}
+      if (d.kind === 'gpu') {
+        const bus = d.attributes['resource.kubernetes.io']?.pciBusID?.string
+        dev.gt = gt.gpus[bus]
+        dev.bus = bus
+      } else {
+        const bus = d.attributes[index.nicDriver]?.pciAddress?.string
+        dev.gt = gt.nics[bus]
+        dev.bus = bus
+      }
+      const where = `${n.file}: simulated ${d.kind} ${d.name} (${dev.bus})`
+      if (!dev.gt) {
+        if (d.kind === 'gpu') fail(tname, `${where} is not in the ground truth`)
+      } else {
+        const attr = d.attributes['resource.kubernetes.io']?.pcieRoot?.string
+        if (attr !== undefined && attr !== dev.gt.root) {
+          fail(tname, `${where}: pcieRoot attribute ${attr}, ground truth host bridge ${dev.gt.bridge} = ${dev.gt.root}`)
+        }
+      }
+      return dev
+    })
+    nodes[tname][nname] = {name: nname, file: n.file, shape: n.shape, gt, devices}
+  }
+}
+
+const evalCache = new Map()
+function evaluate (expr, dev) {
+  const key = expr + '\u0000' + dev.key
+  let r = evalCache.get(key)
+  if (r === undefined) {
+    summary.evaluations++
+    try {
+      const v = env.evaluate(expr, {device: dev.cel})
+      r = typeof v === 'boolean' ? {value: v} : {error: `non-bool result ${String(v)}`}
+    } catch (e) {
+      r = {error: String(e.message).split('\n')[0]}
+    }
+    evalCache.set(key, r)
+  }
+  return r
+}
+
+function readsUnknown (expr, dev) {
+  return (dev.unknown || []).some((u) => {
+    const slash = u.indexOf('/')
+    const dom = u.slice(0, slash)
+    const name = u.slice(slash + 1)
+    return expr.includes(`'${dom}'`) && (expr.includes(`.${name}`) || expr.includes(`'${name}'`))
+  })
+}
+
+// Devices a (sub)request may take: class selector and every selector true. A runtime error
+// aborts allocation in Kubernetes, so it is a failure here.
+function candidates (req, node, caseName, what) {
+  const classSel = CLASS_SELECTORS[req.deviceClassName]
+  if (!classSel) {
+    fail(caseName, `${what}: unknown DeviceClass ${req.deviceClassName}`)
+    return []
+  }
+  const out = []
+  for (const dev of node.devices) {
+    if (!evaluate(classSel, dev).value) continue
+    let ok = true
+    let maybe = false
+    for (const s of req.selectors || []) {
+      const r = evaluate(s.cel.expression, dev)
+      if (r.value === true) continue
+      // The export cannot tell what the driver would publish for some names (memory of an
+      // nvml-only export, driverVersion): a selector reading one of them may match on the node.
+      if (readsUnknown(s.cel.expression, dev)) { maybe = true; continue }
+      if (r.error !== undefined) fail(caseName, `${what}: selector ${s.cel.expression} fails on ${node.file} ${dev.name}: ${r.error}`)
+      ok = false
+      break
+    }
+    if (ok && maybe) summary.unknownMatches++
+    if (ok) out.push(dev)
+  }
+  return out
+}
+
+function attrValue (dev, qualified) {
+  const slash = qualified.indexOf('/')
+  const dom = qualified.slice(0, slash)
+  const name = qualified.slice(slash + 1)
+  const v = dev.attributes?.[dom]?.[name]
+  return v === undefined ? undefined : JSON.stringify(v)
+}
+
+// Every k-subset of `list` (as arrays), pruned so that `attrs` values stay equal.
+function * subsets (list, k, attrs, start = 0, chosen = [], fixed = null) {
+  if (chosen.length === k) { yield chosen.slice(); return }
+  for (let i = start; i <= list.length - (k - chosen.length); i++) {
+    const d = list[i]
+    let vals = fixed
+    if (attrs.length) {
+      const mine = attrs.map((a) => attrValue(d, a))
+      if (mine.some((v) => v === undefined)) continue
+      if (fixed && mine.some((v, j) => v !== fixed[j])) continue
+      vals = fixed || mine
+    }
+    chosen.push(d)
+    yield * subsets(list, k, attrs, i + 1, chosen, vals)
+    chosen.pop()
+  }
+}
+
+function covers (constraint, names) {
+  const reqs = constraint.requests || []
+  if (reqs.length === 0) return true
+  return reqs.some((r) => names.some((n) => r === n || n.startsWith(r + '/') || r.startsWith(n + '/')))
+}
+
+// The alignment the ground truth gives to one set of devices, per placement.
+function misaligned (placement, gpus, nic, node) {
+  const show = () => gpus.map((g) => `${g.name}@${g.bus}`).join(',') + (nic ? ` + ${nic.name}@${nic.bus}` : '')
+  for (const d of [...gpus, ...(nic ? [nic] : [])]) {
+    if (!d.gt) return `device ${d.name} (${d.bus}) has no ground truth`
+  }
+  switch (placement) {
+    case 'pcieRoot': {
+      const bridges = new Set([...gpus, ...(nic ? [nic] : [])].map((d) => d.gt.bridge))
+      if (bridges.size !== 1) return `{${show()}} spans host bridges ${[...bridges].join(' ')}`
+      return null
+    }
+    case 'numa': {
+      let common = gpus[0].gt.numa
+      for (const g of gpus) common = common.filter((x) => g.gt.numa.includes(x))
+      if (nic) common = common.filter((x) => nic.gt.numa.includes(x))
+      if (common.length === 0) return `{${show()}} are not local to one NUMA node (${gpus.map((g) => g.gt.numa.join('+')).join(' ')})`
+      return null
+    }
+    case 'nvlink': {
+      for (const a of gpus) {
+        for (const b of gpus) {
+          if (a !== b && !node.gt.linked.has(`${a.bus}|${b.bus}`)) return `{${show()}}: ${a.bus} and ${b.bus} are not NVLink-connected`
+        }
+      }
+      return null
+    }
+    case 'none':
+      if (gpus.length >= 2 || nic) return `{${show()}}: several devices with no placement`
+      return null
+    default:
+      return `placement ${placement} under the default policy (unaligned: deny)`
+  }
+}
+
+// Valid (gpu set, nic) choices of one entry of one alternative on one node.
+function entrySets (tmpl, entry, alt, altName, nicReq, node, caseName) {
+  const names = [entry.request + (altName ? '/' + altName : '')]
+  if (nicReq) names.push(nicReq.name)
+  const constraints = (tmpl.spec.spec.devices.constraints || []).filter((c) => covers(c, names))
+  const gpuOnly = constraints.filter((c) => c.matchAttribute && !(nicReq && covers(c, [nicReq.name]) && !covers(c, [names[0]])))
+  const attrs = gpuOnly.map((c) => c.matchAttribute)
+  const what = `${tmpl.metadata.name} request ${names[0]} on ${node.name}`
+  const gpuCands = candidates(alt, node, caseName, what)
+  const nicCands = nicReq ? candidates(nicReq.exactly, node, caseName, `${tmpl.metadata.name} request ${nicReq.name} on ${node.name}`) : [null]
+  const out = []
+  if (alt.allocationMode && alt.allocationMode !== 'ExactCount') {
+    fail(caseName, `${what}: allocationMode ${alt.allocationMode}`)
+    return out
+  }
+  const count = alt.count ?? 1
+  for (const set of subsets(gpuCands, count, attrs)) {
+    for (const nic of nicCands) {
+      if (nic && set.includes(nic)) continue
+      let ok = true
+      for (const c of constraints) {
+        if (!c.matchAttribute) continue
+        const devs = [...(covers(c, [names[0]]) ? set : []), ...(nic && covers(c, [nicReq.name]) ? [nic] : [])]
+        const vals = new Set(devs.map((d) => attrValue(d, c.matchAttribute)))
+        if (vals.has(undefined) || vals.size > 1) { ok = false; break }
+      }
+      if (ok) out.push({gpus: set, nic})
+    }
+  }
+  return out
+}
+
+const enumCache = new Map()
+
+function checkTemplateOnNode (c, tmpl, placements, node) {
+  const caseName = c.name
+  const reqs = tmpl.spec.spec.devices.requests
+  const perEntry = []
+  const problems = []
+  let sets = 0
+  for (let e = 0; e < c.entries.length; e++) {
+    const entry = c.entries[e]
+    const req = reqs.find((r) => r.name === entry.request)
+    if (!req) { problems.push(`request ${entry.request} missing from ${tmpl.metadata.name}`); continue }
+    if (entry.kind === 'mig') { summary.migEntriesUnchecked++; perEntry.push(null); continue }
+    const nicReq = reqs.find((r) => r.name === entry.request + '-nic') || null
+    if (c.nic && entry.kind === 'gpu' && !nicReq) problems.push(`request ${entry.request}: draguard.io/nic rdma but no ${entry.request}-nic request`)
+    const alts = req.exactly ? [[null, req.exactly]] : (req.firstAvailable || []).map((a) => [a.name, a])
+    const placement = placements[e]
+    let chosenAny = []
+    const single = c.entries.filter((x) => x.kind !== 'mig').length === 1
+    for (const [altName, alt] of alts) {
+      const s = entrySets(tmpl, entry, alt, altName, nicReq, node, caseName)
+      if (s.length === 0) continue
+      chosenAny = chosenAny.concat(s)
+      for (const set of s) {
+        sets++
+        const why = misaligned(placement, set.gpus, set.nic, node)
+        if (why) { problems.push(`request ${entry.request}${altName ? '/' + altName : ''} (placement ${placement}) on ${node.name} (${node.file}) may get ${why}`); break }
+      }
+      // With one request, the scheduler takes the first alternative that works on the node.
+      if (single) break
+    }
+    perEntry.push(chosenAny)
+  }
+  // The whole claim: disjoint sets for every entry.
+  let steps = 0
+  let undecided = false
+  const used = new Set()
+  function dfs (e) {
+    if (e === perEntry.length) return true
+    if (perEntry[e] === null) return dfs(e + 1)
+    for (const s of perEntry[e]) {
+      if (++steps > 2000000) { undecided = true; return false }
+      const devs = [...s.gpus, ...(s.nic ? [s.nic] : [])]
+      if (devs.some((d) => used.has(d))) continue
+      devs.forEach((d) => used.add(d))
+      const ok = dfs(e + 1)
+      devs.forEach((d) => used.delete(d))
+      if (ok) return true
+    }
+    return false
+  }
+  const satisfiable = dfs(0)
+  return {problems, sets, satisfiable, undecided}
+}
+
+function allowedNodes (pod, tname) {
+  const all = Object.values(nodes[tname] || {})
+  const required = pod.spec?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution
+  if (!required) return all
+  const terms = required.nodeSelectorTerms || []
+  return all.filter((node) => terms.some((term) => {
+    const fields = term.matchFields || []
+    const exprs = term.matchExpressions || []
+    if (fields.length === 0 && exprs.length === 0) return false // an empty term matches nothing
+    for (const f of fields) {
+      if (f.key !== 'metadata.name') return false
+      const hit = (f.values || []).includes(node.name)
+      if ((f.operator === 'In' && !hit) || (f.operator === 'NotIn' && hit)) return false
+    }
+    for (const x of exprs) {
+      if (x.key !== index.shapeLabel) { summary.ignoredAffinityKeys++; continue }
+      const hit = (x.values || []).includes(node.shape)
+      if (x.operator === 'In' && !hit) return false
+      if (x.operator === 'NotIn' && hit) return false
+      if (x.operator === 'DoesNotExist') return false
+    }
+    return true
+  }))
+}
+
+function validatePod (c, orig, pod, templates) {
+  const n = c.name
+  const schemaErrors = (p) => {
+    try {
+      new Pod(p).validate()
+      return []
+    } catch (e) {
+      return String(e.message).split('\n')[0].split(', ').map((x) => x.trim())
+    }
+  }
+  // Errors the original already has (unexpanded template variables such as "$GPU_PER_NODE")
+  // are not the mutation's.
+  const before = new Set(schemaErrors(orig))
+  const added = schemaErrors(pod).filter((e) => !before.has(e))
+  if (added.length) fail(n, `kubernetes-models rejects the patched Pod: ${added.join(', ')}`)
+  if (before.size) summary.podsInvalidBefore++
+  const spec = pod.spec || {}
+  const claims = spec.resourceClaims || []
+  const claimNames = new Set()
+  for (const rc of claims) {
+    if (!isDnsLabel(rc.name)) fail(n, `spec.resourceClaims name ${JSON.stringify(rc.name)} is not a DNS label`)
+    if (claimNames.has(rc.name)) fail(n, `spec.resourceClaims name ${rc.name} repeats`)
+    claimNames.add(rc.name)
+    if (('resourceClaimName' in rc) === ('resourceClaimTemplateName' in rc)) fail(n, `spec.resourceClaims ${rc.name}: exactly one of resourceClaimName / resourceClaimTemplateName`)
+  }
+  const byName = new Map(templates.map((t) => [t.metadata.name, t]))
+  const generated = claims.filter((rc) => rc.resourceClaimTemplateName && byName.has(rc.resourceClaimTemplateName))
+  if (generated.length !== templates.length) fail(n, `the Pod references ${generated.length} of ${templates.length} generated templates`)
+  for (const t of templates) {
+    if (t.metadata.namespace !== c.namespace) fail(n, `template ${t.metadata.name} in namespace ${t.metadata.namespace}, Pod in ${c.namespace}`)
+  }
+  const claimTemplate = new Map(generated.map((rc) => [rc.name, byName.get(rc.resourceClaimTemplateName)]))
+  for (const list of ['containers', 'initContainers']) {
+    const before = orig.spec?.[list] || []
+    ;(spec[list] || []).forEach((ct, i) => {
+      const where = `${list}[${i}] ${ct.name}`
+      const seen = new Set()
+      for (const cl of ct.resources?.claims || []) {
+        if (!claimNames.has(cl.name)) fail(n, `${where}: resources.claims name ${cl.name} is not in spec.resourceClaims`)
+        if (cl.request !== undefined && cl.request !== '') {
+          if (!isDnsLabel(cl.request)) fail(n, `${where}: request ${JSON.stringify(cl.request)} is not a DNS label`)
+          const t = claimTemplate.get(cl.name)
+          if (t && !t.spec.spec.devices.requests.some((r) => r.name === cl.request)) fail(n, `${where}: request ${cl.request} is not a main request of ${t.metadata.name}`)
+        }
+        const key = cl.name + '/' + (cl.request || '')
+        if (seen.has(key) || seen.has(cl.name + '/') || (!cl.request && [...seen].some((s) => s.startsWith(cl.name + '/')))) fail(n, `${where}: claim ${key} repeats`)
+        seen.add(key)
+      }
+      for (const sec of ['limits', 'requests']) {
+        for (const k of Object.keys(ct.resources?.[sec] || {})) if (legacyKey(k)) fail(n, `${where}: legacy ${sec} ${k} left after conversion`)
+      }
+      const had = before.find((b) => b.name === ct.name)
+      if (had && legacyCount(had) > 0 && !(ct.resources?.claims || []).some((cl) => claimTemplate.has(cl.name))) {
+        fail(n, `${where}: had a legacy GPU request but does not reference the generated claim`)
+      }
+    })
+  }
+  for (const ec of spec.ephemeralContainers || []) {
+    if (ec.resources) fail(n, `ephemeral container ${ec.name} has resources`)
+  }
+  const required = spec.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution
+  for (const [ti, term] of (required?.nodeSelectorTerms || []).entries()) {
+    for (const f of term.matchFields || []) {
+      const where = `nodeSelectorTerms[${ti}].matchFields ${f.key} ${f.operator} ${JSON.stringify(f.values)}`
+      if (f.key !== 'metadata.name') fail(n, `${where}: not a valid field selector key`)
+      if ((f.operator === 'In' || f.operator === 'NotIn') && (f.values || []).length !== 1) {
+        fail(n, `${where}: the API server requires exactly one value for a node field selector (In/NotIn)`)
+      }
+      for (const v of f.values || []) if (!isDnsSubdomain(v)) fail(n, `${where}: ${v} is not a node name`)
+    }
+    for (const x of term.matchExpressions || []) {
+      if (!isLabelKey(x.key)) fail(n, `matchExpressions key ${x.key} is not a label key`)
+      if ((x.operator === 'In' || x.operator === 'NotIn') && !(x.values || []).length) fail(n, `matchExpressions ${x.key} ${x.operator} without values`)
+      for (const v of x.values || []) if (!isLabelValue(v)) fail(n, `matchExpressions ${x.key}: ${v} is not a label value`)
+    }
+  }
+}
+
+function validateTemplate (c, t) {
+  const n = c.name
+  try {
+    new ResourceClaimTemplate(t).validate()
+  } catch (e) {
+    fail(n, `kubernetes-models rejects template ${t.metadata?.name}: ${String(e.message).split('\n')[0]}`)
+  }
+  if (t.apiVersion !== 'resource.k8s.io/v1' || t.kind !== 'ResourceClaimTemplate') fail(n, `template is ${t.apiVersion} ${t.kind}`)
+  if (!isDnsSubdomain(t.metadata?.name)) fail(n, `template name ${t.metadata?.name} is not a DNS subdomain (<= 253)`)
+  for (const k of Object.keys(t.spec?.metadata || {})) {
+    if (k !== 'labels' && k !== 'annotations') fail(n, `template spec.metadata.${k} is not allowed (labels/annotations only)`)
+  }
+  for (const [k, v] of Object.entries(t.spec?.metadata?.labels || {})) {
+    if (!isLabelKey(k) || !isLabelValue(v)) fail(n, `template claim label ${k}=${v} is invalid`)
+  }
+  const devices = t.spec?.spec?.devices || {}
+  const reqs = devices.requests || []
+  if (reqs.length === 0) fail(n, `template ${t.metadata.name} has no requests`)
+  const names = new Set()
+  let total = 0
+  const validRefs = new Set()
+  for (const r of reqs) {
+    if (!isDnsLabel(r.name)) fail(n, `request name ${r.name} is not a DNS label`)
+    if (names.has(r.name)) fail(n, `request name ${r.name} repeats`)
+    names.add(r.name)
+    validRefs.add(r.name)
+    if (!!r.exactly === !!r.firstAvailable) fail(n, `request ${r.name}: exactly one of exactly / firstAvailable`)
+    const alts = r.exactly ? [r.exactly] : (r.firstAvailable || [])
+    if (r.firstAvailable) {
+      if (r.firstAvailable.length < 1 || r.firstAvailable.length > MAX_ALTERNATIVES) fail(n, `request ${r.name}: ${r.firstAvailable.length} firstAvailable alternatives (max ${MAX_ALTERNATIVES})`)
+      const sub = new Set()
+      for (const a of r.firstAvailable) {
+        if (!isDnsLabel(a.name)) fail(n, `subrequest name ${r.name}/${a.name} is not a DNS label`)
+        if (sub.has(a.name)) fail(n, `subrequest ${r.name}/${a.name} repeats`)
+        sub.add(a.name)
+        validRefs.add(r.name + '/' + a.name)
+      }
+    }
+    let most = 0
+    for (const a of alts) {
+      if (!isDnsSubdomain(a.deviceClassName)) fail(n, `request ${r.name}: deviceClassName ${a.deviceClassName} is not a DNS subdomain`)
+      const mode = a.allocationMode || 'ExactCount'
+      if (mode === 'ExactCount') {
+        const count = a.count ?? 1
+        if (!Number.isInteger(count) || count < 1 || count > MAX_COUNT) fail(n, `request ${r.name}: count ${count} outside 1..${MAX_COUNT}`)
+        most = Math.max(most, count)
+      } else if (mode === 'All') {
+        fail(n, `request ${r.name}: allocationMode All`)
+      }
+      if ((a.selectors || []).length > 32) fail(n, `request ${r.name}: more than 32 selectors`)
+      for (const s of a.selectors || []) {
+        if (!s.cel?.expression) fail(n, `request ${r.name}: empty selector`)
+        else if (s.cel.expression.length > 10 * 1024) fail(n, `request ${r.name}: selector longer than 10Ki`)
+      }
+    }
+    total += most
+  }
+  if (total > MAX_COUNT) fail(n, `template ${t.metadata.name} asks for ${total} devices; a claim holds at most ${MAX_COUNT}`)
+  for (const c2 of devices.constraints || []) {
+    if (!!c2.matchAttribute === !!c2.distinctAttribute) fail(n, `constraint needs exactly one of matchAttribute / distinctAttribute`)
+    if (c2.matchAttribute && !/^[^/]+\/[^/]+$/.test(c2.matchAttribute)) fail(n, `matchAttribute ${c2.matchAttribute} is not fully qualified`)
+    for (const r of c2.requests || []) if (!validRefs.has(r)) fail(n, `constraint names unknown request ${r}`)
+  }
+  for (const cfg of devices.config || []) {
+    for (const r of cfg.requests || []) if (!validRefs.has(r)) fail(n, `config names unknown request ${r}`)
+    if (cfg.opaque && (typeof cfg.opaque.parameters !== 'object' || Array.isArray(cfg.opaque.parameters))) fail(n, 'opaque parameters are not an object')
+  }
+}
+
+// Memory floors: every GPU whose marketed memory meets the annotation must pass the memory
+// selectors of the template.
+function checkMemory (c, templates) {
+  if (!c.memoryAnnotation) return
+  let want
+  try { want = new Quantity(c.memoryAnnotation).bytes() } catch { return }
+  for (const node of Object.values(nodes[c.topology])) {
+    for (const dev of node.devices) {
+      if (dev.kind !== 'gpu' || !dev.gt) continue
+      const gb = marketedGB(dev.gt.model)
+      if (gb === undefined || BigInt(gb) * (1n << 30n) < want) continue
+      for (const t of templates) {
+        for (const r of t.spec.spec.devices.requests) {
+          for (const a of r.exactly ? [r.exactly] : r.firstAvailable) {
+            for (const s of a.selectors || []) {
+              if (!s.cel.expression.includes('memory')) continue
+              if (readsUnknown(s.cel.expression, dev)) { summary.memoryUnknown++; continue }
+              summary.memoryChecks++
+              const v = evaluate(s.cel.expression, dev)
+              if (!v.value) fail(c.name, `memory floor ${c.memoryAnnotation}: ${dev.gt.model} (${node.file}) is excluded by ${s.cel.expression}`)
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+for (const c of index.cases) {
+  summary.cases++
+  const dir = join(root, c.id)
+  const orig = JSON.parse(readFileSync(join(dir, 'pod.json'), 'utf8'))
+  const patchedPath = existsSync(join(dir, 'patched.json')) ? join(dir, 'patched.json') : join(dir, 'expected.json')
+  const pod = JSON.parse(readFileSync(patchedPath, 'utf8'))
+  const templates = JSON.parse(readFileSync(join(dir, 'templates.json'), 'utf8'))
+  summary.pods++
+  validatePod(c, orig, pod, templates)
+  for (const t of templates) { summary.templates++; validateTemplate(c, t) }
+  checkMemory(c, templates)
+  const allowed = allowedNodes(pod, c.topology)
+  if (allowed.length === 0) {
+    fail(c.name, 'the patched Pod may be scheduled on no node of the topology')
+    continue
+  }
+  templates.forEach((t, ti) => {
+    let satisfiable = false
+    for (const node of allowed) {
+      summary.nodeChecks++
+      const key = JSON.stringify([c.topology, node.name, t.spec, c.entries, c.nic, c.placements[ti]])
+      let r = enumCache.get(key)
+      if (!r) {
+        r = checkTemplateOnNode(c, t, c.placements[ti], node)
+        enumCache.set(key, r)
+        summary.sets += r.sets
+      }
+      for (const p of r.problems) fail(c.name, `${t.metadata.name}: ${p}`)
+      if (r.undecided) log.push(`${c.name}: ${t.metadata.name} on ${node.name}: search budget exhausted`)
+      if (r.satisfiable) satisfiable = true
+      else summary.allowedButUnsatisfiable++
+    }
+    if (satisfiable) summary.satisfiable++
+    else if (!c.entries.every((e) => e.kind === 'mig')) {
+      fail(c.name, `${t.metadata.name} (${t.metadata.annotations?.['draguard.io/profile']}) cannot be allocated on any allowed node (${allowed.map((x) => x.name).join(', ')})`)
+    }
+  })
+}
+
+const failures = []
+for (const [msg, {first, count}] of failureMap) {
+  failures.push(`${first}: ${msg}` + (count > 1 ? ` [and ${count - 1} more cases]` : ''))
+}
+log.push(`checked ${summary.cases} cases: ${summary.pods} pods, ${summary.templates} templates, ${summary.evaluations} CEL evaluations, ` +
+  `${summary.sets} device sets on ${summary.nodeChecks} (case, node) pairs; ${summary.satisfiable} templates satisfiable; ` +
+  `${summary.allowedButUnsatisfiable} allowed nodes cannot allocate; ${summary.migEntriesUnchecked} MIG entries not enumerated (no MIG devices simulated); ` +
+  `${summary.ignoredAffinityKeys} non-draguard affinity requirements ignored; ${summary.memoryChecks} memory-floor checks ` +
+  `(${summary.memoryUnknown} skipped: memory unknown in the export); ${summary.unknownMatches} device matches rest on data the export lacks; ` +
+  `${summary.podsInvalidBefore} original Pods already fail the schema (template variables)`)
+process.stdout.write(JSON.stringify({summary, failures, log}))
