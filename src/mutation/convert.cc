@@ -73,24 +73,31 @@ std::string FreeClaimName(const Json& spec) {
 }
 
 // ANDs a node requirement into every required nodeSelectorTerm (creating one when there is none).
-void RequireNodes(Json& spec, const GeneratedTemplate& tmpl, const policy::Policy& policy) {
-  Json requirement;
-  const char* field = "matchFields";
-  if (tmpl.shapes.empty() || tmpl.nodes.size() <= policy.mutation.hostname_affinity_limit) {
-    requirement = {{"key", "metadata.name"}, {"operator", "In"}, {"values", tmpl.nodes}};
-  } else {
-    field = "matchExpressions";
-    requirement = {{"key", std::string(topology::kShapeLabel)}, {"operator", "In"}, {"values", tmpl.shapes}};
-  }
+// Node names go through matchFields, which takes exactly one value per requirement, so a list of
+// nodes becomes one term per (existing term, node); shapes use one matchExpressions entry.
+void RequireNodes(Json& spec, const GeneratedTemplate& tmpl) {
   Json& required = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
   if (!required.is_object()) required = Json::object();
   Json& terms = required["nodeSelectorTerms"];
   if (!terms.is_array() || terms.empty()) terms = Json::array({Json::object()});
-  for (auto& term : terms) {
+  Json out = Json::array();
+  for (Json term : terms) {
     if (!term.is_object()) term = Json::object();
-    if (!term[field].is_array()) term[field] = Json::array();
-    term[field].push_back(requirement);
+    if (!tmpl.nodes.empty()) {
+      for (const auto& node : tmpl.nodes) {
+        Json t = term;
+        if (!t["matchFields"].is_array()) t["matchFields"] = Json::array();
+        t["matchFields"].push_back({{"key", "metadata.name"}, {"operator", "In"}, {"values", Json::array({node})}});
+        out.push_back(std::move(t));
+      }
+    } else {
+      if (!term["matchExpressions"].is_array()) term["matchExpressions"] = Json::array();
+      term["matchExpressions"].push_back(
+          {{"key", std::string(topology::kShapeLabel)}, {"operator", "In"}, {"values", tmpl.shapes}});
+      out.push_back(std::move(term));
+    }
   }
+  terms = std::move(out);
 }
 
 std::string Join(const std::vector<std::string>& items) {
@@ -145,12 +152,11 @@ PodConversion ConvertPod(const admission::Json& pod, std::string_view namespace_
     Json& rcs = mspec["resourceClaims"];
     if (!rcs.is_array()) rcs = Json::array();
     rcs.push_back({{"name", claim}, {"resourceClaimTemplateName", tmpl->name}});
-    if (!tmpl->nodes.empty()) {
-      RequireNodes(mspec, *tmpl, policy);
+    if (!tmpl->nodes.empty() || !tmpl->shapes.empty()) {
+      RequireNodes(mspec, *tmpl);
       out.warnings.push_back("restricted to " +
-                             (tmpl->shapes.empty() || tmpl->nodes.size() <= policy.mutation.hostname_affinity_limit
-                                  ? "nodes " + Join(tmpl->nodes)
-                                  : "topology shapes " + Join(tmpl->shapes)) +
+                             (!tmpl->nodes.empty() ? "nodes " + Join(tmpl->nodes)
+                                                   : "topology shapes " + Join(tmpl->shapes)) +
                              ": the only nodes where " + tmpl->description + " is possible");
     }
     out.warnings.insert(out.warnings.end(), tmpl->notes.begin(), tmpl->notes.end());

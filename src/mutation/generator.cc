@@ -2,6 +2,7 @@
 // model (see docs/mutation.md for the algorithm).
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <set>
 
 #include "draguard/cel/checker.h"
@@ -26,16 +27,74 @@ struct ShapeDevices {
   std::vector<devsim::Device> devices;
 };
 
-// The topology as the planner needs it, computed once per template.
+// The topology as the planner needs it. Built once per snapshot (Snapshot::Memo) and immutable
+// afterwards, except for the cache of compiled selectors.
 struct View {
   const topology::Snapshot* snapshot = nullptr;
   std::vector<ShapeDevices> shapes;  // shapes with at least one NVIDIA GPU
-  std::set<std::string> gpu_nodes;   // every node of those shapes
+  std::size_t gpu_nodes = 0;         // nodes of those shapes
+  std::set<uint64_t> memories;       // GPU memory the simulated devices report
+
+  // Compiles a selector once per view.
+  Result<std::shared_ptr<const cel::CheckedExpr>> Compile(const std::string& text) const {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = compiled.find(text);
+    if (it != compiled.end()) return it->second;
+    auto c = cel::CompileSelector(text);
+    if (!c.ok()) return c.status();
+    auto ptr = std::make_shared<const cel::CheckedExpr>(std::move(*c));
+    if (compiled.size() < 1024) compiled.emplace(text, ptr);
+    return ptr;
+  }
+  // Templates generated on this view, by MemoKey.
+  std::shared_ptr<const GeneratedTemplate> Remembered(const std::string& key) const {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = templates.find(key);
+    return it == templates.end() ? nullptr : it->second;
+  }
+  void Remember(const std::string& key, const GeneratedTemplate& t) const {
+    std::lock_guard<std::mutex> lock(mu);
+    if (templates.size() >= 4096) templates.clear();  // bounded; rebuilt on demand
+    templates.emplace(key, std::make_shared<const GeneratedTemplate>(t));
+  }
+  mutable std::mutex mu;
+  mutable std::map<std::string, std::shared_ptr<const cel::CheckedExpr>> compiled;  // GUARDED_BY(mu)
+  mutable std::map<std::string, std::shared_ptr<const GeneratedTemplate>> templates;  // GUARDED_BY(mu)
 };
 
-View MakeView(const topology::Snapshot* snap, const policy::Policy& policy) {
-  View v;
-  v.snapshot = snap;
+// Everything GenerateTemplate reads besides the view: the profile, the namespace and the policy
+// fields it uses.
+std::string MemoKey(const ClaimProfile& profile, std::string_view ns, const policy::Policy& policy) {
+  std::string k(ns);
+  auto add = [&k](std::string_view v) {
+    k += '\x1f';
+    k += v;
+  };
+  for (const auto& e : profile.entries) {
+    const RequestProfile& p = e.profile;
+    add(e.request);
+    add(std::to_string(static_cast<int>(p.kind)) + "/" + std::to_string(p.count) + "/" + std::to_string(p.mps_threads) +
+        (p.latency_sensitive ? "/ls" : "/-"));
+    add(p.mig_profile);
+    add(p.memory);
+    add(p.product);
+    add(p.mps_memory);
+  }
+  add(profile.nic ? "nic" : "-");
+  add(profile.interconnect);
+  add(policy.device_classes.gpu.empty() ? "" : policy.device_classes.gpu[0]);
+  add(policy.device_classes.mig.empty() ? "" : policy.device_classes.mig[0]);
+  add(policy.mutation.nic.device_class);
+  add(policy.mutation.nic.driver);
+  add(policy.mutation.allow_unaligned ? "unaligned" : "-");
+  add(std::to_string(policy.mutation.hostname_affinity_limit));
+  for (const auto& [lk, lv] : policy.latency_sensitive.labels) add(lk + "=" + lv);
+  return k;
+}
+
+std::shared_ptr<const View> BuildView(const topology::Snapshot* snap, const policy::Policy& policy) {
+  auto v = std::make_shared<View>();
+  v->snapshot = snap;
   if (snap == nullptr) return v;
   devsim::NicOptions nic{policy.mutation.nic.driver};
   for (const auto& group : snap->shapes()) {
@@ -43,13 +102,29 @@ View MakeView(const topology::Snapshot* snap, const policy::Policy& policy) {
     const topology::NodeTopology* node = snap->Find(group.nodes.front());
     if (node == nullptr) continue;
     ShapeDevices sd{&group, devsim::SimulateNode(*node, nic)};
-    bool gpu = std::any_of(sd.devices.begin(), sd.devices.end(),
-                           [](const devsim::Device& d) { return d.kind == devsim::DeviceKind::kGpu; });
+    bool gpu = false;
+    for (const auto& d : sd.devices) {
+      if (d.kind != devsim::DeviceKind::kGpu) continue;
+      gpu = true;
+      auto cap = d.device.capacity.find(std::string(topology::kNvidiaDriver));
+      if (cap == d.device.capacity.end()) continue;
+      auto mem = cap->second.find("memory");
+      if (mem == cap->second.end()) continue;
+      if (auto bytes = mem->second.AsInt64(); bytes && *bytes > 0) v->memories.insert(static_cast<uint64_t>(*bytes));
+    }
     if (!gpu) continue;
-    v.gpu_nodes.insert(group.nodes.begin(), group.nodes.end());
-    v.shapes.push_back(std::move(sd));
+    v->gpu_nodes += group.nodes.size();
+    v->shapes.push_back(std::move(sd));
   }
   return v;
+}
+
+// The view of `snap`, built on first use and kept with the snapshot.
+std::shared_ptr<const View> GetView(const topology::Snapshot* snap, const policy::Policy& policy) {
+  if (snap == nullptr) return BuildView(nullptr, policy);
+  return std::static_pointer_cast<const View>(snap->Memo(
+      "mutation.view/" + policy.mutation.nic.driver,
+      [&]() -> std::shared_ptr<const void> { return BuildView(snap, policy); }));
 }
 
 // "shape 1a2b3c4d5e6f7a8b (nodes a, b +3 more)"
@@ -69,17 +144,18 @@ bool ReadsUnknown(const cel::CheckedExpr& sel, const devsim::Device& d) {
 }
 
 // GPU indexes (into shape->gpus) of a shape that every selector may match.
-std::vector<uint32_t> Qualifying(const ShapeDevices& sd, const std::vector<cel::CheckedExpr>& selectors) {
+std::vector<uint32_t> Qualifying(const ShapeDevices& sd,
+                                 const std::vector<std::shared_ptr<const cel::CheckedExpr>>& selectors) {
   std::vector<uint32_t> out;
   for (const auto& d : sd.devices) {
     if (d.kind != devsim::DeviceKind::kGpu) continue;
     bool ok = true;
     for (const auto& sel : selectors) {
-      auto r = cel::EvaluateSelectorValue(sel, d.value);
+      auto r = cel::EvaluateSelectorValue(*sel, d.value);
       if (r.ok() && *r) continue;
       // A selector that reads what the export cannot know (memory of an nvml-only export, the
       // driver version) may match on the real device.
-      if (!ReadsUnknown(sel, d)) {
+      if (!ReadsUnknown(*sel, d)) {
         ok = false;
         break;
       }
@@ -109,7 +185,8 @@ struct Alternative {
   std::string restriction;         // extra selector
   std::vector<std::string> values; // roots or UUIDs, for matching and messages
   std::size_t fit = 0;             // qualifying GPUs it offers (smaller = tighter)
-  std::set<std::string> nodes;     // where it is valid
+  std::set<std::string> nodes;     // NVLink: the node it names
+  std::set<const ShapeDevices*> from;  // NUMA: the shapes it was derived from
 };
 
 // The placement of one entry.
@@ -117,8 +194,8 @@ struct Plan {
   Placement placement = Placement::kNone;
   std::vector<Alternative> alternatives;  // kNuma / kNvlink with cliques
   bool constraint = false;                // pcieRoot matchAttribute over the entry's requests
-  std::optional<std::set<std::string>> nodes;  // restriction; nullopt = any node
-  bool node_specific = false;             // the restriction is by node, not by shape
+  std::optional<std::set<std::size_t>> shapes;  // restriction to view.shapes indexes; nullopt = any
+  std::optional<std::set<std::string>> nodes;   // restriction to named nodes (NVLink cliques)
   std::string note;                       // for warnings
 };
 
@@ -129,14 +206,9 @@ std::string InList(const std::string& domain, const std::string& attr, const std
   return "'" + attr + "' in " + ref + " && " + ref + "." + attr + " in [" + list + "]";
 }
 
-std::set<std::string> NodesOf(const std::vector<const ShapeDevices*>& shapes) {
-  std::set<std::string> out;
-  for (const auto* s : shapes) out.insert(s->group->nodes.begin(), s->group->nodes.end());
-  return out;
-}
-
 Result<Plan> PlanGpus(const std::string& what, int64_t count, bool nic, const std::string& interconnect,
-                      const View& view, const std::vector<cel::CheckedExpr>& selectors, const policy::Policy& policy) {
+                      const View& view, const std::vector<std::shared_ptr<const cel::CheckedExpr>>& selectors,
+                      const policy::Policy& policy) {
   Plan plan;
   const std::size_t n = static_cast<std::size_t>(count);
   if (view.shapes.empty()) {
@@ -162,12 +234,14 @@ Result<Plan> PlanGpus(const std::string& what, int64_t count, bool nic, const st
     return Status::FailedPrecondition("no node has " + std::to_string(n) + " GPUs matching " + what + "; at most " +
                                       std::to_string(best) + " on " + DescribeShape(*best_shape->group));
   }
-  auto restrict_to = [&](std::set<std::string> nodes, bool node_specific) {
-    if (nodes != view.gpu_nodes) plan.nodes = std::move(nodes);
-    plan.node_specific = node_specific;
+  auto restrict_to = [&](const std::vector<const ShapeDevices*>& shapes) {
+    if (shapes.size() == view.shapes.size()) return;
+    std::set<std::size_t> idx;
+    for (const auto* sd : shapes) idx.insert(static_cast<std::size_t>(sd - view.shapes.data()));
+    plan.shapes = std::move(idx);
   };
   if (n == 1 && !nic) {
-    restrict_to(NodesOf(enough), false);
+    restrict_to(enough);
     return plan;
   }
 
@@ -184,7 +258,7 @@ Result<Plan> PlanGpus(const std::string& what, int64_t count, bool nic, const st
     }
     plan.placement = Placement::kNvlink;
     if (!full.empty()) {
-      restrict_to(NodesOf(full), false);
+      restrict_to(full);
       return plan;
     }
     // Cliques are per node: a selector can only name them by the GPUs' UUIDs.
@@ -225,7 +299,7 @@ Result<Plan> PlanGpus(const std::string& what, int64_t count, bool nic, const st
       nodes.insert(alt.nodes.begin(), alt.nodes.end());
       plan.alternatives.push_back(std::move(alt));
     }
-    restrict_to(std::move(nodes), true);
+    if (nodes.size() < view.gpu_nodes) plan.nodes = std::move(nodes);
     return plan;
   }
 
@@ -245,7 +319,7 @@ Result<Plan> PlanGpus(const std::string& what, int64_t count, bool nic, const st
   if (!rooted.empty()) {
     plan.placement = Placement::kPcieRoot;
     plan.constraint = true;
-    restrict_to(NodesOf(rooted), false);
+    restrict_to(rooted);
     return plan;
   }
 
@@ -272,7 +346,7 @@ Result<Plan> PlanGpus(const std::string& what, int64_t count, bool nic, const st
         Alternative& alt = by_roots[roots];
         alt.values = roots;
         alt.fit = std::max(alt.fit, gpus.size());
-        alt.nodes.insert(sd->group->nodes.begin(), sd->group->nodes.end());
+        alt.from.insert(sd);
       }
     }
     std::vector<Alternative> alts;
@@ -304,16 +378,16 @@ Result<Plan> PlanGpus(const std::string& what, int64_t count, bool nic, const st
     }
     if (!safe.empty()) {
       plan.placement = Placement::kNuma;
-      std::set<std::string> nodes = NodesOf(safe);
       for (std::size_t i = 0; i < alts.size(); ++i) {
-        bool valid = std::any_of(alts[i].nodes.begin(), alts[i].nodes.end(),
-                                 [&](const std::string& node) { return nodes.count(node) > 0; });
+        bool valid = std::any_of(alts[i].from.begin(), alts[i].from.end(), [&](const ShapeDevices* sd) {
+          return std::find(safe.begin(), safe.end(), sd) != safe.end();
+        });
         if (!valid) continue;
         alts[i].name = "numa-" + std::to_string(plan.alternatives.size() + 1);
         alts[i].restriction = InList("resource.kubernetes.io", "pcieRoot", alts[i].values);
         plan.alternatives.push_back(std::move(alts[i]));
       }
-      restrict_to(std::move(nodes), false);
+      restrict_to(safe);
       return plan;
     }
   }
@@ -326,7 +400,7 @@ Result<Plan> PlanGpus(const std::string& what, int64_t count, bool nic, const st
   if (!policy.mutation.allow_unaligned) return Status::FailedPrecondition(why);
   plan.placement = Placement::kUnaligned;
   plan.note = why + "; placed unaligned because the policy sets mutation.unaligned: allow";
-  restrict_to(NodesOf(enough), false);
+  restrict_to(enough);
   return plan;
 }
 
@@ -346,7 +420,13 @@ const char* PlacementName(Placement placement) {
 Result<GeneratedTemplate> GenerateTemplate(const ClaimProfile& profile, std::string_view namespace_name,
                                            const policy::Policy& policy, const topology::Snapshot* topology) {
   if (profile.entries.empty()) return Status::InvalidArgument("nothing to convert");
-  const View view = MakeView(topology, policy);
+  const std::shared_ptr<const View> view_ptr = GetView(topology, policy);
+  const View& view = *view_ptr;
+  std::string memo_key;
+  if (topology != nullptr) {
+    memo_key = MemoKey(profile, namespace_name, policy);
+    if (auto known = view.Remembered(memo_key)) return *known;
+  }
   const std::string gpu_class = policy.device_classes.gpu.empty() ? "gpu.nvidia.com" : policy.device_classes.gpu[0];
   const std::string mig_class = policy.device_classes.mig.empty() ? "mig.nvidia.com" : policy.device_classes.mig[0];
 
@@ -355,8 +435,8 @@ Result<GeneratedTemplate> GenerateTemplate(const ClaimProfile& profile, std::str
   Json constraints = Json::array();
   Json configs = Json::array();
   std::vector<std::string> words;
-  std::optional<std::set<std::string>> nodes;  // intersection of the entries' restrictions
-  bool node_specific = false;
+  std::optional<std::set<std::size_t>> shapes;  // intersection of the entries' shape restrictions
+  std::optional<std::set<std::string>> nodes;   // intersection of the entries' node restrictions
   bool nvlink = false;
   int64_t gpus = 0;
   std::vector<std::string> notes;
@@ -365,7 +445,7 @@ Result<GeneratedTemplate> GenerateTemplate(const ClaimProfile& profile, std::str
     RequestProfile p = entry.profile;
     std::string note;
     if (p.kind != RequestProfile::Kind::kMig && !p.memory.empty()) {
-      p.memory = internal::ResolveMemoryFloor(p.memory, topology, &note);
+      p.memory = internal::ResolveMemoryFloor(p.memory, view.memories, &note);
       if (!note.empty()) notes.push_back("request \"" + entry.request + "\": " + note);
     }
     const std::string desc = internal::DescribeProfile(p);
@@ -387,12 +467,13 @@ Result<GeneratedTemplate> GenerateTemplate(const ClaimProfile& profile, std::str
     } else {
       exactly["deviceClassName"] = gpu_class;
       auto texts = internal::GpuSelectors(p, policy);
-      std::vector<cel::CheckedExpr> compiled;
+      std::vector<std::shared_ptr<const cel::CheckedExpr>> compiled;
       for (const auto& t : texts) {
-        auto c = cel::CompileSelector(t);
+        selectors.push_back({{"cel", {{"expression", t}}}});
+        if (view.shapes.empty()) continue;  // nothing to evaluate against
+        auto c = view.Compile(t);
         if (!c.ok()) return Status::InvalidArgument("generated selector does not compile: " + c.status().message());
         compiled.push_back(std::move(*c));
-        selectors.push_back({{"cel", {{"expression", t}}}});
       }
       gpus += p.count;
       const bool nic = profile.nic && p.kind == RequestProfile::Kind::kGpu;
@@ -412,17 +493,18 @@ Result<GeneratedTemplate> GenerateTemplate(const ClaimProfile& profile, std::str
       }
       placement = plan.placement;
       if (!plan.note.empty()) notes.push_back("request \"" + entry.request + "\": " + plan.note);
-      if (plan.nodes) {
-        if (!nodes) {
-          nodes = *plan.nodes;
-        } else {
-          std::set<std::string> both;
-          std::set_intersection(nodes->begin(), nodes->end(), plan.nodes->begin(), plan.nodes->end(),
-                                std::inserter(both, both.end()));
-          nodes = std::move(both);
+      auto intersect = [](auto& acc, const auto& more) {
+        if (!more) return;
+        if (!acc) {
+          acc = *more;
+          return;
         }
-        node_specific = node_specific || plan.node_specific;
-      }
+        std::decay_t<decltype(*acc)> both;
+        std::set_intersection(acc->begin(), acc->end(), more->begin(), more->end(), std::inserter(both, both.end()));
+        acc = std::move(both);
+      };
+      intersect(shapes, plan.shapes);
+      intersect(nodes, plan.nodes);
       if (plan.alternatives.empty()) {
         exactly["selectors"] = selectors;
         requests.push_back({{"name", entry.request}, {"exactly", exactly}});
@@ -487,7 +569,24 @@ Result<GeneratedTemplate> GenerateTemplate(const ClaimProfile& profile, std::str
     out.placements.push_back(placement);
     words.push_back(profile.entries.size() == 1 ? words_entry : entry.request + ": " + words_entry);
   }
-  if (nodes && nodes->empty()) {
+  // The Pod's node restriction: named nodes (NVLink cliques), else shapes.
+  if (nodes && shapes) {
+    std::set<std::string> kept;
+    for (const auto& name : *nodes) {
+      const topology::NodeTopology* node = topology->Find(name);
+      for (std::size_t i : *shapes) {
+        if (node != nullptr && node->shape == view.shapes[i].group->shape) kept.insert(name);
+      }
+    }
+    nodes = std::move(kept);
+  }
+  std::size_t restricted_nodes = 0;
+  if (nodes) {
+    restricted_nodes = nodes->size();
+  } else if (shapes) {
+    for (std::size_t i : *shapes) restricted_nodes += view.shapes[i].group->nodes.size();
+  }
+  if ((nodes || shapes) && restricted_nodes == 0) {
     return Status::FailedPrecondition("no single node can place every converted container's devices together");
   }
 
@@ -519,15 +618,18 @@ Result<GeneratedTemplate> GenerateTemplate(const ClaimProfile& profile, std::str
   out.object = std::move(object);
   if (nodes) {
     out.nodes.assign(nodes->begin(), nodes->end());
-    if (!node_specific && topology != nullptr) {
-      std::set<std::string> shapes;
-      for (const auto& node : out.nodes) {
-        if (const auto* t = topology->Find(node)) shapes.insert(t->shape->fingerprint);
+  } else if (shapes) {
+    for (std::size_t i : *shapes) out.shapes.push_back(view.shapes[i].group->shape->fingerprint);
+    std::sort(out.shapes.begin(), out.shapes.end());
+    if (restricted_nodes <= policy.mutation.hostname_affinity_limit) {
+      for (std::size_t i : *shapes) {
+        out.nodes.insert(out.nodes.end(), view.shapes[i].group->nodes.begin(), view.shapes[i].group->nodes.end());
       }
-      out.shapes.assign(shapes.begin(), shapes.end());
+      std::sort(out.nodes.begin(), out.nodes.end());
     }
   }
   out.notes = std::move(notes);
+  if (!memo_key.empty()) view.Remember(memo_key, out);
   return out;
 }
 

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,9 +29,11 @@ std::string BytesToQuantity(uint64_t bytes);
 std::optional<std::string> CelString(std::string_view text);
 
 /// The memory floor to write for a request of `requested` (a quantity): lowered to the memory
-/// the GPUs report when they are within 5 % below it (the 80Gi vs H100 80GB trap). `note`
-/// receives an explanation when the floor was changed.
-std::string ResolveMemoryFloor(const std::string& requested, const topology::Snapshot* topology, std::string* note);
+/// the GPUs report when they are within 5 % below it (the 80Gi vs H100 80GB trap).
+/// `topology_memories` are the figures the topology's GPUs report (empty: the NVML table).
+/// `note` receives an explanation when the floor was changed.
+std::string ResolveMemoryFloor(const std::string& requested, const std::set<uint64_t>& topology_memories,
+                               std::string* note);
 
 /// Guarded selector expressions for a full-GPU request (memory floor and product).
 std::vector<std::string> GpuSelectors(const RequestProfile& profile, const policy::Policy& policy);

@@ -5,9 +5,7 @@
 #include <set>
 
 #include "draguard/cel/quantity.h"
-#include "draguard/devsim/devices.h"
 #include "draguard/topology/dra_devices.h"
-#include "draguard/topology/snapshot.h"
 #include "internal.h"
 
 namespace draguard::mutation::internal {
@@ -33,23 +31,12 @@ std::optional<std::string> CelString(std::string_view text) {
   return "'" + std::string(text) + "'";
 }
 
-std::string ResolveMemoryFloor(const std::string& requested, const topology::Snapshot* topology, std::string* note) {
+std::string ResolveMemoryFloor(const std::string& requested, const std::set<uint64_t>& topology_memories,
+                               std::string* note) {
   auto want = QuantityBytes(requested);
   if (!want || *want == 0) return requested;
-  // What GPUs report: the simulated devices of every shape, or the NVML table without a topology.
-  std::set<uint64_t> reported;
-  if (topology != nullptr) {
-    for (const auto& group : topology->shapes()) {
-      if (group.nodes.empty()) continue;
-      const topology::NodeTopology* node = topology->Find(group.nodes.front());
-      if (node == nullptr) continue;
-      for (const auto& d : topology::SimulateDraDevices(*node)) {
-        for (const auto& c : d.capacity) {
-          if (c.name == "memory") reported.insert(c.bytes);
-        }
-      }
-    }
-  }
+  // What GPUs report: the simulated devices of the topology, or the NVML table without one.
+  std::set<uint64_t> reported = topology_memories;
   if (reported.empty()) {
     for (uint16_t id : {0x2330, 0x20b2, 0x20b5}) {
       if (uint64_t b = topology::NvmlTotalMemoryBytes(id); b != 0) reported.insert(b);

@@ -6,6 +6,16 @@
 
 namespace draguard::topology {
 
+std::shared_ptr<const void> Snapshot::Memo(const std::string& key,
+                                           const std::function<std::shared_ptr<const void>()>& compute) const {
+  std::lock_guard<std::mutex> lock(memo_mu_);
+  auto it = memo_.find(key);
+  if (it != memo_.end()) return it->second;
+  std::shared_ptr<const void> value = compute();
+  memo_.emplace(key, value);
+  return value;
+}
+
 std::shared_ptr<const Snapshot> Snapshot::Create(std::vector<std::shared_ptr<const NodeTopology>> nodes,
                                                   uint64_t generation) {
   std::shared_ptr<Snapshot> s(new Snapshot());

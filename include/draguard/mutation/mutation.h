@@ -85,10 +85,12 @@ struct GeneratedTemplate {
   std::string description;   ///< the profile in words ("2x full GPU >= 80G, same PCIe root as 1 RDMA NIC")
   admission::Json object;    ///< complete resource.k8s.io/v1 ResourceClaimTemplate (namespace set)
   std::vector<Placement> placements;  ///< per entry of the claim profile
-  /// Nodes the template is restricted to (ascending); empty = no restriction.
+  /// The nodes a Pod using the template must be restricted to, by name (ascending): NVLink
+  /// cliques (named by per-node GPU UUIDs), or shape restrictions covering at most
+  /// mutation.hostnameAffinityLimit nodes. Empty with empty `shapes` = no restriction.
   std::vector<std::string> nodes;
-  /// Shape fingerprints the template is restricted to (ascending); empty = no restriction, or a
-  /// restriction by node (NVLink cliques are named by per-node GPU UUIDs).
+  /// The shape fingerprints (label draguard.io/topology-shape) a Pod must be restricted to
+  /// (ascending); used when `nodes` is empty.
   std::vector<std::string> shapes;
   std::vector<std::string> notes;  ///< adjustments worth a warning (memory floor lowered, ...)
 };

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -72,11 +73,19 @@ class Snapshot {
   /// The shape group whose fingerprint is `fingerprint`, or nullptr.
   const ShapeGroup* FindShape(std::string_view fingerprint) const;
 
+  /// Data other modules derive from this snapshot, computed once per `key` on first use and kept
+  /// as long as the snapshot lives (e.g. the claim generator's simulated devices per shape).
+  /// Thread-safe; `compute` runs at most once per key and must not call Memo on this snapshot.
+  std::shared_ptr<const void> Memo(const std::string& key,
+                                   const std::function<std::shared_ptr<const void>()>& compute) const;
+
  private:
   Snapshot() = default;
   std::vector<std::shared_ptr<const NodeTopology>> nodes_;
   std::vector<ShapeGroup> shapes_;
   uint64_t generation_ = 0;
+  mutable std::mutex memo_mu_;
+  mutable std::unordered_map<std::string, std::shared_ptr<const void>> memo_;  // GUARDED_BY(memo_mu_)
 };
 
 /// Deduplicates shapes: identical hardware yields the same shared object. Thread-safe.

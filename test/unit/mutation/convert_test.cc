@@ -93,6 +93,20 @@ TEST(ConvertPod, NodeRestrictionIsAndedIntoEveryExistingTerm) {
   EXPECT_TRUE(warned);
 }
 
+TEST(ConvertPod, SeveralNodesBecomeOneTermPerNodeBecauseMatchFieldsTakesOneValue) {
+  Json pod = PodWith({{"nvidia.com/gpu", 2}}, {{"draguard.io/gpu-product", "Tesla T4"}});
+  pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] =
+      R"([{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}])"_json;
+  auto c = ConvertPod(pod, "ml", DefaultPolicy(), testing::Mixed().get());
+  ASSERT_EQ(c.outcome, PodConversion::Outcome::kConverted) << c.reason;
+  const Json& terms =
+      c.pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+  ASSERT_EQ(terms.size(), 2u) << terms.dump();
+  EXPECT_EQ(terms[0]["matchFields"][0]["values"], Json::array({"g4dn-a"}));
+  EXPECT_EQ(terms[1]["matchFields"][0]["values"], Json::array({"g4dn-b"}));
+  for (const auto& term : terms) EXPECT_EQ(term["matchExpressions"][0]["key"], "zone");
+}
+
 TEST(ConvertPod, RestrictsOnlyWhenSomeNodesCannotAndPinsManyNodesByShape) {
   auto pol = DefaultPolicy();
   // The only node can do it: no restriction.

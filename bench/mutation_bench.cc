@@ -1,0 +1,139 @@
+// Mutation cost: /mutate of a legacy GPU Pod (with its template already known to the provisioner's
+// cache) against /validate of the same body, and the conversion steps alone, on real topologies.
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include <benchmark/benchmark.h>
+#include <nlohmann/json.hpp>
+
+#include "draguard/engine/registry.h"
+#include "draguard/mutation/mutation.h"
+#include "draguard/mutation/provisioner.h"
+#include "draguard/policy/policy.h"
+#include "draguard/topology/snapshot.h"
+#include "draguard/webhook/reviewer.h"
+
+namespace {
+
+using nlohmann::json;
+namespace dg = draguard;
+
+// What the Kubernetes provisioner does on a cache hit: one lookup under a mutex.
+class CachedProvisioner : public dg::mutation::TemplateProvisioner {
+ public:
+  dg::Status Ensure(std::string_view ns, const dg::mutation::GeneratedTemplate& t,
+                    std::chrono::milliseconds) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    known_.insert(std::string(ns) + "/" + t.name);
+    return dg::Status::Ok();
+  }
+
+ private:
+  std::mutex mu_;
+  std::set<std::string> known_;
+};
+
+std::shared_ptr<const dg::topology::Snapshot> Topology(const char* file) {
+  auto snap = dg::topology::LoadSnapshot(std::string(DRAGUARD_SOURCE_DIR) + "/test/data/hwloc/" + file);
+  return snap.ok() ? *snap : nullptr;
+}
+
+const char* kG4dn = "aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa.xml";
+const char* kDgx = "hwloc_nvidia-dgx2h_2s-xeon8174_16xV100-SXM3_12xNVSwitch_nvlink-hetero.xml";
+
+json LegacyPod(int gpus) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", {{"name", "train-0"}, {"namespace", "team-a"}, {"labels", {{"app", "train"}}}}},
+          {"spec",
+           {{"restartPolicy", "Never"},
+            {"containers",
+             json::array({{{"name", "worker"},
+                           {"image", "nvcr.io/nvidia/pytorch:24.05-py3"},
+                           {"resources", {{"limits", {{"cpu", "8"}, {"memory", "64Gi"}, {"nvidia.com/gpu", gpus}}}}}}})}}}};
+}
+
+std::string Review(const json& pod) {
+  return json{{"apiVersion", "admission.k8s.io/v1"},
+              {"kind", "AdmissionReview"},
+              {"request",
+               {{"uid", "705ab4f5-6393-11e8-b7cc-42010a800002"},
+                {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+                {"resource", {{"group", ""}, {"version", "v1"}, {"resource", "pods"}}},
+                {"namespace", "team-a"},
+                {"operation", "CREATE"},
+                {"userInfo", {{"username", "system:serviceaccount:kube-system:job-controller"}}},
+                {"object", pod},
+                {"dryRun", false}}}}
+      .dump();
+}
+
+const dg::policy::Policy& Policy() {
+  static const dg::policy::Policy p = dg::policy::ParsePolicy(dg::policy::DefaultPolicyYaml()).value();
+  return p;
+}
+
+const dg::engine::Registry& Rules() {
+  static const dg::engine::Registry r = dg::engine::DefaultRegistry();
+  return r;
+}
+
+// One review through the Reviewer; `mutate` selects the webhook.
+void BM_Review(benchmark::State& state, const char* topo_file, int gpus, bool mutate) {
+  static CachedProvisioner provisioner;
+  static const dg::webhook::Reviewer reviewer(Rules(), {}, &provisioner);
+  auto topo = topo_file ? Topology(topo_file) : nullptr;
+  const std::string body = Review(LegacyPod(gpus));
+  auto kind = mutate ? dg::admission::WebhookKind::kMutating : dg::admission::WebhookKind::kValidating;
+  for (auto _ : state) {
+    auto out = reviewer.Review(body, kind, Policy(), topo.get(), std::chrono::system_clock::time_point{});
+    benchmark::DoNotOptimize(out);
+  }
+}
+BENCHMARK_CAPTURE(BM_Review, validate_1gpu_no_topology, nullptr, 1, false);
+BENCHMARK_CAPTURE(BM_Review, mutate_1gpu_no_topology, nullptr, 1, true);
+BENCHMARK_CAPTURE(BM_Review, validate_2gpu_g4dn, kG4dn, 2, false);
+BENCHMARK_CAPTURE(BM_Review, mutate_2gpu_g4dn, kG4dn, 2, true);
+BENCHMARK_CAPTURE(BM_Review, mutate_4gpu_numa_g4dn, kG4dn, 4, true);
+BENCHMARK_CAPTURE(BM_Review, mutate_8gpu_dgx2h, kDgx, 8, true);
+
+// The conversion alone (profile, template, patch), without decoding or encoding.
+void BM_ConvertPod(benchmark::State& state, const char* topo_file, int gpus) {
+  auto topo = topo_file ? Topology(topo_file) : nullptr;
+  const json pod = LegacyPod(gpus);
+  for (auto _ : state) {
+    auto c = dg::mutation::ConvertPod(pod, "team-a", Policy(), topo.get());
+    benchmark::DoNotOptimize(c);
+  }
+}
+BENCHMARK_CAPTURE(BM_ConvertPod, 1gpu_no_topology, nullptr, 1);
+BENCHMARK_CAPTURE(BM_ConvertPod, 2gpu_g4dn, kG4dn, 2);
+BENCHMARK_CAPTURE(BM_ConvertPod, 4gpu_numa_g4dn, kG4dn, 4);
+
+// The steps of a conversion.
+void BM_ProfilePod(benchmark::State& state) {
+  const json pod = LegacyPod(2);
+  for (auto _ : state) benchmark::DoNotOptimize(dg::mutation::ProfilePod(pod, Policy()));
+}
+BENCHMARK(BM_ProfilePod);
+
+void BM_GenerateTemplate(benchmark::State& state, const char* topo_file, int gpus) {
+  auto topo = topo_file ? Topology(topo_file) : nullptr;
+  auto profile = dg::mutation::ProfilePod(LegacyPod(gpus), Policy()).value();
+  for (auto _ : state) benchmark::DoNotOptimize(dg::mutation::GenerateTemplate(profile, "team-a", Policy(), topo.get()));
+}
+BENCHMARK_CAPTURE(BM_GenerateTemplate, 2gpu_no_topology, nullptr, 2);
+BENCHMARK_CAPTURE(BM_GenerateTemplate, 2gpu_g4dn, kG4dn, 2);
+
+void BM_Diff(benchmark::State& state) {
+  const json pod = LegacyPod(2);
+  auto c = dg::mutation::ConvertPod(pod, "team-a", Policy(), nullptr);
+  for (auto _ : state) benchmark::DoNotOptimize(json::diff(pod, c.pod));
+}
+BENCHMARK(BM_Diff);
+
+}  // namespace
+
+BENCHMARK_MAIN();
