@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -497,6 +498,50 @@ TEST_F(MutationFixtures, IndependentImplementationsAgree) {
                               {"memoryAnnotation", memory},
                               {"placements", placements}});
   }
+  // Controls: converted cases broken on purpose; the checkers must notice each one.
+  index["controls"] = Json::array();
+  auto control = [&](const std::string& id, const std::string& topo, const std::string& variant,
+                     const std::string& placement, const std::function<void(Json&)>& breaker) {
+    for (std::size_t i = 0; i < F().converted.size(); ++i) {
+      const Converted& c = F().converted[i];
+      if (c.topo->name != topo || c.pod->variant != variant || c.conversion.templates.size() != 1) continue;
+      const auto& placements = c.conversion.templates[0].placements;
+      if (placements.empty() || PlacementName(placements[0]) != placement) continue;
+      Json entry = index["cases"][i];
+      const fs::path dir = cases_dir / id;
+      fs::create_directories(dir);
+      fs::copy_file(cases_dir / entry["id"].get<std::string>() / "pod.json", dir / "pod.json");
+      fs::copy_file(cases_dir / entry["id"].get<std::string>() / "expected.json", dir / "expected.json");
+      Json tmpl = c.conversion.templates[0].object;
+      Json patch = c.conversion.patch;
+      breaker(id == "control-patch" ? patch : tmpl);
+      WriteFile(dir / "patch.json", patch.dump());
+      WriteFile(dir / "templates.json", Json::array({tmpl}).dump());
+      entry["id"] = id;
+      entry["name"] = id + " (" + entry["name"].get<std::string>() + ")";
+      index["controls"].push_back(entry);
+      return;
+    }
+    ADD_FAILURE() << "no " << topo << " [" << variant << "] case with placement " << placement << " for " << id;
+  };
+  // pcieRoot without its constraint: 2 T4s of different roots become choosable.
+  control("control-pcie", "g4dn", "gpus-2", "pcieRoot", [](Json& t) { t["spec"]["spec"]["devices"].erase("constraints"); });
+  // NUMA alternatives without their pcieRoot restriction: 4 T4s across sockets become choosable.
+  control("control-numa", "g4dn", "gpus-4", "numa", [](Json& t) {
+    for (auto& r : t["spec"]["spec"]["devices"]["requests"]) {
+      if (!r.contains("firstAvailable")) continue;
+      for (auto& a : r["firstAvailable"]) a["selectors"].erase(a["selectors"].size() - 1);
+    }
+  });
+  // NVLink cliques without their UUID restriction: P100s of different cliques become choosable.
+  control("control-nvlink", "minsky", "gpus-2+nvlink", "nvlink", [](Json& t) {
+    for (auto& r : t["spec"]["spec"]["devices"]["requests"]) {
+      if (!r.contains("firstAvailable")) continue;
+      for (auto& a : r["firstAvailable"]) a["selectors"].erase(a["selectors"].size() - 1);
+    }
+  });
+  // A patch that loses its last operation.
+  control("control-patch", "r740", "base", "none", [](Json& p) { p.erase(p.size() - 1); });
   WriteFile(cases_dir / "index.json", index.dump());
 
   // 1. The patch, applied by python3-jsonpatch, gives the converted Pod (writes patched.json).
@@ -505,8 +550,16 @@ TEST_F(MutationFixtures, IndependentImplementationsAgree) {
                         &rc);
   Json py = Json::parse(out, nullptr, false);
   ASSERT_TRUE(rc == 0 && !py.is_discarded()) << "apply_json_patch.py failed (" << rc << "): " << out.substr(0, 2000);
-  EXPECT_EQ(py.value("checked", 0), static_cast<int>(F().converted.size()));
-  for (const auto& failure : py["failures"]) ADD_FAILURE() << "json patch: " << failure.dump();
+  EXPECT_EQ(py.value("checked", 0), static_cast<int>(F().converted.size()) + 4);  // + the controls
+  bool patch_control_caught = false;
+  for (const auto& failure : py["failures"]) {
+    if (failure.value("case", "").rfind("control-", 0) == 0) {
+      patch_control_caught = patch_control_caught || failure.value("case", "") == "control-patch";
+      continue;
+    }
+    ADD_FAILURE() << "json patch: " << failure.dump();
+  }
+  EXPECT_TRUE(patch_control_caught) << "apply_json_patch.py did not notice a patch with an operation missing";
 
   // 2. Schemas, names, selectors, device sets, ground truth (reads patched.json).
   out = RunCommand("cd " + Quote(kTools.string()) + " && node check_mutation.mjs " + Quote(cases_dir.string()) + " 2>&1",
@@ -520,13 +573,21 @@ TEST_F(MutationFixtures, IndependentImplementationsAgree) {
     ADD_FAILURE() << failure.get<std::string>();
   }
   EXPECT_EQ(js["failures"].size(), 0u) << js["failures"].size() << " failures (first 60 shown)";
+  for (const char* id : {"control-pcie", "control-numa", "control-nvlink"}) {
+    const Json& got = js["controls"].value(id, Json::array());
+    bool misaligned = false;
+    for (const auto& m : got) misaligned = misaligned || m.get<std::string>().find(" may get ") != std::string::npos;
+    EXPECT_TRUE(misaligned) << id << ": check_mutation.mjs did not find the misaligned device sets it should: "
+                            << got.dump();
+    if (!got.empty()) std::cout << "  " << id << " caught: " << got[0].get<std::string>().substr(0, 240) << "\n";
+  }
   const Json& s = js["summary"];
   std::cout << "mutation fixtures summary: " << F().converted.size() << " converted / " << F().refused.size()
             << " refused / " << F().unchanged.size() << " unchanged; patches checked " << py.value("checked", 0)
             << "; pods validated " << s.value("pods", 0) << ", templates validated " << s.value("templates", 0)
             << ", selector evaluations " << s.value("evaluations", 0) << ", device sets checked "
             << s.value("sets", 0) << ", failures " << js["failures"].size() << "\n";
-  EXPECT_EQ(s.value("pods", 0), static_cast<int>(F().converted.size()));
+  EXPECT_EQ(s.value("pods", 0), static_cast<int>(F().converted.size() + index["controls"].size()));
   EXPECT_GT(s.value("sets", 0), 1000);
 }
 

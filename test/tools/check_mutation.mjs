@@ -232,9 +232,12 @@ DOMAINS = [...new Set([...DOMAINS, index.nicDriver])]
 const failureMap = new Map() // message -> {first case, count}
 const log = []
 const summary = {cases: 0, pods: 0, templates: 0, evaluations: 0, sets: 0, nodeChecks: 0, satisfiable: 0,
-  migEntriesUnchecked: 0, ignoredAffinityKeys: 0, unknownMatches: 0, memoryUnknown: 0, podsInvalidBefore: 0, allowedButUnsatisfiable: 0, memoryChecks: 0}
+  migEntriesUnchecked: 0, ignoredAffinityKeys: 0, unknownMatches: 0, memoryUnknown: 0, podsInvalidBefore: 0, placements: {}, allowedButUnsatisfiable: 0, memoryChecks: 0}
 
+// Control cases (deliberately broken templates) collect their failures apart: each must fail.
+let controlSink = null
 function fail (caseName, message) {
+  if (controlSink) { controlSink.push(message); return }
   const e = failureMap.get(message)
   if (e) e.count++
   else failureMap.set(message, {first: caseName, count: 1})
@@ -691,8 +694,8 @@ function checkMemory (c, templates) {
   }
 }
 
-for (const c of index.cases) {
-  summary.cases++
+function checkCase (c) {
+  if (!controlSink) for (const p of c.placements.flat()) summary.placements[p] = (summary.placements[p] || 0) + 1
   const dir = join(root, c.id)
   const orig = JSON.parse(readFileSync(join(dir, 'pod.json'), 'utf8'))
   const patchedPath = existsSync(join(dir, 'patched.json')) ? join(dir, 'patched.json') : join(dir, 'expected.json')
@@ -705,7 +708,7 @@ for (const c of index.cases) {
   const allowed = allowedNodes(pod, c.topology)
   if (allowed.length === 0) {
     fail(c.name, 'the patched Pod may be scheduled on no node of the topology')
-    continue
+    return
   }
   templates.forEach((t, ti) => {
     let satisfiable = false
@@ -730,6 +733,18 @@ for (const c of index.cases) {
   })
 }
 
+for (const c of index.cases) {
+  summary.cases++
+  checkCase(c)
+}
+const controls = {}
+for (const c of index.controls || []) {
+  controlSink = []
+  checkCase(c)
+  controls[c.id] = controlSink
+  controlSink = null
+}
+
 const failures = []
 for (const [msg, {first, count}] of failureMap) {
   failures.push(`${first}: ${msg}` + (count > 1 ? ` [and ${count - 1} more cases]` : ''))
@@ -739,5 +754,6 @@ log.push(`checked ${summary.cases} cases: ${summary.pods} pods, ${summary.templa
   `${summary.allowedButUnsatisfiable} allowed nodes cannot allocate; ${summary.migEntriesUnchecked} MIG entries not enumerated (no MIG devices simulated); ` +
   `${summary.ignoredAffinityKeys} non-draguard affinity requirements ignored; ${summary.memoryChecks} memory-floor checks ` +
   `(${summary.memoryUnknown} skipped: memory unknown in the export); ${summary.unknownMatches} device matches rest on data the export lacks; ` +
-  `${summary.podsInvalidBefore} original Pods already fail the schema (template variables)`)
-process.stdout.write(JSON.stringify({summary, failures, log}))
+  `${summary.podsInvalidBefore} original Pods already fail the schema (template variables); ` +
+  `entries by placement: ${JSON.stringify(summary.placements)}`)
+process.stdout.write(JSON.stringify({summary, failures, log, controls}))
