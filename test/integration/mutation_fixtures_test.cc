@@ -78,6 +78,10 @@ const char* const kDgx2h = "hwloc_nvidia-dgx2h_2s-xeon8174_16xV100-SXM3_12xNVSwi
 const char* const kLassen = "llnl_lassen_ibm-ac922_2s-power9_4xV100-SXM2_cuda-nvml_4xmlx5.xml";
 const char* const kR740 = "clemson-palmetto_dell-r740_2s-gold6248_2xV100-PCIe_cuda-nvml_mlx5.xml";
 const char* const kMinsky = "hwloc_ibm-power8-minsky_2s_4xP100-SXM2_nvlink-gpu-cpu-hetero.xml";
+// 2x P100 and an RDMA NIC under one host bridge: the only GPU + NIC alignment these files allow.
+const char* const kPascal = "llnl_pascal_relion-x1904gt_2s-e5-2695v4_2xP100-PCIe_cuda-nvml-opencl.xml";
+// K40m + M2075 (+ an AMD GPU) with the IB NIC under the same host bridge as two of them.
+const char* const kX9drg = "hwloc_supermicro-x9drg_2s-e5-2650_K40m+M2075+R9_mlx5_normalio.xml";
 
 std::vector<TopologySpec> TopologySpecs() {
   return {
@@ -86,6 +90,8 @@ std::vector<TopologySpec> TopologySpecs() {
       {"lassen", {{"lassen-1", kLassen}}},
       {"r740", {{"r740-1", kR740}}},
       {"minsky", {{"minsky-1", kMinsky}}},
+      {"pascal", {{"pascal-1", kPascal}}},
+      {"x9drg", {{"x9drg-1", kX9drg}}},
       // Two shapes on two nodes each (node restrictions by name and by shape).
       {"g4dn+dgx2h", {{"g4dn-1", kG4dn}, {"g4dn-2", kG4dn}, {"dgx2h-1", kDgx2h}, {"dgx2h-2", kDgx2h}}},
       // Two shapes whose pcieRoot names differ (domains 0000 and 0003/0004/...).
