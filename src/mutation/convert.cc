@@ -1,10 +1,13 @@
 // Converting Pods (and offline, workloads) into DRA form (see mutation.h).
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "draguard/engine/pod_objects.h"
+#include "draguard/engine/satisfiability.h"
 #include "draguard/mutation/mutation.h"
 #include "draguard/topology/model.h"
+#include "draguard/topology/snapshot.h"
 #include "internal.h"
 
 namespace draguard::mutation {
@@ -72,10 +75,84 @@ std::string FreeClaimName(const Json& spec) {
   }
 }
 
+// The claims of one Pod are allocated on one node, without sharing devices. Checks that some node
+// can hold them all: the templates' requests merged into one claim (names prefixed per template,
+// constraints kept per template) must be satisfiable. Returns why not, or "".
+std::string JointlyUnsatisfiable(const std::vector<const GeneratedTemplate*>& templates, const policy::Policy& policy,
+                                 const topology::Snapshot& topology) {
+  Json requests = Json::array();
+  Json constraints = Json::array();
+  for (std::size_t i = 0; i < templates.size(); ++i) {
+    const Json& devices = templates[i]->object["spec"]["spec"]["devices"];
+    const std::string prefix = "t" + std::to_string(i) + "-";
+    for (Json r : devices["requests"]) {
+      r["name"] = prefix + r["name"].get<std::string>();
+      requests.push_back(std::move(r));
+    }
+    if (devices.contains("constraints")) {
+      for (Json c : devices["constraints"]) {
+        for (auto& name : c["requests"]) name = prefix + name.get<std::string>();
+        constraints.push_back(std::move(c));
+      }
+    }
+  }
+  Json devices = {{"requests", requests}};
+  if (!constraints.empty()) devices["constraints"] = constraints;
+  Json merged = {{"apiVersion", "resource.k8s.io/v1"},
+                 {"kind", "ResourceClaimTemplate"},
+                 {"metadata", {{"name", "draguard-pod"}}},
+                 {"spec", {{"spec", {{"devices", devices}}}}}};
+  auto report = engine::CheckSatisfiable(merged, policy, topology);
+  if (report.verdict != engine::SatisfiabilityReport::Verdict::kUnsatisfiable) return "";
+  return "no node can hold all their devices at once: " + report.message;
+}
+
+// Where a Pod may run: named nodes, or (when `nodes` is empty) shapes.
+struct Restriction {
+  std::vector<std::string> nodes;   // ascending
+  std::vector<std::string> shapes;  // ascending fingerprints
+};
+
+std::vector<std::string> IntersectSorted(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  std::vector<std::string> out;
+  std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
+  return out;
+}
+
+// Both restrictions at once. Named nodes win over shapes (they are filtered by the other's shapes).
+Restriction Intersect(const Restriction& a, const Restriction& b, const topology::Snapshot* topo,
+                      const policy::Policy& policy) {
+  Restriction out;
+  auto node_shape_in = [&](const std::string& node, const std::vector<std::string>& shapes) {
+    const topology::NodeTopology* t = topo != nullptr ? topo->Find(node) : nullptr;
+    return t != nullptr && std::binary_search(shapes.begin(), shapes.end(), t->shape->fingerprint);
+  };
+  if (!a.nodes.empty() && !b.nodes.empty()) {
+    out.nodes = IntersectSorted(a.nodes, b.nodes);
+  } else if (!a.nodes.empty() || !b.nodes.empty()) {
+    const Restriction& named = a.nodes.empty() ? b : a;
+    const Restriction& shaped = a.nodes.empty() ? a : b;
+    for (const auto& n : named.nodes) {
+      if (node_shape_in(n, shaped.shapes)) out.nodes.push_back(n);
+    }
+  } else {
+    out.shapes = IntersectSorted(a.shapes, b.shapes);
+    std::vector<std::string> nodes;
+    for (const auto& fp : out.shapes) {
+      if (const auto* g = topo != nullptr ? topo->FindShape(fp) : nullptr) nodes.insert(nodes.end(), g->nodes.begin(), g->nodes.end());
+    }
+    if (nodes.size() <= policy.mutation.hostname_affinity_limit) {
+      std::sort(nodes.begin(), nodes.end());
+      out.nodes = std::move(nodes);
+    }
+  }
+  return out;
+}
+
 // ANDs a node requirement into every required nodeSelectorTerm (creating one when there is none).
 // Node names go through matchFields, which takes exactly one value per requirement, so a list of
 // nodes becomes one term per (existing term, node); shapes use one matchExpressions entry.
-void RequireNodes(Json& spec, const GeneratedTemplate& tmpl) {
+void RequireNodes(Json& spec, const Restriction& where) {
   Json& required = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
   if (!required.is_object()) required = Json::object();
   Json& terms = required["nodeSelectorTerms"];
@@ -83,8 +160,8 @@ void RequireNodes(Json& spec, const GeneratedTemplate& tmpl) {
   Json out = Json::array();
   for (Json term : terms) {
     if (!term.is_object()) term = Json::object();
-    if (!tmpl.nodes.empty()) {
-      for (const auto& node : tmpl.nodes) {
+    if (!where.nodes.empty()) {
+      for (const auto& node : where.nodes) {
         Json t = term;
         if (!t["matchFields"].is_array()) t["matchFields"] = Json::array();
         t["matchFields"].push_back({{"key", "metadata.name"}, {"operator", "In"}, {"values", Json::array({node})}});
@@ -93,7 +170,7 @@ void RequireNodes(Json& spec, const GeneratedTemplate& tmpl) {
     } else {
       if (!term["matchExpressions"].is_array()) term["matchExpressions"] = Json::array();
       term["matchExpressions"].push_back(
-          {{"key", std::string(topology::kShapeLabel)}, {"operator", "In"}, {"values", tmpl.shapes}});
+          {{"key", std::string(topology::kShapeLabel)}, {"operator", "In"}, {"values", where.shapes}});
       out.push_back(std::move(term));
     }
   }
@@ -103,6 +180,13 @@ void RequireNodes(Json& spec, const GeneratedTemplate& tmpl) {
 std::string Join(const std::vector<std::string>& items) {
   std::string out;
   for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+// "\"a\", \"b\""
+std::string Quoted(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "\"" : ", \"") + s + "\"";
   return out;
 }
 
@@ -132,37 +216,83 @@ PodConversion ConvertPod(const admission::Json& pod, std::string_view namespace_
   StripLegacy(mspec, policy);
   std::vector<std::string> containers;
   if (!profile->entries.empty()) {
-    auto tmpl = GenerateTemplate(*profile, namespace_name, policy, topology);
-    if (!tmpl.ok()) {
-      out = PodConversion{};
-      out.outcome = PodConversion::Outcome::kRefused;
-      out.reason = tmpl.status().message();
-      return out;
-    }
-    const std::string claim = FreeClaimName(mspec);
+    // One claim and template per converted container (init containers that reuse a request share
+    // it): constraints never tie devices of different containers, and equal container profiles
+    // share one template across Pods.
+    std::optional<Restriction> where;  // the intersection of the templates' node restrictions
+    std::vector<std::string> parts;
+    std::vector<std::string> entry_templates;  // per entry, the template's name
     for (std::size_t e = 0; e < profile->entries.size(); ++e) {
+      const RequestProfile& rp = profile->entries[e].profile;
+      ClaimProfile one;
+      one.entries.push_back({"gpu", rp});
+      one.nic = profile->nic && rp.kind == RequestProfile::Kind::kGpu;
+      one.interconnect = profile->interconnect;
+      auto tmpl = GenerateTemplate(one, namespace_name, policy, topology);
+      std::vector<std::string> names;
       for (const auto& pointer : covered[e]) {
-        Json& c = out.pod[Json::json_pointer(pointer)];
-        Json& claims = c["resources"]["claims"];
+        const Json& c = pod.at(Json::json_pointer(pointer));
+        names.push_back(c.contains("name") && c["name"].is_string() ? c["name"].get<std::string>() : pointer);
+      }
+      if (!tmpl.ok()) {
+        out = PodConversion{};
+        out.outcome = PodConversion::Outcome::kRefused;
+        out.reason = "container " + Quoted(names) + ": " + tmpl.status().message();
+        return out;
+      }
+      const std::string claim = FreeClaimName(mspec);
+      for (const auto& pointer : covered[e]) {
+        Json& claims = out.pod[Json::json_pointer(pointer)]["resources"]["claims"];
         if (!claims.is_array()) claims = Json::array();
-        claims.push_back({{"name", claim}, {"request", profile->entries[e].request}});
-        if (c.contains("name") && c["name"].is_string()) containers.push_back(c["name"].get<std::string>());
+        claims.push_back({{"name", claim}, {"request", "gpu"}});
+      }
+      Json& rcs = mspec["resourceClaims"];
+      if (!rcs.is_array()) rcs = Json::array();
+      rcs.push_back({{"name", claim}, {"resourceClaimTemplateName", tmpl->name}});
+      if (!tmpl->nodes.empty() || !tmpl->shapes.empty()) {
+        Restriction r{tmpl->nodes, tmpl->shapes};
+        where = where ? Intersect(*where, r, topology, policy) : r;
+        if (where->nodes.empty() && where->shapes.empty()) {
+          out = PodConversion{};
+          out.outcome = PodConversion::Outcome::kRefused;
+          out.reason = "no single node can place the devices of every converted container (container " +
+                       Quoted(names) + " needs " + tmpl->description + ")";
+          return out;
+        }
+      }
+      out.warnings.insert(out.warnings.end(), tmpl->notes.begin(), tmpl->notes.end());
+      containers.insert(containers.end(), names.begin(), names.end());
+      entry_templates.push_back(tmpl->name);
+      bool known = false;
+      for (const auto& t : out.templates) known = known || t.name == tmpl->name;
+      if (!known) {
+        parts.push_back(tmpl->name + " (" + tmpl->description + ")");
+        out.templates.push_back(std::move(*tmpl));
       }
     }
-    Json& rcs = mspec["resourceClaims"];
-    if (!rcs.is_array()) rcs = Json::array();
-    rcs.push_back({{"name", claim}, {"resourceClaimTemplateName", tmpl->name}});
-    if (!tmpl->nodes.empty() || !tmpl->shapes.empty()) {
-      RequireNodes(mspec, *tmpl);
-      out.warnings.push_back("restricted to " +
-                             (!tmpl->nodes.empty() ? "nodes " + Join(tmpl->nodes)
-                                                   : "topology shapes " + Join(tmpl->shapes)) +
-                             ": the only nodes where " + tmpl->description + " is possible");
+    if (profile->entries.size() > 1 && topology != nullptr) {
+      std::vector<const GeneratedTemplate*> per_entry;
+      for (const auto& name : entry_templates) {
+        for (const auto& t : out.templates) {
+          if (t.name == name) per_entry.push_back(&t);
+        }
+      }
+      if (std::string why = JointlyUnsatisfiable(per_entry, policy, *topology); !why.empty()) {
+        out = PodConversion{};
+        out.outcome = PodConversion::Outcome::kRefused;
+        out.reason = "containers " + Quoted(containers) + " together: " + why;
+        return out;
+      }
     }
-    out.warnings.insert(out.warnings.end(), tmpl->notes.begin(), tmpl->notes.end());
-    out.summary = "converted legacy GPU requests of " + Join(containers) + " into ResourceClaimTemplate " +
-                  tmpl->name + " (" + tmpl->description + ")";
-    out.templates.push_back(std::move(*tmpl));
+    if (where) {
+      RequireNodes(mspec, *where);
+      out.warnings.push_back("restricted to " +
+                             (!where->nodes.empty() ? "nodes " + Join(where->nodes)
+                                                    : "topology shapes " + Join(where->shapes)) +
+                             ": the only nodes where the converted devices can be placed");
+    }
+    out.summary = "converted legacy GPU requests of " + Join(containers) + " into ResourceClaimTemplate" +
+                  (parts.size() > 1 ? "s " : " ") + Join(parts);
   } else {
     out.summary = "removed legacy GPU entries that request no device";
   }

@@ -8,6 +8,7 @@
 #include "draguard/cel/checker.h"
 #include "draguard/cel/evaluator.h"
 #include "draguard/devsim/devices.h"
+#include "draguard/engine/satisfiability.h"
 #include "draguard/mutation/mutation.h"
 #include "draguard/topology/snapshot.h"
 #include "internal.h"
@@ -629,6 +630,14 @@ Result<GeneratedTemplate> GenerateTemplate(const ClaimProfile& profile, std::str
     }
   }
   out.notes = std::move(notes);
+  // The generated claim must be satisfiable on the topology (as DG014 would judge it).
+  if (topology != nullptr && !view.shapes.empty()) {
+    auto report = engine::CheckSatisfiable(out.object, policy, *topology);
+    if (report.verdict == engine::SatisfiabilityReport::Verdict::kUnsatisfiable) {
+      return Status::FailedPrecondition("the generated claim (" + out.description +
+                                        ") cannot be satisfied by any node: " + report.message);
+    }
+  }
   if (!memo_key.empty()) view.Remember(memo_key, out);
   return out;
 }

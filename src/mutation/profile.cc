@@ -53,7 +53,7 @@ Result<int64_t> DeviceCount(const Json& v, const std::string& what) {
     auto q = cel::Quantity::Parse(v.get<std::string>());
     if (q.ok()) n = q->AsInt64();
   }
-  if (!n || *n < 0) return Status::InvalidArgument(what + " is not a whole number of devices");
+  if (!n || *n < 0) return Status::InvalidArgument(what + " " + v.dump() + " is not a whole number of devices");
   if (*n > kMaxDevices) {
     return Status::InvalidArgument(what + " asks for " + std::to_string(*n) + " devices; a DRA claim holds at most 32");
   }

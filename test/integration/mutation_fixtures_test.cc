@@ -494,7 +494,30 @@ TEST_F(MutationFixtures, IndependentImplementationsAgree) {
     if (md.is_object() && md.contains("annotations") && md["annotations"].is_object()) {
       memory = md["annotations"].value(std::string(kMemoryAnnotation), "");
     }
+    // Per template, the entries (containers' requests) that use it: each converted container has
+    // its own claim, whose template has one GPU request "gpu" (and "gpu-nic").
+    Json template_entries = Json::array();
+    for (std::size_t t = 0; t < c.conversion.templates.size(); ++t) template_entries.push_back(Json::array());
+    {
+      std::vector<std::vector<std::string>> covered;
+      auto prof = ProfilePod(c.pod->pod, F().policy, &covered);
+      const Json& cspec = c.conversion.pod.at("spec");
+      for (std::size_t e = 0; prof.ok() && e < prof->entries.size() && e < covered.size(); ++e) {
+        const Json& claims = c.conversion.pod.at(Json::json_pointer(covered[e][0] + "/resources/claims"));
+        const std::string claim = claims.back()["name"];
+        std::string tmpl;
+        for (const auto& rc : cspec.at("resourceClaims")) {
+          if (rc.value("name", "") == claim) tmpl = rc.value("resourceClaimTemplateName", "");
+        }
+        for (std::size_t t = 0; t < c.conversion.templates.size(); ++t) {
+          if (c.conversion.templates[t].name != tmpl) continue;
+          template_entries[t].push_back(entries[e]);
+          template_entries[t].back()["request"] = "gpu";
+        }
+      }
+    }
     index["cases"].push_back({{"id", id},
+                              {"templateEntries", template_entries},
                               {"name", CaseName(*c.topo, *c.pod)},
                               {"topology", c.topo->name},
                               {"namespace", c.pod->ns},

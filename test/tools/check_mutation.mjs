@@ -441,23 +441,25 @@ function entrySets (tmpl, entry, alt, altName, nicReq, node, caseName) {
 
 const enumCache = new Map()
 
-function checkTemplateOnNode (c, tmpl, placements, node) {
+function checkTemplateOnNode (c, tmpl, placements, node, ti) {
   const caseName = c.name
+  // Each converted container has a claim of its own: the entries that use this template.
+  const entriesOf = c.templateEntries ? c.templateEntries[ti] : c.entries
   const reqs = tmpl.spec.spec.devices.requests
   const perEntry = []
   const problems = []
   let sets = 0
-  for (let e = 0; e < c.entries.length; e++) {
-    const entry = c.entries[e]
+  for (let e = 0; e < entriesOf.length; e++) {
+    const entry = entriesOf[e]
     const req = reqs.find((r) => r.name === entry.request)
     if (!req) { problems.push(`request ${entry.request} missing from ${tmpl.metadata.name}`); continue }
     if (entry.kind === 'mig') { summary.migEntriesUnchecked++; perEntry.push(null); continue }
     const nicReq = reqs.find((r) => r.name === entry.request + '-nic') || null
     if (c.nic && entry.kind === 'gpu' && !nicReq) problems.push(`request ${entry.request}: draguard.io/nic rdma but no ${entry.request}-nic request`)
     const alts = req.exactly ? [[null, req.exactly]] : (req.firstAvailable || []).map((a) => [a.name, a])
-    const placement = placements[e]
+    const placement = placements[0]
     let chosenAny = []
-    const single = c.entries.filter((x) => x.kind !== 'mig').length === 1
+    const single = entriesOf.filter((x) => x.kind !== 'mig').length === 1
     for (const [altName, alt] of alts) {
       const s = entrySets(tmpl, entry, alt, altName, nicReq, node, caseName)
       if (s.length === 0) continue
@@ -546,7 +548,9 @@ function validatePod (c, orig, pod, templates) {
   }
   const byName = new Map(templates.map((t) => [t.metadata.name, t]))
   const generated = claims.filter((rc) => rc.resourceClaimTemplateName && byName.has(rc.resourceClaimTemplateName))
-  if (generated.length !== templates.length) fail(n, `the Pod references ${generated.length} of ${templates.length} generated templates`)
+  for (const t of templates) {
+    if (!generated.some((rc) => rc.resourceClaimTemplateName === t.metadata.name)) fail(n, `the Pod does not reference generated template ${t.metadata.name}`)
+  }
   for (const t of templates) {
     if (t.metadata.namespace !== c.namespace) fail(n, `template ${t.metadata.name} in namespace ${t.metadata.namespace}, Pod in ${c.namespace}`)
   }
@@ -714,10 +718,10 @@ function checkCase (c) {
     let satisfiable = false
     for (const node of allowed) {
       summary.nodeChecks++
-      const key = JSON.stringify([c.topology, node.name, t.spec, c.entries, c.nic, c.placements[ti]])
+      const key = JSON.stringify([c.topology, node.name, t.spec, c.templateEntries ? c.templateEntries[ti] : c.entries, c.nic, c.placements[ti]])
       let r = enumCache.get(key)
       if (!r) {
-        r = checkTemplateOnNode(c, t, c.placements[ti], node)
+        r = checkTemplateOnNode(c, t, c.placements[ti], node, ti)
         enumCache.set(key, r)
         summary.sets += r.sets
       }

@@ -1,6 +1,7 @@
 // Mutation: converts legacy GPU requests (nvidia.com/gpu, nvidia.com/mig-<profile>,
-// nvidia.com/gpu.shared, HAMi's gpumem) of a Pod into one generated, topology-aligned DRA
-// ResourceClaimTemplate referenced from spec.resourceClaims, and computes the RFC 6902 patch.
+// nvidia.com/gpu.shared, HAMi's gpumem) of a Pod into generated, topology-aligned DRA
+// ResourceClaimTemplates (one per converted container) referenced from spec.resourceClaims, and
+// computes the RFC 6902 patch.
 //
 // Everything here is a pure function of (object, namespace, policy, topology snapshot): no I/O,
 // no clock. Creating the templates is the provisioner's job (provisioner.h). See docs/mutation.md

@@ -160,3 +160,34 @@ TEST(ConvertObject, ConvertsEveryPodTemplateOfAWorkload) {
 
 }  // namespace
 }  // namespace draguard::mutation
+
+namespace draguard::mutation {
+namespace {
+
+TEST(ConvertPod, EachContainerGetsItsOwnClaimAndTheyMustFitOneNodeTogether) {
+  auto pol = testing::DefaultPolicy();
+  Json pod = PodWith({{"nvidia.com/gpu", 1}});
+  Json second = pod["spec"]["containers"][0];
+  second["name"] = "helper";
+  pod["spec"]["containers"].push_back(second);
+  // r740 has two V100s: two one-GPU containers fit, each with its own claim.
+  auto c = ConvertPod(pod, "ml", pol, testing::Topo(testing::kR740).get());
+  ASSERT_EQ(c.outcome, PodConversion::Outcome::kConverted) << c.reason;
+  ASSERT_EQ(c.templates.size(), 1u);  // equal profiles, one template
+  const Json& rcs = c.pod["spec"]["resourceClaims"];
+  ASSERT_EQ(rcs.size(), 2u);
+  EXPECT_EQ(rcs[0]["resourceClaimTemplateName"], c.templates[0].name);
+  EXPECT_EQ(rcs[1]["resourceClaimTemplateName"], c.templates[0].name);
+  EXPECT_EQ(rcs[0]["name"], "draguard-gpu");
+  EXPECT_EQ(rcs[1]["name"], "draguard-gpu-2");
+  EXPECT_EQ(c.pod["spec"]["containers"][1]["resources"]["claims"][0]["name"], "draguard-gpu-2");
+  // A third container does not fit any node.
+  pod["spec"]["containers"].push_back(second);
+  pod["spec"]["containers"][2]["name"] = "third";
+  auto three = ConvertPod(pod, "ml", pol, testing::Topo(testing::kR740).get());
+  EXPECT_EQ(three.outcome, PodConversion::Outcome::kRefused);
+  EXPECT_NE(three.reason.find("no node can hold all their devices"), std::string::npos) << three.reason;
+}
+
+}  // namespace
+}  // namespace draguard::mutation
