@@ -5,6 +5,8 @@
 
 #include "draguard/engine/registry.h"
 #include "draguard/policy/policy.h"
+#include "draguard/topology/snapshot.h"
+#include "draguard/topology/store.h"
 #include "draguard/webhook/reviewer.h"
 
 namespace {
@@ -13,10 +15,19 @@ struct Env {
   Env() : registry(draguard::engine::DefaultRegistry()), reviewer(registry) {
     auto p = draguard::policy::ParsePolicy(draguard::policy::DefaultPolicyYaml());
     if (p.ok()) policy = *p;
+    // The bundled example nodes, parsed in-process, so /mutate plans against a real topology.
+    draguard::topology::ShapeInterner interner;
+    std::vector<std::shared_ptr<const draguard::topology::NodeTopology>> nodes;
+    for (const auto& e : draguard::topology::BundledExamples()) {
+      auto parsed = draguard::topology::ParseHwlocXml(e.bytes);
+      if (parsed.ok()) nodes.push_back(draguard::topology::MakeNodeTopology(std::move(*parsed), e.node, e.origin, e.version, interner));
+    }
+    topology = draguard::topology::Snapshot::Create(std::move(nodes));
   }
   draguard::engine::Registry registry;
   draguard::webhook::Reviewer reviewer;
   draguard::policy::Policy policy;
+  std::shared_ptr<const draguard::topology::Snapshot> topology;
 };
 
 }  // namespace
@@ -26,9 +37,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view body(reinterpret_cast<const char*>(data), size);
   for (auto kind : {draguard::admission::WebhookKind::kValidating,
                     draguard::admission::WebhookKind::kMutating}) {
-    auto out = env.reviewer.Review(body, kind, env.policy, nullptr, std::chrono::system_clock::time_point{});
-    if (out.body.empty()) __builtin_trap();  // every request gets an answer
-    if (out.http_status != 200 && out.http_status != 400 && out.http_status != 413) __builtin_trap();
+    for (const draguard::topology::Snapshot* topo : {static_cast<const draguard::topology::Snapshot*>(nullptr),
+                                                     env.topology.get()}) {
+      auto out = env.reviewer.Review(body, kind, env.policy, topo, std::chrono::system_clock::time_point{});
+      if (out.body.empty()) __builtin_trap();  // every request gets an answer
+      if (out.http_status != 200 && out.http_status != 400 && out.http_status != 413) __builtin_trap();
+    }
   }
   return 0;
 }
