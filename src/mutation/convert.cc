@@ -17,28 +17,10 @@ using admission::Json;
 
 constexpr const char* kLists[] = {"containers", "initContainers"};
 
-bool HasLegacy(const Json& spec, const policy::Policy& policy) {
-  for (const char* list : kLists) {
-    auto it = spec.find(list);
-    if (it == spec.end() || !it->is_array()) continue;
-    for (const auto& c : *it) {
-      if (!c.is_object()) continue;
-      auto res = c.find("resources");
-      if (res == c.end() || !res->is_object()) continue;
-      for (const char* section : {"requests", "limits"}) {
-        auto sec = res->find(section);
-        if (sec == res->end() || !sec->is_object()) continue;
-        for (auto e = sec->begin(); e != sec->end(); ++e) {
-          if (policy.IsLegacyResource(e.key())) return true;
-        }
-      }
-    }
-  }
-  return false;
-}
-
-// Removes legacy entries from every container; drops maps left empty.
-void StripLegacy(Json& spec, const policy::Policy& policy) {
+// Calls fn(resources, section name, section) for every requests/limits map of every container and
+// init container of `spec` (const or not).
+template <typename J, typename Fn>
+void ForEachResourceSection(J& spec, Fn&& fn) {
   for (const char* list : kLists) {
     auto it = spec.find(list);
     if (it == spec.end() || !it->is_array()) continue;
@@ -48,16 +30,32 @@ void StripLegacy(Json& spec, const policy::Policy& policy) {
       if (res == c.end() || !res->is_object()) continue;
       for (const char* section : {"requests", "limits"}) {
         auto sec = res->find(section);
-        if (sec == res->end() || !sec->is_object()) continue;
-        std::vector<std::string> drop;
-        for (auto e = sec->begin(); e != sec->end(); ++e) {
-          if (policy.IsLegacyResource(e.key())) drop.push_back(e.key());
-        }
-        for (const auto& k : drop) sec->erase(k);
-        if (sec->empty()) res->erase(section);
+        if (sec != res->end() && sec->is_object()) fn(*res, section, *sec);
       }
     }
   }
+}
+
+bool HasLegacy(const Json& spec, const policy::Policy& policy) {
+  bool found = false;
+  ForEachResourceSection(spec, [&](const Json&, const char*, const Json& sec) {
+    for (auto e = sec.begin(); e != sec.end() && !found; ++e) found = policy.IsLegacyResource(e.key());
+  });
+  return found;
+}
+
+// Removes legacy entries from every container; drops maps left empty.
+void StripLegacy(Json& spec, const policy::Policy& policy) {
+  std::vector<std::pair<Json*, const char*>> emptied;
+  ForEachResourceSection(spec, [&](Json& res, const char* section, Json& sec) {
+    std::vector<std::string> drop;
+    for (auto e = sec.begin(); e != sec.end(); ++e) {
+      if (policy.IsLegacyResource(e.key())) drop.push_back(e.key());
+    }
+    for (const auto& k : drop) sec.erase(k);
+    if (sec.empty()) emptied.emplace_back(&res, section);
+  });
+  for (auto [res, section] : emptied) res->erase(section);  // after the walk: erasing invalidates it
 }
 
 std::string FreeClaimName(const Json& spec) {
