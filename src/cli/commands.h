@@ -1,13 +1,19 @@
 // Sub-commands of the draguard binary (internal to the CLI).
 #pragma once
 
+#include <istream>
 #include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "draguard/status.h"
 
+namespace draguard::policy {
+class PolicyStore;
+}  // namespace draguard::policy
 namespace draguard::topology {
 class Store;
 }  // namespace draguard::topology
@@ -31,9 +37,26 @@ int Convert(const std::vector<std::string>& args, std::istream& in, std::ostream
 /// `draguard render [--config F] [--topology-dir DIR|FILE] [--namespace NS]... [-o yaml|json]`.
 /// Exit codes: 0 ok (also for an empty catalogue), 1 a profile cannot be generated, 2 usage error.
 int Render(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
-/// The topology of `convert` and `render`: a directory of exports, one export file, or (empty
-/// path) the bundled examples; loaded once, not watched. Defined in convert.cc.
-Result<std::unique_ptr<topology::Store>> LoadCliTopology(const std::string& path);
+
+// ---- Shared by the offline commands (review, convert, render); defined in offline_io.cc. ----
+struct Flags;
+
+/// Loads `--config FILE` into `policies`, or the built-in default policy without --config. On
+/// failure prints "draguard COMMAND: <why>" to `err` and returns false.
+bool LoadCliPolicy(const Flags& f, policy::PolicyStore& policies, const std::string& command, std::ostream& err);
+/// The topology of `convert` and `render` (`--topology-dir`): a directory of exports, one export
+/// file, or (no flag) the bundled examples; loaded once, not watched. On failure prints
+/// "draguard COMMAND: --topology-dir: <why>" to `err` and returns null.
+std::unique_ptr<topology::Store> LoadCliTopology(const Flags& f, const std::string& command, std::ostream& err);
+/// The input of `-f FILE`: the file's bytes, or all of `in` for "-". Error: "cannot open FILE".
+Result<std::string> ReadCliInput(const std::string& file, std::istream& in);
+/// The `-o` / `--output` format (default yaml). Anything but yaml or json: prints
+/// `draguard COMMAND: -o must be yaml or json, not "X"` to `err` and returns "".
+std::string CliOutputFormat(const Flags& f, const std::string& command, std::ostream& err);
+/// Prints `objects` as one v1 List (format "json", indented by 2) or as YAML documents, each after
+/// "---" and, where `comments[i]` is not empty, a "# comments[i]" line.
+void PrintObjects(std::ostream& out, const std::string& format, std::vector<nlohmann::json> objects,
+                  const std::vector<std::string>& comments = {});
 
 /// `draguard cel eval EXPR --topology FILE|DIR --node NAME`.
 int CelEvalOnTopology(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

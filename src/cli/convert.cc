@@ -5,10 +5,7 @@
 // Exit codes (like diff/grep, so a script can tell "not everything converted" from "broken"):
 // 0 everything converted or nothing needed converting, 1 some pod spec could not be converted
 // (that document is printed unchanged), 2 usage error, unreadable input or bad policy/topology.
-#include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 #include <memory>
 #include <set>
 #include <utility>
@@ -54,23 +51,6 @@ struct Document {
 
 }  // namespace
 
-Result<std::unique_ptr<topology::Store>> LoadCliTopology(const std::string& path) {
-  auto store = std::make_unique<topology::Store>();
-  std::unique_ptr<topology::Source> source;
-  std::error_code ec;
-  if (path.empty()) {
-    source = topology::MakeBundledExampleSource();
-  } else if (std::filesystem::is_directory(path, ec)) {
-    source = topology::MakeDirectorySource(path);
-  } else if (std::filesystem::is_regular_file(path, ec)) {
-    source = topology::MakeFileSource(path);
-  } else {
-    return Status::NotFound(path + ": no such file or directory");
-  }
-  if (Status st = store->Start(std::move(source), /*watch=*/false); !st.ok()) return st;
-  return store;
-}
-
 int Convert(const std::vector<std::string>& args, std::istream& in, std::ostream& out, std::ostream& err) {
   Flags f = ParseFlags(args, {"-f", "--file", "--config", "--topology-dir", "--namespace", "-o", "--output"}, {});
   if (!f.error.empty() || !f.positional.empty()) {
@@ -83,43 +63,27 @@ int Convert(const std::vector<std::string>& args, std::istream& in, std::ostream
     err << "draguard convert: -f FILE|- is required\n" << kConvertUsageText;
     return kConvertUsage;
   }
-  std::string format = f.Has("-o") ? f.Get("-o") : f.Get("--output", "yaml");
-  if (format != "yaml" && format != "json") {
-    err << "draguard convert: -o must be yaml or json, not \"" << format << "\"\n";
-    return kConvertUsage;
-  }
+  std::string format = CliOutputFormat(f, "convert", err);
+  if (format.empty()) return kConvertUsage;
   std::string default_ns = f.Get("--namespace", "default");
   if (default_ns.empty()) default_ns = "default";
 
-  std::string text;
-  if (file == "-") {
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  } else {
-    std::ifstream fin(file, std::ios::binary);
-    if (!fin) {
-      err << "draguard convert: cannot open " << file << "\n";
-      return kConvertUsage;
-    }
-    text.assign(std::istreambuf_iterator<char>(fin), std::istreambuf_iterator<char>());
+  auto text = ReadCliInput(file, in);
+  if (!text.ok()) {
+    err << "draguard convert: " << text.status().message() << "\n";
+    return kConvertUsage;
   }
-  auto parsed = yamljson::ParseDocuments(text);
+  auto parsed = yamljson::ParseDocuments(*text);
   if (!parsed.ok()) {
     err << "draguard convert: " << file << ": " << parsed.status().message() << "\n";
     return kConvertUsage;
   }
 
   policy::PolicyStore policies;
-  Status pst = f.Has("--config") ? policies.LoadFile(f.Get("--config")) : policies.LoadDefault();
-  if (!pst.ok()) {
-    err << "draguard convert: " << pst.message() << "\n";
-    return kConvertUsage;
-  }
-  auto store = LoadCliTopology(f.Get("--topology-dir"));
-  if (!store.ok()) {
-    err << "draguard convert: --topology-dir: " << store.status().message() << "\n";
-    return kConvertUsage;
-  }
-  auto topo = (*store)->Current();
+  if (!LoadCliPolicy(f, policies, "convert", err)) return kConvertUsage;
+  auto store = LoadCliTopology(f, "convert", err);
+  if (store == nullptr) return kConvertUsage;
+  auto topo = store->Current();
   auto pol = policies.Current();
 
   // Flatten: a `kind: List` contributes its items, in order.
@@ -170,13 +134,7 @@ int Convert(const std::vector<std::string>& args, std::istream& in, std::ostream
 
   const std::size_t template_count = templates.size();
   for (auto& t : templates) objects.push_back(std::move(t));
-  if (format == "json") {
-    json list = {{"apiVersion", "v1"}, {"kind", "List"}, {"items", json::array()}};
-    for (auto& o : objects) list["items"].push_back(std::move(o));
-    out << list.dump(2) << "\n";
-  } else {
-    for (const auto& o : objects) out << "---\n" << yamljson::ToYaml(o);
-  }
+  PrintObjects(out, format, std::move(objects));
   err << "draguard convert: " << converted << " converted, " << refused << " not convertible, "
       << (docs.size() - converted - refused) << " unchanged; " << template_count
       << " ResourceClaimTemplate(s)\n";

@@ -13,7 +13,6 @@
 #include "draguard/mutation/mutation.h"
 #include "draguard/policy/store.h"
 #include "draguard/topology/store.h"
-#include "draguard/yamljson/yamljson.h"
 #include "flags.h"
 
 namespace draguard::cli {
@@ -27,11 +26,8 @@ int Render(const std::vector<std::string>& args, std::ostream& out, std::ostream
            "[-o yaml|json]\n";
     return kUsage;
   }
-  std::string format = f.Has("-o") ? f.Get("-o") : f.Get("--output", "yaml");
-  if (format != "yaml" && format != "json") {
-    err << "draguard render: -o must be yaml or json, not \"" << format << "\"\n";
-    return kUsage;
-  }
+  std::string format = CliOutputFormat(f, "render", err);
+  if (format.empty()) return kUsage;
   std::vector<std::string> namespaces;
   for (const char* flag : {"--namespace", "-n"}) {
     if (auto it = f.values.find(flag); it != f.values.end()) {
@@ -47,22 +43,15 @@ int Render(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (namespaces.empty()) namespaces.push_back("");  // no metadata.namespace
 
   policy::PolicyStore policies;
-  Status pst = f.Has("--config") ? policies.LoadFile(f.Get("--config")) : policies.LoadDefault();
-  if (!pst.ok()) {
-    err << "draguard render: " << pst.message() << "\n";
-    return kUsage;
-  }
+  if (!LoadCliPolicy(f, policies, "render", err)) return kUsage;
   auto pol = policies.Current();
   if (pol->mutation.catalogue.empty()) {
     err << "draguard render: the policy's mutation.catalogue is empty; nothing to render\n";
     return kOk;
   }
-  auto store = LoadCliTopology(f.Get("--topology-dir"));
-  if (!store.ok()) {
-    err << "draguard render: --topology-dir: " << store.status().message() << "\n";
-    return kUsage;
-  }
-  auto topo = (*store)->Current();
+  auto store = LoadCliTopology(f, "render", err);
+  if (store == nullptr) return kUsage;
+  auto topo = store->Current();
 
   std::vector<mutation::GeneratedTemplate> rendered;
   std::set<std::string> errors;  // the same profile fails the same way in every namespace
@@ -77,17 +66,13 @@ int Render(const std::vector<std::string>& args, std::ostream& out, std::ostream
   }
   for (const auto& e : error_order) err << "draguard render: error: " << e << "\n";
 
-  if (format == "json") {
-    nlohmann::json list = {{"apiVersion", "v1"}, {"kind", "List"}, {"items", nlohmann::json::array()}};
-    for (const auto& t : rendered) list["items"].push_back(t.object);
-    out << list.dump(2) << "\n";
-  } else {
-    for (const auto& t : rendered) {
-      out << "---\n";
-      if (!t.description.empty()) out << "# " << t.description << "\n";
-      out << yamljson::ToYaml(t.object);
-    }
+  std::vector<nlohmann::json> objects;
+  std::vector<std::string> descriptions;  // a "# description" line above each YAML document
+  for (auto& t : rendered) {
+    objects.push_back(std::move(t.object));
+    descriptions.push_back(std::move(t.description));
   }
+  PrintObjects(out, format, std::move(objects), descriptions);
   return error_order.empty() ? kOk : kIncomplete;
 }
 

@@ -1,8 +1,6 @@
 // `draguard review`: answers one AdmissionReview offline, exactly as the server would.
 #include <chrono>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -32,17 +30,12 @@ int Review(const std::vector<std::string>& args, std::istream& in, std::ostream&
     err << "draguard review: -f FILE|- is required\n";
     return kExitUsage;
   }
-  std::string text;
-  if (file == "-") {
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  } else {
-    std::ifstream fin(file, std::ios::binary);
-    if (!fin) {
-      err << "draguard review: cannot open " << file << "\n";
-      return kExitUsage;
-    }
-    text.assign(std::istreambuf_iterator<char>(fin), std::istreambuf_iterator<char>());
+  auto input = ReadCliInput(file, in);
+  if (!input.ok()) {
+    err << "draguard review: " << input.status().message() << "\n";
+    return kExitUsage;
   }
+  const std::string& text = *input;
   // YAML input is converted to JSON first; JSON goes through untouched.
   std::string body = text;
   std::size_t first = text.find_first_not_of(" \t\r\n");
@@ -60,11 +53,7 @@ int Review(const std::vector<std::string>& args, std::istream& in, std::ostream&
   }
 
   policy::PolicyStore policies({f.Get("--namespace", "draguard")});
-  Status pst = f.Has("--config") ? policies.LoadFile(f.Get("--config")) : policies.LoadDefault();
-  if (!pst.ok()) {
-    err << "draguard review: " << pst.message() << "\n";
-    return kExitUsage;
-  }
+  if (!LoadCliPolicy(f, policies, "review", err)) return kExitUsage;
   topology::Store topology_store;
   {
     std::string dir = f.Get("--topology-dir");

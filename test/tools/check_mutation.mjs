@@ -19,103 +19,13 @@
 //     marketed memory meets them.
 import {readFileSync, existsSync} from 'node:fs'
 import {join} from 'node:path'
-import {Environment} from './node_modules/@marcbachmann/cel-js/lib/index.js'
+import {env, Quantity, toCel} from './cel_env.mjs'
 import {Pod} from './node_modules/kubernetes-models/v1/Pod.js'
 import {ResourceClaimTemplate} from './node_modules/kubernetes-models/resource.k8s.io/v1/ResourceClaimTemplate.js'
 
-// ---- quantity() and semver(), as in cel_js_differential.mjs --------------------------------
-const SUFFIX = {
-  '': [0n, 0n], n: [-9n, 0n], u: [-6n, 0n], m: [-3n, 0n], k: [3n, 0n], M: [6n, 0n], G: [9n, 0n],
-  T: [12n, 0n], P: [15n, 0n], E: [18n, 0n],
-  Ki: [0n, 10n], Mi: [0n, 20n], Gi: [0n, 30n], Ti: [0n, 40n], Pi: [0n, 50n], Ei: [0n, 60n],
-}
-
-class Quantity {
-  constructor (text) {
-    const m = /^([+-]?)(\d*)(?:\.(\d*))?([a-zA-Z]*)$/.exec(text)
-    if (!m || (m[2] === '' && (m[3] === undefined || m[3] === '')) || !(m[4] in SUFFIX)) {
-      throw new Error(`invalid quantity ${text}`)
-    }
-    const frac = m[3] || ''
-    let mant = BigInt((m[2] || '0') + frac)
-    const [e10, e2] = SUFFIX[m[4]]
-    mant = mant * (2n ** e2)
-    if (m[1] === '-') mant = -mant
-    this.mant = mant
-    this.e10 = e10 - BigInt(frac.length)
-  }
-
-  cmp (o) {
-    const e = this.e10 < o.e10 ? this.e10 : o.e10
-    const a = this.mant * 10n ** (this.e10 - e)
-    const b = o.mant * 10n ** (o.e10 - e)
-    return a < b ? -1n : a > b ? 1n : 0n
-  }
-
-  bytes () { // rounded down; only for non-negative exponents after scaling
-    return this.e10 >= 0n ? this.mant * 10n ** this.e10 : this.mant / 10n ** (-this.e10)
-  }
-}
-
-class Semver {
-  constructor (text) {
-    const m = /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$/.exec(text)
-    if (!m) throw new Error(`invalid semver ${text}`)
-    this.v = [BigInt(m[1]), BigInt(m[2]), BigInt(m[3])]
-  }
-
-  cmp (o) {
-    for (let i = 0; i < 3; i++) {
-      if (this.v[i] !== o.v[i]) return this.v[i] < o.v[i] ? -1n : 1n
-    }
-    return 0n
-  }
-}
-
-const env = new Environment({homogeneousAggregateLiterals: false})
-  .registerType('kubernetes.Quantity', Quantity)
-  .registerType('kubernetes.Semver', Semver)
-  .registerVariable('device', 'map')
-  .registerFunction('quantity(string): kubernetes.Quantity', (s) => new Quantity(s))
-  .registerFunction('kubernetes.Quantity.compareTo(kubernetes.Quantity): int', (a, b) => a.cmp(b))
-  .registerFunction('kubernetes.Quantity.isGreaterThan(kubernetes.Quantity): bool', (a, b) => a.cmp(b) > 0n)
-  .registerFunction('kubernetes.Quantity.isLessThan(kubernetes.Quantity): bool', (a, b) => a.cmp(b) < 0n)
-  .registerFunction('semver(string): kubernetes.Semver', (s) => new Semver(s))
-  .registerFunction('kubernetes.Semver.compareTo(kubernetes.Semver): int', (a, b) => a.cmp(b))
-  .registerFunction('kubernetes.Semver.isGreaterThan(kubernetes.Semver): bool', (a, b) => a.cmp(b) > 0n)
-  .registerFunction('kubernetes.Semver.isLessThan(kubernetes.Semver): bool', (a, b) => a.cmp(b) < 0n)
-  .registerFunction('kubernetes.Semver.major(): int', (a) => a.v[0])
-  .registerFunction('kubernetes.Semver.minor(): int', (a) => a.v[1])
-  .registerFunction('kubernetes.Semver.patch(): int', (a) => a.v[2])
-
-function attributeValue (v) {
-  if ('int' in v) return BigInt(v.int)
-  if ('bool' in v) return v.bool
-  if ('string' in v) return v.string
-  if ('version' in v) return new Semver(v.version)
-  throw new Error('bad attribute ' + JSON.stringify(v))
-}
-
+// Unknown domains are empty maps in DRA's environment: toCel gives every domain a selector may
+// read one (the NIC driver's is added from the index).
 let DOMAINS = ['gpu.nvidia.com', 'resource.kubernetes.io', 'dra.net']
-
-function toCel (d) {
-  const attributes = {}
-  for (const [dom, names] of Object.entries(d.attributes || {})) {
-    attributes[dom] = {}
-    for (const [n, v] of Object.entries(names)) attributes[dom][n] = attributeValue(v)
-  }
-  const capacity = {}
-  for (const [dom, names] of Object.entries(d.capacity || {})) {
-    capacity[dom] = {}
-    for (const [n, v] of Object.entries(names)) capacity[dom][n] = new Quantity(v)
-  }
-  // Unknown domains are empty maps in DRA's environment: give every domain a selector may read one.
-  for (const dom of DOMAINS) {
-    if (!(dom in attributes)) attributes[dom] = {}
-    if (!(dom in capacity)) capacity[dom] = {}
-  }
-  return {driver: d.driver || '', attributes, capacity}
-}
 
 // ---- Ground truth ----------------------------------------------------------------------------
 // Per file: GPUs by PCI bus id {bridge, numa[], model}, NICs by PCI address, nvml name -> bus id,
@@ -260,7 +170,7 @@ for (const [tname, topo] of Object.entries(index.topologies)) {
       continue
     }
     const devices = n.devices.map((d, i) => {
-      const dev = {...d, i, key: `${tname}/${nname}/${i}`, cel: toCel(d), gt: null}
+      const dev = {...d, i, key: `${tname}/${nname}/${i}`, cel: toCel(d, DOMAINS), gt: null}
       if (d.kind === 'gpu') {
         const bus = d.attributes['resource.kubernetes.io']?.pciBusID?.string
         dev.gt = gt.gpus[bus]

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
-#include <csignal>
 #include <atomic>
 
 #include "fake_apiserver.h"
@@ -44,21 +43,10 @@ struct timespec Mtime(const std::string& path) {
   return st.st_mtim;
 }
 
-class ClientTest : public ::testing::Test {
+// The tests make their own Clients (other hosts, CAs, token files): no fixture client.
+class ClientTest : public kubetest::FakeApiServerTest {
  protected:
-  void SetUp() override {
-    std::signal(SIGPIPE, SIG_IGN);
-    ca_ = MakeCert("test-ca", nullptr);
-    auto leaf = MakeCert("kube-apiserver", &ca_);
-    ca_file_ = (dir_.path() / "ca.crt").string();
-    token_file_ = (dir_.path() / "token").string();
-    WriteFile(ca_file_, ca_.cert);
-    WriteFile(dir_.path() / "tls.crt", leaf.cert);
-    WriteFile(dir_.path() / "tls.key", leaf.key);
-    WriteFile(token_file_, "token-one\n");
-    server_ = std::make_unique<FakeApiServer>((dir_.path() / "tls.crt").string(),
-                                              (dir_.path() / "tls.key").string());
-  }
+  ClientTest() : FakeApiServerTest("token-one\n", /*with_client=*/false) {}
 
   ClientConfig Config() {
     ClientConfig c;
@@ -68,11 +56,6 @@ class ClientTest : public ::testing::Test {
     c.token_file = token_file_;
     return c;
   }
-
-  TempDir dir_;
-  kubetest::Pem ca_;
-  std::string ca_file_, token_file_;
-  std::unique_ptr<FakeApiServer> server_;
 };
 
 TEST_F(ClientTest, CreateThenAlreadyExistsThenGet) {

@@ -3,6 +3,7 @@
 // 201/409/401/403/404/410/500, chunked watch streams with one JSON event per line, bookmarks.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <httplib.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -11,6 +12,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -25,6 +27,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "draguard/kube/client.h"
 
 namespace kubetest {
 
@@ -400,6 +404,47 @@ class FakeApiServer {
   std::string default_list_ =
       R"({"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]})";
   std::vector<Seen> seen_;
+};
+
+// Test fixture base: a throwaway PKI in a temporary directory (ca.crt, tls.crt, tls.key and a
+// bearer token file holding `token_file_contents` as written), a FakeApiServer serving with it
+// on 127.0.0.1 and, unless `with_client` is false, a kube::Client that trusts the CA and reads the
+// token file. SIGPIPE is ignored (a client may write to a stream the server has closed).
+class FakeApiServerTest : public ::testing::Test {
+ protected:
+  explicit FakeApiServerTest(std::string token_file_contents = "token-one\n", bool with_client = true)
+      : token_contents_(std::move(token_file_contents)), with_client_(with_client) {}
+
+  void SetUp() override {
+    std::signal(SIGPIPE, SIG_IGN);
+    ca_ = MakeCert("test-ca", nullptr);
+    auto leaf = MakeCert("kube-apiserver", &ca_);
+    ca_file_ = (dir_.path() / "ca.crt").string();
+    token_file_ = (dir_.path() / "token").string();
+    WriteFile(ca_file_, ca_.cert);
+    WriteFile(dir_.path() / "tls.crt", leaf.cert);
+    WriteFile(dir_.path() / "tls.key", leaf.key);
+    WriteFile(token_file_, token_contents_);
+    server_ = std::make_unique<FakeApiServer>((dir_.path() / "tls.crt").string(),
+                                              (dir_.path() / "tls.key").string());
+    if (with_client_) {
+      client_ = std::make_unique<draguard::kube::Client>("127.0.0.1", server_->port(), ca_file_, token_file_);
+    }
+  }
+  void TearDown() override {
+    client_.reset();
+    server_.reset();
+  }
+
+  TempDir dir_;
+  Pem ca_;
+  std::string ca_file_, token_file_;
+  std::unique_ptr<FakeApiServer> server_;
+  std::unique_ptr<draguard::kube::Client> client_;
+
+ private:
+  std::string token_contents_;
+  bool with_client_;
 };
 
 inline std::string ListBody(const std::vector<json>& items, const std::string& rv, const std::string& cont = "") {

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
-#include <csignal>
 #include <atomic>
 
 #include "fake_apiserver.h"
@@ -20,11 +19,9 @@ using kubetest::Event;
 using kubetest::FakeApiServer;
 using kubetest::json;
 using kubetest::ListBody;
-using kubetest::MakeCert;
 using kubetest::Reply;
 using kubetest::Seen;
 using kubetest::StatusBody;
-using kubetest::TempDir;
 using kubetest::WriteFile;
 using std::chrono::milliseconds;
 
@@ -99,21 +96,9 @@ struct FakeTime {
   }
 };
 
-class WatchTest : public ::testing::Test {
+class WatchTest : public kubetest::FakeApiServerTest {
  protected:
-  void SetUp() override {
-    std::signal(SIGPIPE, SIG_IGN);
-    auto ca = MakeCert("test-ca", nullptr);
-    auto leaf = MakeCert("kube-apiserver", &ca);
-    WriteFile(dir_.path() / "ca.crt", ca.cert);
-    WriteFile(dir_.path() / "tls.crt", leaf.cert);
-    WriteFile(dir_.path() / "tls.key", leaf.key);
-    WriteFile(dir_.path() / "token", "watch-token");
-    server_ = std::make_unique<FakeApiServer>((dir_.path() / "tls.crt").string(),
-                                              (dir_.path() / "tls.key").string());
-    client_ = std::make_unique<Client>("127.0.0.1", server_->port(), (dir_.path() / "ca.crt").string(),
-                                       (dir_.path() / "token").string());
-  }
+  WatchTest() : FakeApiServerTest("watch-token") {}
 
   WatchOptions Options() {
     WatchOptions o;
@@ -131,9 +116,6 @@ class WatchTest : public ::testing::Test {
     return out;
   }
 
-  TempDir dir_;
-  std::unique_ptr<FakeApiServer> server_;
-  std::unique_ptr<Client> client_;
   Recorder rec_;
   FakeTime time_;
 };

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
-#include <csignal>
 #include <mutex>
 
 #include "../kube/fake_apiserver.h"
@@ -15,13 +14,9 @@ namespace draguard::kubetopo {
 namespace {
 
 using kubetest::Event;
-using kubetest::FakeApiServer;
 using kubetest::json;
 using kubetest::ListBody;
-using kubetest::MakeCert;
 using kubetest::Reply;
-using kubetest::TempDir;
-using kubetest::WriteFile;
 using std::chrono::milliseconds;
 
 std::string Xml(size_t i) { return topology::BundledExamples().at(i).bytes; }
@@ -33,26 +28,12 @@ json Cm(const std::string& name, const std::string& rv, const std::string& node,
   return cm;
 }
 
-class ConfigMapSourceTest : public ::testing::Test {
+class ConfigMapSourceTest : public kubetest::FakeApiServerTest {
  protected:
-  void SetUp() override {
-    std::signal(SIGPIPE, SIG_IGN);
-    ca_ = MakeCert("test-ca", nullptr);
-    auto leaf = MakeCert("kube-apiserver", &ca_);
-    ca_file_ = (dir_.path() / "ca.crt").string();
-    token_file_ = (dir_.path() / "token").string();
-    WriteFile(ca_file_, ca_.cert);
-    WriteFile(dir_.path() / "tls.crt", leaf.cert);
-    WriteFile(dir_.path() / "tls.key", leaf.key);
-    WriteFile(token_file_, "token\n");
-    server_ = std::make_unique<FakeApiServer>((dir_.path() / "tls.crt").string(),
-                                              (dir_.path() / "tls.key").string());
-    client_ = std::make_unique<kube::Client>("127.0.0.1", server_->port(), ca_file_, token_file_);
-  }
+  ConfigMapSourceTest() : FakeApiServerTest("token\n") {}
   void TearDown() override {
     store_.reset();
-    client_.reset();
-    server_.reset();
+    FakeApiServerTest::TearDown();
   }
 
   // Starts the store on a ConfigMapSource once the scripts are in place.
@@ -82,11 +63,6 @@ class ConfigMapSourceTest : public ::testing::Test {
     return cv_.wait_for(l, std::chrono::seconds(30), [&] { return pred(); });
   }
 
-  TempDir dir_;
-  kubetest::Pem ca_;
-  std::string ca_file_, token_file_;
-  std::unique_ptr<FakeApiServer> server_;
-  std::unique_ptr<kube::Client> client_;
   std::unique_ptr<topology::Store> store_;
   ConfigMapSource* source_ = nullptr;
   std::mutex mu_;

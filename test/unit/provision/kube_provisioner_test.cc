@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <csignal>
 #include <thread>
 #include <vector>
 
@@ -16,11 +15,7 @@
 namespace draguard::provision {
 namespace {
 
-using kubetest::FakeApiServer;
 using kubetest::json;
-using kubetest::MakeCert;
-using kubetest::TempDir;
-using kubetest::WriteFile;
 using std::chrono::milliseconds;
 
 json Spec(const std::string& device_class = "gpu.nvidia.com", int count = 2) {
@@ -51,38 +46,14 @@ int Count(const std::vector<kubetest::Seen>& seen, const std::string& method) {
   return n;
 }
 
-class ProvisionerTest : public ::testing::Test {
+class ProvisionerTest : public kubetest::FakeApiServerTest {
  protected:
-  void SetUp() override {
-    std::signal(SIGPIPE, SIG_IGN);
-    ca_ = MakeCert("test-ca", nullptr);
-    auto leaf = MakeCert("kube-apiserver", &ca_);
-    ca_file_ = (dir_.path() / "ca.crt").string();
-    token_file_ = (dir_.path() / "token").string();
-    WriteFile(ca_file_, ca_.cert);
-    WriteFile(dir_.path() / "tls.crt", leaf.cert);
-    WriteFile(dir_.path() / "tls.key", leaf.key);
-    WriteFile(token_file_, "token-one\n");
-    server_ = std::make_unique<FakeApiServer>((dir_.path() / "tls.crt").string(),
-                                              (dir_.path() / "tls.key").string());
-    client_ = std::make_unique<kube::Client>("127.0.0.1", server_->port(), ca_file_, token_file_);
-  }
-  void TearDown() override {
-    client_.reset();
-    server_.reset();
-  }
 
   // Puts an object in the fake server directly (as if someone else made it).
   void Preload(const std::string& ns, const json& object) {
     auto r = client_->CreateResourceClaimTemplate(ns, object.dump());
     ASSERT_EQ(r.outcome, kube::CreateResult::Outcome::kCreated);
   }
-
-  TempDir dir_;
-  kubetest::Pem ca_;
-  std::string ca_file_, token_file_;
-  std::unique_ptr<FakeApiServer> server_;
-  std::unique_ptr<kube::Client> client_;
 };
 
 TEST_F(ProvisionerTest, CreatesThenAnswersFromCache) {
