@@ -17,17 +17,11 @@ using draguard::admission::Json;
 using namespace draguard;
 
 AdmissionRequest Request(Json object) {
-  AdmissionRequest r;
+  AdmissionRequest r = draguard::admission::CreateRequestFor(std::move(object), "ml-team");
   r.uid = "bench";
-  std::string api = object.value("apiVersion", "");
-  auto slash = api.find('/');
-  r.kind.group = slash == std::string::npos ? "" : api.substr(0, slash);
-  r.kind.version = slash == std::string::npos ? api : api.substr(slash + 1);
-  r.kind.kind = object.value("kind", "");
   r.namespace_ = "ml-team";
   r.user_info.username = "system:serviceaccount:ml-team:trainer";
   r.user_info.groups = {"system:serviceaccounts", "system:authenticated"};
-  r.object = std::move(object);
   return r;
 }
 

@@ -108,6 +108,26 @@ Result<Operation> ParseOperation(const std::string& op) {
 
 }  // namespace
 
+AdmissionRequest CreateRequestFor(Json object, std::string_view default_namespace) {
+  AdmissionRequest r;
+  r.operation = Operation::kCreate;
+  if (object.is_object()) {
+    std::string api;
+    if (auto it = object.find("apiVersion"); it != object.end() && it->is_string()) api = it->get<std::string>();
+    auto slash = api.find('/');
+    r.kind.group = slash == std::string::npos ? "" : api.substr(0, slash);
+    r.kind.version = slash == std::string::npos ? api : api.substr(slash + 1);
+    if (auto it = object.find("kind"); it != object.end() && it->is_string()) r.kind.kind = it->get<std::string>();
+    if (auto md = object.find("metadata"); md != object.end() && md->is_object()) {
+      if (auto n = md->find("name"); n != md->end() && n->is_string()) r.name = n->get<std::string>();
+      if (auto ns = md->find("namespace"); ns != md->end() && ns->is_string()) r.namespace_ = ns->get<std::string>();
+    }
+  }
+  if (r.namespace_.empty()) r.namespace_ = std::string(default_namespace);
+  r.object = std::move(object);
+  return r;
+}
+
 const char* OperationName(Operation op) {
   switch (op) {
     case Operation::kCreate: return "CREATE";

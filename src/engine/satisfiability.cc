@@ -856,14 +856,7 @@ SatisfiabilityReport CheckSatisfiable(const admission::Json& object, const polic
     rep.skip_reason = "the topology model has no nodes";
     return rep;
   }
-  admission::AdmissionRequest req;
-  req.object = object;
-  req.operation = admission::Operation::kCreate;
-  std::string api = object.is_object() ? object.value("apiVersion", "") : "";
-  auto slash = api.find('/');
-  req.kind.group = slash == std::string::npos ? "" : api.substr(0, slash);
-  req.kind.version = slash == std::string::npos ? api : api.substr(slash + 1);
-  req.kind.kind = object.is_object() ? object.value("kind", "") : "";
+  admission::AdmissionRequest req = admission::CreateRequestFor(object);
   auto claim = FindClaim(req);
   if (!claim) {
     rep.skip_reason = "not a resource.k8s.io ResourceClaim or ResourceClaimTemplate";

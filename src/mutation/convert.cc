@@ -307,19 +307,8 @@ ObjectConversion ConvertObject(const admission::Json& object, std::string_view n
     out.errors.push_back("not an object");
     return out;
   }
-  admission::AdmissionRequest req;
-  std::string api_version = object.value("apiVersion", "");
-  auto slash = api_version.find('/');
-  req.kind.group = slash == std::string::npos ? "" : api_version.substr(0, slash);
-  req.kind.version = slash == std::string::npos ? api_version : api_version.substr(slash + 1);
-  req.kind.kind = object.value("kind", "");
-  req.operation = admission::Operation::kCreate;
-  req.object = object;
-  std::string ns(namespace_name);
-  if (auto md = object.find("metadata"); md != object.end() && md->is_object()) {
-    if (auto n = md->find("namespace"); n != md->end() && n->is_string()) ns = n->get<std::string>();
-  }
-  req.namespace_ = ns;
+  admission::AdmissionRequest req = admission::CreateRequestFor(object, namespace_name);
+  const std::string ns = req.namespace_;
   std::set<std::string> names;
   for (const auto& loc : engine::LocatePodSpecs(req, policy)) {
     Json pod;

@@ -115,19 +115,10 @@ struct PodCase {
 };
 
 admission::AdmissionRequest RequestFor(const Json& object, const std::string& ns) {
-  admission::AdmissionRequest r;
+  admission::AdmissionRequest r = admission::CreateRequestFor(object);
   r.uid = "mutation-fixtures";
-  std::string api = object.value("apiVersion", "");
-  auto slash = api.find('/');
-  r.kind.group = slash == std::string::npos ? "" : api.substr(0, slash);
-  r.kind.version = slash == std::string::npos ? api : api.substr(slash + 1);
-  r.kind.kind = object.value("kind", "");
-  r.operation = admission::Operation::kCreate;
-  const Json md = object.value("metadata", Json::object());
-  r.name = md.is_object() ? md.value("name", "") : "";
   r.namespace_ = ns;
   r.user_info.username = "alice";
-  r.object = object;
   return r;
 }
 

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -81,5 +82,9 @@ struct AdmissionResponse {
   std::map<std::string, std::string> audit_annotations; ///< keys are valid qualified-name parts
   std::string patch;                                    ///< RFC 6902 JSON array text; empty = none
 };
+
+/// A CREATE request for a bare object, as offline tools and checks review manifests: kind from
+/// apiVersion/kind, name from metadata.name, namespace from metadata.namespace or `default_namespace`.
+AdmissionRequest CreateRequestFor(Json object, std::string_view default_namespace = "default");
 
 }  // namespace draguard::admission

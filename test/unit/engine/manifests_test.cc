@@ -44,19 +44,9 @@ std::vector<fs::path> Files(const std::string& dir) {
 }
 
 admission::AdmissionRequest RequestFor(const Json& doc) {
-  admission::AdmissionRequest r;
+  admission::AdmissionRequest r = admission::CreateRequestFor(doc);
   r.uid = "manifest";
-  std::string api = doc.value("apiVersion", "");
-  auto slash = api.find('/');
-  r.kind.group = slash == std::string::npos ? "" : api.substr(0, slash);
-  r.kind.version = slash == std::string::npos ? api : api.substr(slash + 1);
-  r.kind.kind = doc.value("kind", "");
-  r.operation = admission::Operation::kCreate;
-  const Json md = doc.value("metadata", Json::object());
-  r.name = md.is_object() ? md.value("name", "") : "";
-  r.namespace_ = md.is_object() ? md.value("namespace", "default") : "default";
   r.user_info.username = "alice";
-  r.object = doc;
   return r;
 }
 
