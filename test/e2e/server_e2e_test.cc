@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "draguard/admission/response.h"
 #include "draguard/engine/registry.h"
 #include "draguard/metrics/metrics.h"
 #include "draguard/policy/store.h"
@@ -183,6 +184,30 @@ TEST_F(ServerTest, DeniesLegacyAndAllowsPlainAndDraPodsOnOneKeepAliveConnection)
   EXPECT_EQ(metrics_.requests.Value({"validate", "CREATE", "Pod", "deny"}), 1);
   EXPECT_EQ(metrics_.requests.Value({"validate", "CREATE", "Pod", "allow"}), 2);
   EXPECT_EQ(metrics_.rule_results.Value({"DG001", "deny", "fail"}), 1);
+}
+
+TEST_F(ServerTest, MutateConvertsALegacyPodWithAPatchThatApplies) {
+  Start();
+  auto c = Connect();
+  const std::string body = ReviewData("DG001/legacy-limit");
+  auto m = Post(*c, "/mutate", body);
+  ASSERT_EQ(m["response"]["allowed"], true) << m.dump();
+  ASSERT_EQ(m["response"]["patchType"], "JSONPatch");
+  std::string raw;
+  ASSERT_TRUE(admission::Base64Decode(m["response"]["patch"].get<std::string>(), &raw));
+  auto patch = nlohmann::json::parse(raw);
+  auto pod = nlohmann::json::parse(body)["request"]["object"];
+  auto converted = pod.patch(patch);
+  EXPECT_EQ(converted["spec"]["resourceClaims"][0]["name"], "draguard-gpu");
+  EXPECT_EQ(converted["spec"]["resourceClaims"][0]["resourceClaimTemplateName"].get<std::string>().rfind("draguard-", 0),
+            0u);
+  EXPECT_EQ(converted["spec"]["containers"][0]["resources"]["claims"][0]["request"], "gpu");
+  EXPECT_EQ(converted.dump().find("nvidia.com/gpu"), std::string::npos);
+  // The converted Pod passes /validate.
+  auto review = nlohmann::json::parse(body);
+  review["request"]["object"] = converted;
+  auto v = Post(*c, "/validate", review.dump());
+  EXPECT_EQ(v["response"]["allowed"], true) << v.dump();
 }
 
 TEST_F(ServerTest, HealthReadinessAndMetrics) {
