@@ -4,6 +4,8 @@
 // line, "<node> <export>" or "<export>", exports named relative to test/data/hwloc/; the node name
 // defaults to the export's name without ".xml"). Every case is decoded, evaluated, decided and encoded as the
 // server does, and the response must equal expected.json field for field.
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -44,8 +46,11 @@ std::vector<fs::path> Cases() {
 // The topology model named by `dir`/topology, or null when the case has none.
 std::shared_ptr<const topology::Snapshot> CaseTopology(const fs::path& dir) {
   if (!fs::exists(dir / "topology")) return nullptr;
+  // ctest runs each case in its own process, in parallel: the directory is unique per process and case.
   static int n = 0;
-  fs::path tmp = fs::path(::testing::TempDir()) / ("golden-topology-" + std::to_string(n++));
+  fs::path tmp = fs::path(::testing::TempDir()) /
+                 ("golden-topology-" + std::to_string(::getpid()) + "-" + std::to_string(n++) + "-" +
+                  dir.parent_path().filename().string() + "-" + dir.filename().string());
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   std::istringstream lines(Slurp(dir / "topology"));

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <unistd.h>
+
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -202,7 +204,7 @@ TEST(CelDifferential, AgreesWithCelJs) {
       cases.push_back({{"expr", expr}, {"device", dev}});
     }
   }
-  std::string path = ::testing::TempDir() + "cel_differential_cases.json";
+  std::string path = ::testing::TempDir() + "cel_differential_cases." + std::to_string(::getpid()) + ".json";
   std::ofstream(path) << json{{"devices", devices}, {"cases", cases}}.dump();
   std::string err;
   std::string out = RunNode(path, &err);
