@@ -467,7 +467,7 @@ Result<GeneratedTemplate> GenerateTemplate(const ClaimProfile& profile, std::str
       requests.push_back({{"name", entry.request}, {"exactly", exactly}});
     } else {
       exactly["deviceClassName"] = gpu_class;
-      auto texts = internal::GpuSelectors(p, policy);
+      auto texts = internal::GpuSelectors(p);
       std::vector<std::shared_ptr<const cel::CheckedExpr>> compiled;
       for (const auto& t : texts) {
         selectors.push_back({{"cel", {{"expression", t}}}});

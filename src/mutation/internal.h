@@ -36,7 +36,7 @@ std::string ResolveMemoryFloor(const std::string& requested, const std::set<uint
                                std::string* note);
 
 /// Guarded selector expressions for a full-GPU request (memory floor and product).
-std::vector<std::string> GpuSelectors(const RequestProfile& profile, const policy::Policy& policy);
+std::vector<std::string> GpuSelectors(const RequestProfile& profile);
 
 /// Guarded selector for a MIG request pinned to `profile.mig_profile`.
 std::string MigSelector(const RequestProfile& profile);

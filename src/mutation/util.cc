@@ -59,8 +59,7 @@ std::string ResolveMemoryFloor(const std::string& requested, const std::set<uint
   return floor;
 }
 
-std::vector<std::string> GpuSelectors(const RequestProfile& profile, const policy::Policy& policy) {
-  (void)policy;
+std::vector<std::string> GpuSelectors(const RequestProfile& profile) {
   std::vector<std::string> out;
   if (!profile.memory.empty()) {
     out.push_back("'memory' in device.capacity['gpu.nvidia.com'] && "
