@@ -63,9 +63,16 @@ admission::AdmissionResponse Reviewer::Mutate(const admission::AdmissionRequest&
       }
     }
   } else if (!req.dry_run && provisioner_ != nullptr) {
-    const auto deadline = std::chrono::milliseconds(policy.mutation.api_timeout_ms);
+    // One deadline for all the templates of this review.
+    const auto budget = std::chrono::milliseconds(policy.mutation.api_timeout_ms);
+    const auto start = std::chrono::steady_clock::now();
     for (const auto& t : conv.templates) {
-      if (Status s = provisioner_->Ensure(req.namespace_, t, deadline); !s.ok()) {
+      auto left = budget - std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+      if (left <= std::chrono::milliseconds(0)) {
+        return fail("could not ensure ResourceClaimTemplate " + req.namespace_ + "/" + t.name + ": timeout after " +
+                    std::to_string(budget.count()) + "ms (mutation.apiTimeoutMs)");
+      }
+      if (Status s = provisioner_->Ensure(req.namespace_, t, left); !s.ok()) {
         return fail("could not ensure ResourceClaimTemplate " + req.namespace_ + "/" + t.name + ": " + s.message());
       }
     }
