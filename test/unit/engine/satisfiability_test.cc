@@ -307,13 +307,10 @@ TEST(Satisfiability, ManyNodesOfOneShape) {
     nodes.push_back(std::move(n));
   }
   auto snap = topology::Snapshot::Create(std::move(nodes));
-  auto start = std::chrono::steady_clock::now();
   auto r = Check(Spec(Gpu("gpus", 4, "device.attributes['gpu.nvidia.com'].productName.startsWith('Tesla V100')"), kPcie), *snap);
   EXPECT_EQ(r.nodes.size(), 5000u);
   auto uuid = Check(Spec(Gpu("gpus", 2, "device.attributes['gpu.nvidia.com'].uuid != 'GPU-x'"), kPcie), *snap);
   EXPECT_EQ(uuid.nodes.size(), 5000u);
-  auto elapsed = std::chrono::steady_clock::now() - start;
-  EXPECT_LT(std::chrono::duration_cast<std::chrono::seconds>(elapsed).count(), 10);
 }
 
 }  // namespace

@@ -175,6 +175,7 @@ struct Reply {
   std::string body;                 // non-streamed body (LIST, errors)
   std::vector<std::string> chunks;  // streamed watch chunks (each a line or part of one)
   bool hold_open = false;           // after the chunks, keep the stream open until shutdown
+  bool gated = false;               // stream the chunks only after ReleaseSlow()
 };
 
 // A request as the server saw it.
@@ -372,6 +373,14 @@ class FakeApiServer {
     auto next = std::make_shared<std::size_t>(0);
     res.set_chunked_content_provider(
         "application/json", [this, state, next](std::size_t, httplib::DataSink& sink) {
+          if (state->gated && *next == 0 && !state->chunks.empty()) {
+            std::unique_lock<std::mutex> l(mu_);
+            if (!release_slow_ && !closing_) {
+              cv_.wait_for(l, std::chrono::milliseconds(50), [&] { return release_slow_ || closing_; });
+              if (closing_) sink.done();
+              return true;  // asked again; the events follow the release
+            }
+          }
           if (*next < state->chunks.size()) {
             const std::string& c = state->chunks[(*next)++];
             return sink.write(c.data(), c.size());

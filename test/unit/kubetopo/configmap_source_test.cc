@@ -95,11 +95,15 @@ TEST_F(ConfigMapSourceTest, InitialListFillsTheStore) {
 TEST_F(ConfigMapSourceTest, AddedAndModifiedEventsReload) {
   server_->ScriptList(Reply(200, ListBody({Cm("node-a", "10", "node-a", Xml(0))}, "10")));
   // ADDED node-b, then MODIFIED node-a (now the other machine); the stream then stays open.
-  server_->ScriptWatch(Reply(200, "",
-                             {Event("ADDED", Cm("node-b", "12", "node-b", Xml(1))),
-                              Event("MODIFIED", Cm("node-a", "13", "node-a", Xml(1)))},
-                             /*hold=*/true));
+  Reply events(200, "",
+               {Event("ADDED", Cm("node-b", "12", "node-b", Xml(1))),
+                Event("MODIFIED", Cm("node-a", "13", "node-a", Xml(1)))},
+               /*hold=*/true);
+  events.gated = true;  // the events follow the store's first load, however slow the build
+  server_->ScriptWatch(std::move(events));
   StartStore();
+  ASSERT_TRUE(WaitFor([&] { return store_->Current()->node_count() == 1; }));
+  server_->ReleaseSlow();
   ASSERT_TRUE(WaitFor([&] {
     auto e = source_->List();
     return store_->Current()->node_count() == 2 && e.ok() && e->size() == 2 && (*e)[0].version == "13" &&
@@ -121,8 +125,12 @@ TEST_F(ConfigMapSourceTest, DeletedEventRemovesTheNode) {
 
 TEST_F(ConfigMapSourceTest, BadXmlKeepsTheLastGoodModel) {
   server_->ScriptList(Reply(200, ListBody({Cm("node-a", "10", "node-a", Xml(0))}, "10")));
-  server_->ScriptWatch(Reply(200, "", {Event("MODIFIED", Cm("node-a", "15", "node-a", "<topology><broken"))}, true));
+  Reply bad(200, "", {Event("MODIFIED", Cm("node-a", "15", "node-a", "<topology><broken"))}, true);
+  bad.gated = true;  // the bad version follows the first, good load
+  server_->ScriptWatch(std::move(bad));
   StartStore();
+  ASSERT_TRUE(WaitFor([&] { return store_->Current()->node_count() == 1; }));
+  server_->ReleaseSlow();
   auto errors = [&] {
     uint64_t n = 0;
     for (uint64_t v : store_->Metrics().load_errors_total) n += v;
