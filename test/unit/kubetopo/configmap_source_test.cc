@@ -30,7 +30,13 @@ json Cm(const std::string& name, const std::string& rv, const std::string& node,
 
 class ConfigMapSourceTest : public kubetest::FakeApiServerTest {
  protected:
-  ConfigMapSourceTest() : FakeApiServerTest("token\n") {}
+  // The store's hwloc import worker is forked here, before SetUp() starts the fake API server's
+  // threads: forking a process whose other threads may hold allocator locks can hang the child
+  // under the sanitizers.
+  ConfigMapSourceTest() : FakeApiServerTest("token\n") {
+    store_ = std::make_unique<topology::Store>(topology::StoreOptions{.parse_threads = 1});
+    (void)store_->Start(topology::MakeBundledExampleSource(), /*watch=*/false);
+  }
   void TearDown() override {
     store_.reset();
     FakeApiServerTest::TearDown();
@@ -46,7 +52,6 @@ class ConfigMapSourceTest : public kubetest::FakeApiServerTest {
     source_ = source.get();
     source->Start();
     ASSERT_TRUE(source->WaitForSync(std::chrono::seconds(30)));
-    store_ = std::make_unique<topology::Store>(topology::StoreOptions{.parse_threads = 1});
     store_->SetOnReloadForTest([this](uint64_t) {
       {
         std::lock_guard<std::mutex> l(mu_);
