@@ -38,9 +38,7 @@ std::string ResolveMemoryFloor(const std::string& requested, const std::set<uint
   // What GPUs report: the simulated devices of the topology, or the NVML table without one.
   std::set<uint64_t> reported = topology_memories;
   if (reported.empty()) {
-    for (uint16_t id : {0x2330, 0x20b2, 0x20b5}) {
-      if (uint64_t b = topology::NvmlTotalMemoryBytes(id); b != 0) reported.insert(b);
-    }
+    for (uint64_t b : topology::NvmlKnownMemoryBytes()) reported.insert(b);
   }
   // GPUs within 5 % below the floor are the ones meant ("80Gi" means the 80 GB class).
   std::optional<uint64_t> lowest_meant;

@@ -1,6 +1,8 @@
 // Simulated NVIDIA DRA devices (see dra_devices.h).
 #include "draguard/topology/dra_devices.h"
 
+#include <algorithm>
+
 namespace draguard::topology {
 namespace {
 
@@ -32,6 +34,13 @@ uint64_t NvmlTotalMemoryBytes(uint16_t device_id) {
     if (m.device_id == device_id) return m.mib << 20;
   }
   return 0;
+}
+
+std::vector<uint64_t> NvmlKnownMemoryBytes() {
+  std::vector<uint64_t> out;
+  for (const NvmlMemory& m : kNvmlMemory) out.push_back(m.mib << 20);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 std::vector<SimulatedDevice> SimulateDraDevices(const NodeTopology& node) {

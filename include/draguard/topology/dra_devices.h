@@ -52,4 +52,7 @@ std::vector<SimulatedDevice> SimulateDraDevices(const NodeTopology& node);
 /// NVML total memory in bytes for a known PCI device (vendor 0x10de), or 0 when not in the table.
 uint64_t NvmlTotalMemoryBytes(uint16_t device_id);
 
+/// Every NVML total memory figure of that table, ascending (what known GPUs report).
+std::vector<uint64_t> NvmlKnownMemoryBytes();
+
 }  // namespace draguard::topology
