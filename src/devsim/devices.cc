@@ -67,4 +67,12 @@ std::vector<Device> SimulateNode(const topology::NodeTopology& node, const NicOp
   return out;
 }
 
+std::shared_ptr<const std::vector<Device>> SimulateNode(const topology::Snapshot& snapshot,
+                                                        const topology::NodeTopology& node, const NicOptions& nic) {
+  return std::static_pointer_cast<const std::vector<Device>>(
+      snapshot.Memo("devsim/" + nic.driver + "/" + node.name, [&]() -> std::shared_ptr<const void> {
+        return std::make_shared<const std::vector<Device>>(SimulateNode(node, nic));
+      }));
+}
+
 }  // namespace draguard::devsim

@@ -82,7 +82,7 @@ struct Unit {
   std::vector<std::string> nodes;
   std::string fingerprint;
   const Unit* base = nullptr;
-  std::vector<devsim::Device> own_devices;
+  std::shared_ptr<const std::vector<devsim::Device>> own_devices;  // shared with the snapshot's memo
   std::vector<cel::Value> own_probes;
   std::size_t gpus = 0, nics = 0;
   std::vector<std::vector<AltEval>> own_eval;      // [request][alternative] evaluated here
@@ -92,7 +92,7 @@ struct Unit {
   bool satisfiable = false;
   bool exceeded = false;
 
-  const std::vector<devsim::Device>& devices() const { return base ? base->own_devices : own_devices; }
+  const std::vector<devsim::Device>& devices() const { return base ? *base->own_devices : *own_devices; }
   const std::vector<cel::Value>& probes() const { return base ? base->own_probes : own_probes; }
 };
 
@@ -334,18 +334,19 @@ void Link(const Plan& p, Unit& u) {
 }
 
 // The representative of a shape: everything evaluated on its own devices.
-void EvaluateUnit(const Plan& p, const policy::Policy& pol, const topology::NodeTopology& node, Unit& u) {
-  u.own_devices = devsim::SimulateNode(node, devsim::NicOptions{pol.mutation.nic.driver});
-  for (const auto& d : u.own_devices) {
+void EvaluateUnit(const Plan& p, const policy::Policy& pol, const topology::Snapshot& snapshot,
+                  const topology::NodeTopology& node, Unit& u) {
+  u.own_devices = devsim::SimulateNode(snapshot, node, devsim::NicOptions{pol.mutation.nic.driver});
+  for (const auto& d : *u.own_devices) {
     u.own_probes.push_back(Probe(d));
     (d.kind == devsim::DeviceKind::kGpu ? u.gpus : u.nics)++;
   }
   for (const auto& rp : p.requests) {
     std::vector<AltEval> evals;
-    for (const auto& ap : rp.alts) evals.push_back(EvaluateAlt(ap, u.own_devices, u.own_probes));
+    for (const auto& ap : rp.alts) evals.push_back(EvaluateAlt(ap, *u.own_devices, u.own_probes));
     u.own_eval.push_back(std::move(evals));
   }
-  for (const auto& cp : p.constraints) u.own_cells.push_back(EvaluateCells(cp, u.own_devices));
+  for (const auto& cp : p.constraints) u.own_cells.push_back(EvaluateCells(cp, *u.own_devices));
   Link(p, u);
 }
 
@@ -358,8 +359,8 @@ void EvaluateUuidNode(const Plan& p, const topology::NodeTopology& node, const U
   std::vector<devsim::Device> devices;
   std::vector<cel::Value> probes;
   auto patched = [&]() {
-    if (!devices.empty() || base.own_devices.empty()) return;
-    devices = base.own_devices;
+    if (!devices.empty() || base.own_devices->empty()) return;
+    devices = *base.own_devices;
     for (auto& d : devices) {
       if (d.kind != devsim::DeviceKind::kGpu) continue;
       auto& attrs = d.device.attributes[kGpuDomain];
@@ -882,7 +883,7 @@ SatisfiabilityReport CheckSatisfiable(const admission::Json& object, const polic
     if (rep == nullptr) continue;
     Unit& base = units.emplace_back();
     base.fingerprint = group.shape->fingerprint;
-    EvaluateUnit(plan, policy, *rep, base);
+    EvaluateUnit(plan, policy, topology, *rep, base);
     if (!plan.reads_uuid) {
       base.nodes = group.nodes;
       continue;

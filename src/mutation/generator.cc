@@ -25,7 +25,8 @@ constexpr const char* kPcieRootAttr = "resource.kubernetes.io/pcieRoot";
 // One distinct shape with its simulated devices (from its first node).
 struct ShapeDevices {
   const topology::ShapeGroup* group = nullptr;
-  std::vector<devsim::Device> devices;
+  std::shared_ptr<const std::vector<devsim::Device>> simulated;  // shared with the snapshot's memo
+  const std::vector<devsim::Device>& devices() const { return *simulated; }
 };
 
 // The topology as the planner needs it. Built once per snapshot (Snapshot::Memo) and immutable
@@ -102,9 +103,9 @@ std::shared_ptr<const View> BuildView(const topology::Snapshot* snap, const poli
     if (group.nodes.empty()) continue;
     const topology::NodeTopology* node = snap->Find(group.nodes.front());
     if (node == nullptr) continue;
-    ShapeDevices sd{&group, devsim::SimulateNode(*node, nic)};
+    ShapeDevices sd{&group, devsim::SimulateNode(*snap, *node, nic)};
     bool gpu = false;
-    for (const auto& d : sd.devices) {
+    for (const auto& d : sd.devices()) {
       if (d.kind != devsim::DeviceKind::kGpu) continue;
       gpu = true;
       auto cap = d.device.capacity.find(std::string(topology::kNvidiaDriver));
@@ -148,7 +149,7 @@ bool ReadsUnknown(const cel::CheckedExpr& sel, const devsim::Device& d) {
 std::vector<uint32_t> Qualifying(const ShapeDevices& sd,
                                  const std::vector<std::shared_ptr<const cel::CheckedExpr>>& selectors) {
   std::vector<uint32_t> out;
-  for (const auto& d : sd.devices) {
+  for (const auto& d : sd.devices()) {
     if (d.kind != devsim::DeviceKind::kGpu) continue;
     bool ok = true;
     for (const auto& sel : selectors) {

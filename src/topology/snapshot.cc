@@ -8,12 +8,16 @@ namespace draguard::topology {
 
 std::shared_ptr<const void> Snapshot::Memo(const std::string& key,
                                            const std::function<std::shared_ptr<const void>()>& compute) const {
-  std::lock_guard<std::mutex> lock(memo_mu_);
-  auto it = memo_.find(key);
-  if (it != memo_.end()) return it->second;
+  {
+    std::lock_guard<std::mutex> lock(memo_mu_);
+    auto it = memo_.find(key);
+    if (it != memo_.end()) return it->second;
+  }
+  // Computed without the lock, so a computation may memoize its own parts; when two threads race,
+  // the first value stored wins and both return it.
   std::shared_ptr<const void> value = compute();
-  memo_.emplace(key, value);
-  return value;
+  std::lock_guard<std::mutex> lock(memo_mu_);
+  return memo_.emplace(key, std::move(value)).first->second;
 }
 
 std::shared_ptr<const Snapshot> Snapshot::Create(std::vector<std::shared_ptr<const NodeTopology>> nodes,

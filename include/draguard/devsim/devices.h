@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "draguard/status.h"
 #include "draguard/topology/dra_devices.h"
 #include "draguard/topology/model.h"
+#include "draguard/topology/snapshot.h"
 
 namespace draguard::devsim {
 
@@ -43,5 +45,11 @@ Result<cel::Device> ToCelDevice(const topology::SimulatedDevice& device);
 /// NICs carry `<driver>/ifName`, `pciAddress`, `rdma`, `numaNode` (when single) and the standard
 /// `resource.kubernetes.io/pcieRoot` (when known).
 std::vector<Device> SimulateNode(const topology::NodeTopology& node, const NicOptions& nic = {});
+
+/// SimulateNode(node, nic), computed once per node and NIC driver for the lifetime of `snapshot`,
+/// which must hold `node` (the claim generator and the satisfiability check share it).
+std::shared_ptr<const std::vector<Device>> SimulateNode(const topology::Snapshot& snapshot,
+                                                        const topology::NodeTopology& node,
+                                                        const NicOptions& nic = {});
 
 }  // namespace draguard::devsim

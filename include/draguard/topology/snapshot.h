@@ -75,7 +75,8 @@ class Snapshot {
 
   /// Data other modules derive from this snapshot, computed once per `key` on first use and kept
   /// as long as the snapshot lives (e.g. the claim generator's simulated devices per shape).
-  /// Thread-safe; `compute` runs at most once per key and must not call Memo on this snapshot.
+  /// Thread-safe; `compute` runs without a lock (it may call Memo for other keys) and, when
+  /// threads race on a new key, more than once, the first stored value winning.
   std::shared_ptr<const void> Memo(const std::string& key,
                                    const std::function<std::shared_ptr<const void>()>& compute) const;
 
