@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <list>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -144,6 +146,28 @@ class InflightGuard {
  private:
   metrics::GaugeFamily* g_;
 };
+
+// Runs `server`'s accept loop on `thread` and returns once the loop is running. cpp-httplib's
+// stop() does nothing before the loop has set is_running(), so a shutdown requested in that window
+// would be lost; the library offers no notification, hence the bounded poll. False when the loop
+// ended (or had not started within 10 s); the thread is then joined.
+bool StartListening(httplib::Server& server, std::thread* thread) {
+  auto exited = std::make_shared<std::atomic<bool>>(false);
+  *thread = std::thread([&server, exited] {
+    server.listen_after_bind();
+    exited->store(true);
+  });
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!server.is_running()) {
+    if (exited->load() || std::chrono::steady_clock::now() > limit) {
+      server.stop();
+      thread->join();
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return true;
+}
 
 void SetJson(httplib::Response& res, int status, const std::string& body) {
   res.status = status;
@@ -444,8 +468,14 @@ Status Server::Start() {
                                  std::to_string(m.opt.metrics_port));
     }
   }
-  m.https_thread = std::thread([&m] { m.https->listen_after_bind(); });
-  if (m.metrics_http) m.metrics_thread = std::thread([&m] { m.metrics_http->listen_after_bind(); });
+  if (!StartListening(*m.https, &m.https_thread)) {
+    return Status::Unavailable("the HTTPS listener on " + m.opt.host + " did not start");
+  }
+  if (m.metrics_http && !StartListening(*m.metrics_http, &m.metrics_thread)) {
+    m.https->stop();
+    m.https_thread.join();
+    return Status::Unavailable("the metrics listener on " + m.opt.metrics_host + " did not start");
+  }
 
   m.cert_watcher = std::make_unique<FileWatcher>(
       std::vector<std::string>{m.opt.tls_cert, m.opt.tls_key}, m.opt.reload_interval,

@@ -1,6 +1,8 @@
 // The draguard binary end to end: `serve` on embedded defaults (generated state folder, bundled
 // policy), answers over verified TLS, exits 0 on SIGTERM; `review` prints what the server sends.
+#include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,10 +32,14 @@ std::string Slurp(const fs::path& p) {
   return ss.str();
 }
 
-// A child process with its stdout on a pipe.
+// A child process with its stdout on a pipe. Reads and waits give up after kHangLimit, so a
+// hang fails the test in seconds; they never serve as synchronisation.
+constexpr int kHangLimitMs = 30000;
+
 struct Child {
   pid_t pid = -1;
-  FILE* out = nullptr;
+  int out = -1;
+  std::string pending;  // read but not yet returned
 
   static Child Spawn(const std::vector<std::string>& args, const fs::path& cwd) {
     int fds[2];
@@ -52,25 +58,52 @@ struct Child {
       _exit(127);
     }
     close(fds[1]);
-    c.out = fdopen(fds[0], "r");
+    c.out = fds[0];
     return c;
   }
 
-  // Reads lines until one matches; every read blocks on the child's output, not on a clock.
+  // Reads lines until one contains `needle` (returned, with its newline); "" at end of output or
+  // when the child printed nothing for kHangLimitMs.
   std::string ReadUntil(const std::string& needle, std::string* all) {
-    char line[8192];
-    while (fgets(line, sizeof line, out) != nullptr) {
-      *all += line;
-      if (std::string(line).find(needle) != std::string::npos) return line;
+    for (;;) {
+      for (std::size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
+        std::string line = pending.substr(0, nl + 1);
+        pending.erase(0, nl + 1);
+        *all += line;
+        if (line.find(needle) != std::string::npos) return line;
+      }
+      pollfd p{out, POLLIN, 0};
+      if (poll(&p, 1, kHangLimitMs) <= 0) {
+        ADD_FAILURE() << "no output from the child for " << kHangLimitMs << " ms";
+        return "";
+      }
+      char buf[8192];
+      ssize_t n = read(out, buf, sizeof buf);
+      if (n <= 0) {
+        *all += pending;
+        pending.clear();
+        return "";
+      }
+      pending.append(buf, static_cast<std::size_t>(n));
     }
-    return "";
   }
 
+  // The exit code (128 + signal when killed); a child still running after kHangLimitMs is killed
+  // and the test fails.
   int Wait() {
     int status = 0;
+    int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+    if (pidfd >= 0) {
+      pollfd p{pidfd, POLLIN, 0};
+      if (poll(&p, 1, kHangLimitMs) <= 0) {
+        ADD_FAILURE() << "the child did not exit within " << kHangLimitMs << " ms; killing it";
+        kill(pid, SIGKILL);
+      }
+      close(pidfd);
+    }
     waitpid(pid, &status, 0);
-    if (out != nullptr) fclose(out);
-    out = nullptr;
+    if (out >= 0) close(out);
+    out = -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
 };
