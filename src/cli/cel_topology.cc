@@ -7,7 +7,7 @@
 #include "draguard/cel/checker.h"
 #include "draguard/cel/device.h"
 #include "draguard/cel/evaluator.h"
-#include "draguard/devsim/devices.h"
+#include "draguard/dra/devices.h"
 #include "draguard/topology/dra_devices.h"
 #include "draguard/topology/snapshot.h"
 #include "flags.h"
@@ -42,7 +42,7 @@ int CelEvalOnTopology(const std::vector<std::string>& args, std::ostream& out, s
   auto devices = topology::SimulateDraDevices(*node);
   if (devices.empty()) out << "(node " << node->name << " has no simulated NVIDIA GPU devices)\n";
   for (const auto& d : devices) {
-    auto dev = devsim::ToCelDevice(d);
+    auto dev = dra::ToCelDevice(d);
     if (!dev.ok()) {
       out << d.name << ": error: " << dev.status().message() << "\n";
       continue;

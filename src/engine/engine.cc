@@ -5,8 +5,8 @@
 #include <exception>
 #include <set>
 
+#include "draguard/dra/pod_specs.h"
 #include "draguard/glob.h"
-#include "pod_specs.h"
 
 namespace draguard::engine {
 namespace {
@@ -36,7 +36,7 @@ std::string Exemption(const admission::AdmissionRequest& req, const policy::Poli
     if (AnyGlob(ex.groups, g)) return "group " + g;
   }
   if (!ex.object_selectors.empty()) {
-    auto labels = StringMapAt(ReviewedObject(req), {"metadata", "labels"});
+    auto labels = dra::StringMapAt(ReviewedObject(req), {"metadata", "labels"});
     for (std::size_t i = 0; i < ex.object_selectors.size(); ++i) {
       if (ex.object_selectors[i].Matches(labels)) {
         return "labels match exemptions.objectSelectors[" + std::to_string(i) + "]";
@@ -55,7 +55,7 @@ std::string Trim(std::string s) {
 
 // Reads the draguard.io/exempt annotations; fills out->exempted_rules / rule_exemption / notes.
 void RuleExemptions(const RuleInput& input, const Registry& registry, EngineResult* out) {
-  auto ann = StringMapAt(ReviewedObject(input.request), {"metadata", "annotations"});
+  auto ann = dra::StringMapAt(ReviewedObject(input.request), {"metadata", "annotations"});
   auto it = ann.find(kExemptAnnotation);
   if (it == ann.end()) return;
   std::vector<std::string> ids;

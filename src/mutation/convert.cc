@@ -3,8 +3,8 @@
 #include <optional>
 #include <set>
 
-#include "draguard/engine/pod_objects.h"
-#include "draguard/engine/satisfiability.h"
+#include "draguard/dra/pod_specs.h"
+#include "draguard/dra/satisfiability.h"
 #include "draguard/mutation/mutation.h"
 #include "draguard/topology/model.h"
 #include "draguard/topology/snapshot.h"
@@ -100,8 +100,8 @@ std::string JointlyUnsatisfiable(const std::vector<const GeneratedTemplate*>& te
                  {"kind", "ResourceClaimTemplate"},
                  {"metadata", {{"name", "draguard-pod"}}},
                  {"spec", {{"spec", {{"devices", devices}}}}}};
-  auto report = engine::CheckSatisfiable(merged, policy, topology);
-  if (report.verdict != engine::SatisfiabilityReport::Verdict::kUnsatisfiable) return "";
+  auto report = dra::CheckSatisfiable(merged, policy, topology);
+  if (report.verdict != dra::SatisfiabilityReport::Verdict::kUnsatisfiable) return "";
   return "no node can hold all their devices at once: " + report.message;
 }
 
@@ -310,7 +310,7 @@ ObjectConversion ConvertObject(const admission::Json& object, std::string_view n
   admission::AdmissionRequest req = admission::CreateRequestFor(object, namespace_name);
   const std::string ns = req.namespace_;
   std::set<std::string> names;
-  for (const auto& loc : engine::LocatePodSpecs(req, policy)) {
+  for (const auto& loc : dra::LocatePodSpecs(req, policy)) {
     Json pod;
     const Json::json_pointer spec_ptr(loc.spec_pointer);
     if (!loc.workload) {

@@ -7,8 +7,8 @@
 
 #include "draguard/cel/checker.h"
 #include "draguard/cel/evaluator.h"
-#include "draguard/devsim/devices.h"
-#include "draguard/engine/satisfiability.h"
+#include "draguard/dra/devices.h"
+#include "draguard/dra/satisfiability.h"
 #include "draguard/mutation/mutation.h"
 #include "draguard/topology/snapshot.h"
 #include "internal.h"
@@ -25,8 +25,8 @@ constexpr const char* kPcieRootAttr = "resource.kubernetes.io/pcieRoot";
 // One distinct shape with its simulated devices (from its first node).
 struct ShapeDevices {
   const topology::ShapeGroup* group = nullptr;
-  std::shared_ptr<const std::vector<devsim::Device>> simulated;  // shared with the snapshot's memo
-  const std::vector<devsim::Device>& devices() const { return *simulated; }
+  std::shared_ptr<const std::vector<dra::Device>> simulated;  // shared with the snapshot's memo
+  const std::vector<dra::Device>& devices() const { return *simulated; }
 };
 
 // The topology as the planner needs it. Built once per snapshot (Snapshot::Memo) and immutable
@@ -98,15 +98,15 @@ std::shared_ptr<const View> BuildView(const topology::Snapshot* snap, const poli
   auto v = std::make_shared<View>();
   v->snapshot = snap;
   if (snap == nullptr) return v;
-  devsim::NicOptions nic{policy.mutation.nic.driver};
+  dra::NicOptions nic{policy.mutation.nic.driver};
   for (const auto& group : snap->shapes()) {
     if (group.nodes.empty()) continue;
     const topology::NodeTopology* node = snap->Find(group.nodes.front());
     if (node == nullptr) continue;
-    ShapeDevices sd{&group, devsim::SimulateNode(*snap, *node, nic)};
+    ShapeDevices sd{&group, dra::SimulateNode(*snap, *node, nic)};
     bool gpu = false;
     for (const auto& d : sd.devices()) {
-      if (d.kind != devsim::DeviceKind::kGpu) continue;
+      if (d.kind != dra::DeviceKind::kGpu) continue;
       gpu = true;
       auto cap = d.device.capacity.find(std::string(topology::kNvidiaDriver));
       if (cap == d.device.capacity.end()) continue;
@@ -137,7 +137,7 @@ std::string DescribeShape(const topology::ShapeGroup& g) {
   return out + ")";
 }
 
-bool ReadsUnknown(const cel::CheckedExpr& sel, const devsim::Device& d) {
+bool ReadsUnknown(const cel::CheckedExpr& sel, const dra::Device& d) {
   for (const auto& ref : sel.references) {
     const std::string domain = ref.domain.empty() ? d.device.driver : ref.domain;
     if (std::find(d.unknown.begin(), d.unknown.end(), domain + "/" + ref.name) != d.unknown.end()) return true;
@@ -150,7 +150,7 @@ std::vector<uint32_t> Qualifying(const ShapeDevices& sd,
                                  const std::vector<std::shared_ptr<const cel::CheckedExpr>>& selectors) {
   std::vector<uint32_t> out;
   for (const auto& d : sd.devices()) {
-    if (d.kind != devsim::DeviceKind::kGpu) continue;
+    if (d.kind != dra::DeviceKind::kGpu) continue;
     bool ok = true;
     for (const auto& sel : selectors) {
       auto r = cel::EvaluateSelectorValue(*sel, d.value);
@@ -633,8 +633,8 @@ Result<GeneratedTemplate> GenerateTemplate(const ClaimProfile& profile, std::str
   out.notes = std::move(notes);
   // The generated claim must be satisfiable on the topology (as DG014 would judge it).
   if (topology != nullptr && !view.shapes.empty()) {
-    auto report = engine::CheckSatisfiable(out.object, policy, *topology);
-    if (report.verdict == engine::SatisfiabilityReport::Verdict::kUnsatisfiable) {
+    auto report = dra::CheckSatisfiable(out.object, policy, *topology);
+    if (report.verdict == dra::SatisfiabilityReport::Verdict::kUnsatisfiable) {
       return Status::FailedPrecondition("the generated claim (" + out.description +
                                         ") cannot be satisfied by any node: " + report.message);
     }

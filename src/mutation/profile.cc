@@ -2,9 +2,9 @@
 #include <map>
 #include <set>
 
-#include "draguard/cel/quantity.h"
+#include "draguard/k8s/quantity.h"
 
-#include "draguard/engine/pod_objects.h"
+#include "draguard/dra/pod_specs.h"
 #include "draguard/mutation/mutation.h"
 #include "internal.h"
 
@@ -50,7 +50,7 @@ Result<int64_t> DeviceCount(const Json& v, const std::string& what) {
   if (v.is_number_integer()) {
     n = v.get<int64_t>();
   } else if (v.is_string()) {
-    auto q = cel::Quantity::Parse(v.get<std::string>());
+    auto q = k8s::Quantity::Parse(v.get<std::string>());
     if (q.ok()) n = q->AsInt64();
   }
   if (!n || *n < 0) return Status::InvalidArgument(what + " " + v.dump() + " is not a whole number of devices");
@@ -136,7 +136,7 @@ Status ReadContainer(const Json& container, const PodSettings& pod, const policy
       std::optional<int64_t> mib;
       if (value.is_number_integer()) mib = value.get<int64_t>();
       if (value.is_string()) {
-        auto q = cel::Quantity::Parse(value.get<std::string>());
+        auto q = k8s::Quantity::Parse(value.get<std::string>());
         if (q.ok()) mib = q->AsInt64();
       }
       if (!mib || *mib <= 0) return Status::InvalidArgument(what + " is not a number of MiB");
@@ -182,7 +182,7 @@ Result<ClaimProfile> ProfilePod(const admission::Json& pod, const policy::Policy
   PodSettings settings;
   std::string priority;
   if (auto it = spec->find("priorityClassName"); it != spec->end() && it->is_string()) priority = it->get<std::string>();
-  settings.latency_sensitive = engine::InLatencySensitiveClass(policy, labels, priority);
+  settings.latency_sensitive = dra::IsLatencySensitive(policy, labels, priority);
 
   auto annotation = [&](std::string_view key) -> const std::string* {
     auto it = ann.find(std::string(key));

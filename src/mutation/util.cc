@@ -4,14 +4,14 @@
 #include <algorithm>
 #include <set>
 
-#include "draguard/cel/quantity.h"
+#include "draguard/k8s/quantity.h"
 #include "draguard/topology/dra_devices.h"
 #include "internal.h"
 
 namespace draguard::mutation::internal {
 
 std::optional<uint64_t> QuantityBytes(std::string_view text) {
-  auto q = cel::Quantity::Parse(text);
+  auto q = k8s::Quantity::Parse(text);
   if (!q.ok() || q->Sign() < 0) return std::nullopt;
   auto v = q->AsInt64();
   if (!v) return std::nullopt;

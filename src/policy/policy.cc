@@ -8,7 +8,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "draguard/cel/quantity.h"
+#include "draguard/k8s/quantity.h"
 #include "draguard/glob.h"
 
 namespace draguard::policy {
@@ -110,7 +110,7 @@ class Parser {
 
   Status Quantity(const YAML::Node& n, const std::string& path, std::string* out) const {
     DRAGUARD_RETURN_IF_ERROR(String(n, path, out));
-    auto q = cel::Quantity::Parse(*out);
+    auto q = k8s::Quantity::Parse(*out);
     if (!q.ok() || q->Sign() < 0) return Error(n, path, "\"" + *out + "\" is not a non-negative quantity (e.g. 40Gi)");
     return Status::Ok();
   }
@@ -436,7 +436,7 @@ Result<Policy> ParseDocument(const YAML::Node& root, const Parser& p) {
     DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(n, "memoryReservation", {"minimum"}));
     if (auto m = n["minimum"]) {
       DRAGUARD_RETURN_IF_ERROR(p.String(m, "memoryReservation.minimum", &pol.memory_minimum));
-      auto q = cel::Quantity::Parse(pol.memory_minimum);
+      auto q = k8s::Quantity::Parse(pol.memory_minimum);
       if (!q.ok() || q->Sign() < 0) {
         return p.Error(m, "memoryReservation.minimum",
                        "\"" + pol.memory_minimum + "\" is not a non-negative quantity (e.g. 40Gi)");

@@ -36,9 +36,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "draguard/devsim/devices.h"
+#include "draguard/dra/devices.h"
 #include "draguard/engine/engine.h"
-#include "draguard/engine/pod_objects.h"
+#include "draguard/dra/pod_specs.h"
 #include "draguard/engine/registry.h"
 #include "draguard/mutation/mutation.h"
 #include "draguard/policy/policy.h"
@@ -260,7 +260,7 @@ void Build(Fixtures& f) {
           doc["metadata"]["namespace"].is_string()) {
         ns = doc["metadata"]["namespace"].get<std::string>();
       }
-      for (const auto& loc : engine::LocatePodSpecs(RequestFor(doc, ns), f.policy)) {
+      for (const auto& loc : dra::LocatePodSpecs(RequestFor(doc, ns), f.policy)) {
         PodCase pc;
         pc.label = file.filename().string() + "#" + std::to_string(d) + loc.spec_pointer;
         pc.variant = "base";
@@ -424,12 +424,12 @@ TEST_F(MutationFixtures, IndependentImplementationsAgree) {
                 {"shapeLabel", std::string(topology::kShapeLabel)},
                 {"topologies", Json::object()},
                 {"cases", Json::array()}};
-  devsim::NicOptions nic{F().policy.mutation.nic.driver};
+  dra::NicOptions nic{F().policy.mutation.nic.driver};
   for (const auto& t : F().topologies) {
     Json nodes = Json::object();
     for (const auto& node : t.snapshot->nodes()) {
       Json devices = Json::array();
-      for (const auto& d : devsim::SimulateNode(*node, nic)) {
+      for (const auto& d : dra::SimulateNode(*node, nic)) {
         Json attrs = Json::object(), caps = Json::object();
         for (const auto& [dom, m] : d.device.attributes) {
           attrs[dom] = Json::object();
@@ -445,7 +445,7 @@ TEST_F(MutationFixtures, IndependentImplementationsAgree) {
           for (const auto& [name, q] : m) caps[dom][name] = q.ToString();
         }
         devices.push_back({{"name", d.name},
-                           {"kind", d.kind == devsim::DeviceKind::kGpu ? "gpu" : "nic"},
+                           {"kind", d.kind == dra::DeviceKind::kGpu ? "gpu" : "nic"},
                            {"driver", d.device.driver},
                            {"attributes", attrs},
                            {"capacity", caps},

@@ -17,7 +17,7 @@
 #include <string_view>
 #include <variant>
 
-#include "draguard/cel/quantity.h"
+#include "draguard/k8s/quantity.h"
 #include "draguard/cel/semver.h"
 #include "draguard/cel/value.h"
 #include "draguard/status.h"

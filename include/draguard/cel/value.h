@@ -14,10 +14,13 @@
 #include <variant>
 #include <vector>
 
-#include "draguard/cel/quantity.h"
+#include "draguard/k8s/quantity.h"
 #include "draguard/cel/semver.h"
 
 namespace draguard::cel {
+
+/// CEL's quantity type is the Kubernetes quantity.
+using Quantity = k8s::Quantity;
 
 class Value;
 

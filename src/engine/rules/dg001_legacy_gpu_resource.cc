@@ -2,9 +2,10 @@
 #include <string>
 #include <vector>
 
-#include "draguard/cel/quantity.h"
-#include "pod_specs.h"
+#include "draguard/k8s/quantity.h"
+#include "draguard/dra/pod_specs.h"
 #include "rules/rules.h"
+#include "rules/util.h"
 
 namespace draguard::engine::rules {
 namespace {
@@ -21,7 +22,7 @@ std::string QuantityText(const Json& q) {
 bool IsZero(const Json& q) {
   if (q.is_number()) return q.get<double>() == 0;
   if (q.is_string()) {
-    auto parsed = cel::Quantity::Parse(q.get<std::string>());
+    auto parsed = k8s::Quantity::Parse(q.get<std::string>());
     return parsed.ok() && parsed->Sign() == 0;
   }
   return false;

@@ -1,9 +1,9 @@
 // DG003 memory-reservation: every full-GPU request bounds device memory from below.
 #include "draguard/cel/checker.h"
-#include "draguard/cel/quantity.h"
+#include "draguard/k8s/quantity.h"
 #include "rules/rules.h"
 #include "rules/util.h"
-#include "selector_analysis.h"
+#include "draguard/dra/selector_analysis.h"
 
 namespace draguard::engine::rules {
 namespace {
@@ -22,11 +22,11 @@ class MemoryReservation final : public Rule {
   RuleResult Evaluate(const RuleInput& input) const override {
     auto claim = FindClaim(input.request);
     if (!claim) return Skip();
-    auto minimum = cel::Quantity::Parse(input.policy.memory_minimum);
+    auto minimum = k8s::Quantity::Parse(input.policy.memory_minimum);
     if (!minimum.ok()) return Error("memoryReservation.minimum: " + minimum.status().message());
     // Devices that report 81559Mi (H100 80GB): a floor above this and at most 80Gi excludes them.
-    auto h100 = cel::Quantity::Parse("81559Mi");
-    auto gi80 = cel::Quantity::Parse("80Gi");
+    auto h100 = k8s::Quantity::Parse("81559Mi");
+    auto gi80 = k8s::Quantity::Parse("80Gi");
     bool applies = false;
     std::vector<Finding> findings;
     for (const auto& req : claim->requests) {

@@ -2,7 +2,7 @@
 #include "draguard/cel/parser.h"
 #include "rules/rules.h"
 #include "rules/util.h"
-#include "selector_analysis.h"
+#include "draguard/dra/selector_analysis.h"
 
 namespace draguard::engine::rules {
 namespace {

@@ -1,5 +1,5 @@
 // DG007 latency-sensitive-isolation: latency-sensitive work gets GPUs nobody else time-shares.
-#include "pod_specs.h"
+#include "draguard/dra/pod_specs.h"
 #include "rules/rules.h"
 #include "rules/util.h"
 

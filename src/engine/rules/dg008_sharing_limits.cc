@@ -1,8 +1,8 @@
 // DG008 sharing-limits: NVIDIA opaque configs decode strictly and bound MPS sharing.
 #include <set>
 
-#include "draguard/cel/quantity.h"
-#include "pod_specs.h"
+#include "draguard/k8s/quantity.h"
+#include "draguard/dra/pod_specs.h"
 #include "rules/rules.h"
 #include "rules/util.h"
 
@@ -48,7 +48,7 @@ struct Checker {
 
   void Quantity(const Json* v, const std::string& pointer, const std::string& field) {
     if (v == nullptr) return;
-    bool ok = v->is_string() ? cel::Quantity::Parse(v->get<std::string>()).ok() : v->is_number();
+    bool ok = v->is_string() ? k8s::Quantity::Parse(v->get<std::string>()).ok() : v->is_number();
     if (!ok) Add(pointer, field + " is not a quantity", "use a quantity such as 10Gi");
   }
 

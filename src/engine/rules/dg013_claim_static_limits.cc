@@ -2,7 +2,7 @@
 #include <set>
 
 #include "draguard/cel/parser.h"
-#include "pod_specs.h"
+#include "draguard/dra/pod_specs.h"
 #include "rules/rules.h"
 #include "rules/util.h"
 

@@ -1,6 +1,6 @@
 // DG014 unsatisfiable-claim: a claim that no node of the topology model can allocate stays
 // pending forever; say so at admission, with the nearest miss.
-#include "draguard/engine/satisfiability.h"
+#include "draguard/dra/satisfiability.h"
 #include "draguard/topology/snapshot.h"
 #include "rules/rules.h"
 #include "rules/util.h"
@@ -20,13 +20,13 @@ class UnsatisfiableClaim final : public Rule {
     // removing a finalizer) must not be blocked because the topology changed since.
     auto claim = FindClaim(input.request);
     if (!claim) return Skip();
-    auto report = CheckSatisfiable(input.request.object, input.policy, *input.topology);
+    auto report = dra::CheckSatisfiable(input.request.object, input.policy, *input.topology);
     switch (report.verdict) {
-      case SatisfiabilityReport::Verdict::kSkipped:
+      case dra::SatisfiabilityReport::Verdict::kSkipped:
         return Skip();
-      case SatisfiabilityReport::Verdict::kSatisfiable:
+      case dra::SatisfiabilityReport::Verdict::kSatisfiable:
         return Pass();  // also when only unknown attributes made it fit
-      case SatisfiabilityReport::Verdict::kUnsatisfiable:
+      case dra::SatisfiabilityReport::Verdict::kUnsatisfiable:
         break;
     }
     Finding f;

@@ -1,7 +1,7 @@
 // DG015 pod-claim-references: containers reference the Pod's resourceClaims correctly.
 #include <set>
 
-#include "pod_specs.h"
+#include "draguard/dra/pod_specs.h"
 #include "rules/rules.h"
 #include "rules/util.h"
 

@@ -3,7 +3,7 @@
 #include <cctype>
 
 #include "draguard/cel/parser.h"
-#include "selector_analysis.h"
+#include "draguard/dra/selector_analysis.h"
 
 namespace draguard::engine::rules {
 

@@ -7,12 +7,42 @@
 #include <string>
 #include <vector>
 
-#include "claims.h"
-#include "pod_specs.h"
+#include "draguard/dra/claims.h"
+#include "draguard/dra/pod_specs.h"
+#include "draguard/dra/satisfiability.h"
+#include "draguard/dra/selector_analysis.h"
 #include "draguard/glob.h"
 #include "draguard/policy/policy.h"
 
 namespace draguard::engine::rules {
+
+// The DRA model's views of claims and pod specs, which every rule reads.
+using dra::Alternative;
+using dra::ClaimRef;
+using dra::ConfigRef;
+using dra::ConstraintRef;
+using dra::ContainerRef;
+using dra::DeviceRequestRef;
+using dra::PodObjects;
+using dra::PodSpecRef;
+using dra::SelectorRef;
+using dra::Containers;
+using dra::Describe;
+using dra::DriverOfClass;
+using dra::EscapePointerToken;
+using dra::FindClaim;
+using dra::FindPodObjects;
+using dra::FindPodSpecs;
+using dra::IsLatencySensitive;
+using dra::Member;
+using dra::OwnerName;
+using dra::StringMapAt;
+using dra::StringMember;
+using dra::AttributeValues;
+using dra::CapacityLowerBound;
+using dra::ComparesDriver;
+using dra::ConjunctRestriction;
+using dra::LowerBound;
 
 /// True when `value` is one of `list`.
 inline bool InList(const std::vector<std::string>& list, const std::string& value) {

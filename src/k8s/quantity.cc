@@ -1,13 +1,13 @@
 // Kubernetes resource.Quantity. See include/draguard/cel/quantity.h. The algorithm follows
 // k8s.io/apimachinery/pkg/api/resource/quantity.go (ParseQuantity, parseQuantityString,
 // CanonicalizeBytes) and suffix.go step by step; comments name the Go code they mirror.
-#include "draguard/cel/quantity.h"
+#include "draguard/k8s/quantity.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
-namespace draguard::cel {
+namespace draguard::k8s {
 namespace {
 
 using U128 = unsigned __int128;
@@ -446,4 +446,4 @@ std::string Quantity::ToString() const {
   return sign + digits + "e" + std::to_string(e);
 }
 
-}  // namespace draguard::cel
+}  // namespace draguard::k8s

@@ -1,5 +1,5 @@
 // Satisfiability of a DRA claim against the topology model (see satisfiability.h).
-#include "draguard/engine/satisfiability.h"
+#include "draguard/dra/satisfiability.h"
 
 #include <algorithm>
 #include <deque>
@@ -8,14 +8,14 @@
 #include <set>
 #include <variant>
 
-#include "claims.h"
+#include "draguard/dra/claims.h"
 #include "draguard/cel/checker.h"
 #include "draguard/cel/evaluator.h"
-#include "draguard/devsim/devices.h"
+#include "draguard/dra/devices.h"
 #include "draguard/topology/snapshot.h"
-#include "selector_analysis.h"
+#include "draguard/dra/selector_analysis.h"
 
-namespace draguard::engine {
+namespace draguard::dra {
 namespace {
 
 using Verdict = SatisfiabilityReport::Verdict;
@@ -82,7 +82,7 @@ struct Unit {
   std::vector<std::string> nodes;
   std::string fingerprint;
   const Unit* base = nullptr;
-  std::shared_ptr<const std::vector<devsim::Device>> own_devices;  // shared with the snapshot's memo
+  std::shared_ptr<const std::vector<dra::Device>> own_devices;  // shared with the snapshot's memo
   std::vector<cel::Value> own_probes;
   std::size_t gpus = 0, nics = 0;
   std::vector<std::vector<AltEval>> own_eval;      // [request][alternative] evaluated here
@@ -92,7 +92,7 @@ struct Unit {
   bool satisfiable = false;
   bool exceeded = false;
 
-  const std::vector<devsim::Device>& devices() const { return base ? *base->own_devices : *own_devices; }
+  const std::vector<dra::Device>& devices() const { return base ? *base->own_devices : *own_devices; }
   const std::vector<cel::Value>& probes() const { return base ? base->own_probes : own_probes; }
 };
 
@@ -127,7 +127,7 @@ bool IsCapacityName(const std::string& name) {
 
 // The device as CEL sees it, with an error value (kUnknownMarker + name) for every attribute or
 // capacity the simulation cannot provide.
-cel::Value Probe(const devsim::Device& d) {
+cel::Value Probe(const dra::Device& d) {
   if (d.unknown.empty()) return d.value;
   std::map<std::string, std::map<std::string, cel::Value>> attrs, caps;
   for (const auto& [domain, names] : d.device.attributes) {
@@ -160,15 +160,15 @@ cel::Value Probe(const devsim::Device& d) {
   return cel::Value::Map(std::move(dev));
 }
 
-bool KindFits(Kind k, const devsim::Device& d) {
-  return (k == Kind::kGpu && d.kind == devsim::DeviceKind::kGpu) ||
-         (k == Kind::kNic && d.kind == devsim::DeviceKind::kNic);
+bool KindFits(Kind k, const dra::Device& d) {
+  return (k == Kind::kGpu && d.kind == dra::DeviceKind::kGpu) ||
+         (k == Kind::kNic && d.kind == dra::DeviceKind::kNic);
 }
 
 // Evaluates one selector against one device: true / false / maybe (unknown names) / error.
 enum class SelResult : uint8_t { kTrue, kFalse, kMaybe, kError };
 
-SelResult EvalSelector(const cel::CheckedExpr& sel, const devsim::Device& d, const cel::Value& probe,
+SelResult EvalSelector(const cel::CheckedExpr& sel, const dra::Device& d, const cel::Value& probe,
                        std::vector<std::string>* names, std::string* error) {
   auto r = cel::EvaluateSelectorValue(sel, probe);
   if (r.ok()) return *r ? SelResult::kTrue : SelResult::kFalse;
@@ -275,7 +275,7 @@ bool IsUuidAttribute(const std::string& attr) {
   return attr.size() >= 5 && attr.compare(attr.size() - 5, 5, "/uuid") == 0;
 }
 
-AltEval EvaluateAlt(const AltPlan& ap, const std::vector<devsim::Device>& devices,
+AltEval EvaluateAlt(const AltPlan& ap, const std::vector<dra::Device>& devices,
                     const std::vector<cel::Value>& probes) {
   const std::size_t n = devices.size();
   AltEval e;
@@ -299,7 +299,7 @@ AltEval EvaluateAlt(const AltPlan& ap, const std::vector<devsim::Device>& device
   return e;
 }
 
-std::vector<Cell> EvaluateCells(const ConstraintPlan& cp, const std::vector<devsim::Device>& devices) {
+std::vector<Cell> EvaluateCells(const ConstraintPlan& cp, const std::vector<dra::Device>& devices) {
   std::vector<Cell> cells(devices.size());
   for (std::size_t d = 0; d < devices.size(); ++d) {
     const auto& dev = devices[d];
@@ -336,10 +336,10 @@ void Link(const Plan& p, Unit& u) {
 // The representative of a shape: everything evaluated on its own devices.
 void EvaluateUnit(const Plan& p, const policy::Policy& pol, const topology::Snapshot& snapshot,
                   const topology::NodeTopology& node, Unit& u) {
-  u.own_devices = devsim::SimulateNode(snapshot, node, devsim::NicOptions{pol.mutation.nic.driver});
+  u.own_devices = dra::SimulateNode(snapshot, node, dra::NicOptions{pol.mutation.nic.driver});
   for (const auto& d : *u.own_devices) {
     u.own_probes.push_back(Probe(d));
-    (d.kind == devsim::DeviceKind::kGpu ? u.gpus : u.nics)++;
+    (d.kind == dra::DeviceKind::kGpu ? u.gpus : u.nics)++;
   }
   for (const auto& rp : p.requests) {
     std::vector<AltEval> evals;
@@ -356,13 +356,13 @@ void EvaluateUuidNode(const Plan& p, const topology::NodeTopology& node, const U
   u.base = &base;
   u.gpus = base.gpus;
   u.nics = base.nics;
-  std::vector<devsim::Device> devices;
+  std::vector<dra::Device> devices;
   std::vector<cel::Value> probes;
   auto patched = [&]() {
     if (!devices.empty() || base.own_devices->empty()) return;
     devices = *base.own_devices;
     for (auto& d : devices) {
-      if (d.kind != devsim::DeviceKind::kGpu) continue;
+      if (d.kind != dra::DeviceKind::kGpu) continue;
       auto& attrs = d.device.attributes[kGpuDomain];
       const std::string q = std::string(kGpuDomain) + "/uuid";
       d.unknown.erase(std::remove(d.unknown.begin(), d.unknown.end(), q), d.unknown.end());
@@ -573,7 +573,7 @@ std::string Head(const AltPlan& ap) {
 }
 
 // "81559Mi", or "34072559616 (~31.7Gi)" for byte counts that are not whole MiB.
-std::string Human(const cel::Quantity& q) {
+std::string Human(const k8s::Quantity& q) {
   std::string s = q.ToString();
   auto v = q.AsInt64();
   if (v && *v >= (int64_t{1} << 20) && *v % (int64_t{1} << 20) != 0 &&
@@ -611,12 +611,12 @@ std::string SelectorReason(const AltPlan& ap, const Units& units, std::string* h
     std::string tag = "selector #" + std::to_string(i + 1);
     if (ap.kind == Kind::kGpu) {
       if (auto bound = CapacityLowerBound(*sel.ast.root, kGpuDomain, "memory")) {
-        std::optional<cel::Quantity> largest;
+        std::optional<k8s::Quantity> largest;
         std::string product;
         std::vector<std::string> where;
         for (const auto& u : units) {
           for (const auto& dev : u.devices()) {
-            if (dev.kind != devsim::DeviceKind::kGpu) continue;
+            if (dev.kind != dra::DeviceKind::kGpu) continue;
             auto cit = dev.device.capacity.find(kGpuDomain);
             if (cit == dev.device.capacity.end()) continue;
             auto mit = cit->second.find("memory");
@@ -939,4 +939,4 @@ SatisfiabilityReport CheckSatisfiable(const admission::Json& object, const polic
   return rep;
 }
 
-}  // namespace draguard::engine
+}  // namespace draguard::dra

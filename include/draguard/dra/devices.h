@@ -16,7 +16,7 @@
 #include "draguard/topology/model.h"
 #include "draguard/topology/snapshot.h"
 
-namespace draguard::devsim {
+namespace draguard::dra {
 
 /// What a simulated device is.
 enum class DeviceKind : uint8_t { kGpu, kNic };
@@ -52,4 +52,4 @@ std::shared_ptr<const std::vector<Device>> SimulateNode(const topology::Snapshot
                                                         const topology::NodeTopology& node,
                                                         const NicOptions& nic = {});
 
-}  // namespace draguard::devsim
+}  // namespace draguard::dra

@@ -1,4 +1,4 @@
-// ResourceClaim / ResourceClaimTemplate views (internal to the engine module).
+// ResourceClaim / ResourceClaimTemplate views, shared by the rules and the satisfiability check.
 //
 // Reads resource.k8s.io v1, v1beta2 (requests wrap ExactDeviceRequest in `exactly`) and v1beta1
 // and v1alpha3 (flat requests, `firstAvailable` as a sibling) into one shape, keeping the JSON Pointer of every
@@ -14,7 +14,7 @@
 #include "draguard/admission/review.h"
 #include "draguard/policy/policy.h"
 
-namespace draguard::engine {
+namespace draguard::dra {
 
 /// One CEL selector of a request.
 struct SelectorRef {
@@ -89,4 +89,4 @@ std::string DriverOfClass(const policy::Policy& policy, const std::string& devic
 /// Short "request "gpu"" or "request "gpu/big"" description.
 std::string Describe(const Alternative& alt);
 
-}  // namespace draguard::engine
+}  // namespace draguard::dra

@@ -1,6 +1,6 @@
 // CheckSatisfiable: claims against real hwloc exports (test/data/hwloc), through the simulated
-// devices of draguard_devsim.
-#include "draguard/engine/satisfiability.h"
+// devices of draguard_dra.
+#include "draguard/dra/satisfiability.h"
 
 #include <chrono>
 #include <filesystem>
@@ -9,8 +9,14 @@
 #include "draguard/topology/snapshot.h"
 #include "rule_test_util.h"
 
-namespace draguard::engine::testing {
+namespace draguard::dra {
 namespace {
+
+using admission::Json;
+using engine::testing::Claim;
+using engine::testing::DefaultPolicy;
+using engine::testing::Request;
+using engine::testing::Template;
 
 namespace fs = std::filesystem;
 using Verdict = SatisfiabilityReport::Verdict;
@@ -314,4 +320,4 @@ TEST(Satisfiability, ManyNodesOfOneShape) {
 }
 
 }  // namespace
-}  // namespace draguard::engine::testing
+}  // namespace draguard::dra

@@ -1,8 +1,8 @@
-#include "selector_analysis.h"
+#include "draguard/dra/selector_analysis.h"
 
 #include <algorithm>
 
-namespace draguard::engine {
+namespace draguard::dra {
 namespace {
 
 using cel::ConstKind;
@@ -42,11 +42,11 @@ bool ValueRead(const Expr* e, const char* map, const std::string& domain, const 
   return false;
 }
 
-std::optional<cel::Quantity> QuantityLiteral(const Expr* e) {
+std::optional<k8s::Quantity> QuantityLiteral(const Expr* e) {
   if (e == nullptr || !IsCall(*e, "quantity", 1) || e->operand != nullptr) return std::nullopt;
   const std::string* s = StringConst(e->args[0].get());
   if (s == nullptr) return std::nullopt;
-  auto q = cel::Quantity::Parse(*s);
+  auto q = k8s::Quantity::Parse(*s);
   if (!q.ok()) return std::nullopt;
   return *q;
 }
@@ -66,7 +66,7 @@ constexpr int kLess = 1, kEqual = 2, kGreater = 4;
 
 struct Atom {
   int signs = 0;
-  cel::Quantity q;
+  k8s::Quantity q;
 };
 
 int BitOf(int sign) { return sign < 0 ? kLess : sign == 0 ? kEqual : kGreater; }
@@ -84,7 +84,7 @@ bool Compare(const std::string& op, int64_t a, int64_t b) {
 // X.method(Y) where one of X / Y is the capacity and the other a quantity literal. Returns
 // +1 when X is the capacity (forward), -1 when reversed, 0 when not this shape.
 int MethodShape(const Expr& e, const char* method, const std::string& domain, const std::string& name,
-                cel::Quantity* q) {
+                k8s::Quantity* q) {
   if (e.kind != ExprKind::kCall || e.name != method || e.operand == nullptr || e.args.size() != 1) return 0;
   if (ValueRead(e.operand.get(), "capacity", domain, name)) {
     if (auto lit = QuantityLiteral(e.args[0].get())) {
@@ -269,4 +269,4 @@ bool ComparesDriver(const Expr& root, const std::string& driver) {
   return false;
 }
 
-}  // namespace draguard::engine
+}  // namespace draguard::dra

@@ -1,11 +1,11 @@
 // Simulated DRA devices as CEL values (see devices.h).
-#include "draguard/devsim/devices.h"
+#include "draguard/dra/devices.h"
 
 #include <variant>
 
-#include "draguard/cel/quantity.h"
+#include "draguard/k8s/quantity.h"
 
-namespace draguard::devsim {
+namespace draguard::dra {
 
 Result<cel::Device> ToCelDevice(const topology::SimulatedDevice& d) {
   cel::Device out;
@@ -16,7 +16,7 @@ Result<cel::Device> ToCelDevice(const topology::SimulatedDevice& d) {
   for (const auto& c : d.capacity) {
     std::string text = c.bytes % (1024 * 1024) == 0 ? std::to_string(c.bytes / (1024 * 1024)) + "Mi"
                                                     : std::to_string(c.bytes);
-    auto q = cel::Quantity::Parse(text);
+    auto q = k8s::Quantity::Parse(text);
     if (!q.ok()) return q.status();
     out.capacity[c.domain][c.name] = *q;
   }
@@ -70,9 +70,9 @@ std::vector<Device> SimulateNode(const topology::NodeTopology& node, const NicOp
 std::shared_ptr<const std::vector<Device>> SimulateNode(const topology::Snapshot& snapshot,
                                                         const topology::NodeTopology& node, const NicOptions& nic) {
   return std::static_pointer_cast<const std::vector<Device>>(
-      snapshot.Memo("devsim/" + nic.driver + "/" + node.name, [&]() -> std::shared_ptr<const void> {
+      snapshot.Memo("dra/devices/" + nic.driver + "/" + node.name, [&]() -> std::shared_ptr<const void> {
         return std::make_shared<const std::vector<Device>>(SimulateNode(node, nic));
       }));
 }
 
-}  // namespace draguard::devsim
+}  // namespace draguard::dra

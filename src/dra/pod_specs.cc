@@ -1,6 +1,6 @@
-#include "pod_specs.h"
+#include "draguard/dra/pod_specs.h"
 
-namespace draguard::engine {
+namespace draguard::dra {
 namespace {
 
 using admission::Json;
@@ -239,12 +239,6 @@ std::vector<ContainerRef> Containers(const PodSpecRef& spec) {
   return out;
 }
 
-}  // namespace draguard::engine
-
-#include "draguard/engine/pod_objects.h"
-
-namespace draguard::engine {
-
 std::vector<PodSpecLocation> LocatePodSpecs(const admission::AdmissionRequest& request, const policy::Policy& policy) {
   std::vector<PodSpecLocation> out;
   for (const auto& ref : FindPodObjects(request, policy).specs) {
@@ -261,9 +255,4 @@ std::vector<PodSpecLocation> LocatePodSpecs(const admission::AdmissionRequest& r
   return out;
 }
 
-bool InLatencySensitiveClass(const policy::Policy& policy, const std::map<std::string, std::string>& labels,
-                             const std::string& priority_class) {
-  return IsLatencySensitive(policy, labels, priority_class);
-}
-
-}  // namespace draguard::engine
+}  // namespace draguard::dra

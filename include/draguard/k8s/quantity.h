@@ -1,4 +1,4 @@
-// Kubernetes resource.Quantity for CEL (`quantity()`), with the exact semantics of
+// Kubernetes resource.Quantity (the type of `quantity()` in CEL), with the exact semantics of
 // k8s.io/apimachinery/pkg/api/resource: the same parser (suffixes n u m "" k M G T P E,
 // Ki Mi Gi Ti Pi Ei, exponents e/E), the same rounding (values below 1n round away from zero to
 // 1n; values that need more than nano precision are rounded up) and capping (2^63-1 on the slow
@@ -15,7 +15,7 @@
 
 #include "draguard/status.h"
 
-namespace draguard::cel {
+namespace draguard::k8s {
 
 /// A Kubernetes resource quantity.
 class Quantity {
@@ -61,4 +61,4 @@ class Quantity {
   Format format_ = Format::kDecimalSI;
 };
 
-}  // namespace draguard::cel
+}  // namespace draguard::k8s

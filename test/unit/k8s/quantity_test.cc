@@ -1,4 +1,4 @@
-// Quantity and Semver vectors.
+// Quantity vectors.
 //
 // The Quantity tables are taken from Kubernetes' own tests:
 //   kubernetes/kubernetes staging/src/k8s.io/apimachinery/pkg/api/resource/quantity_test.go
@@ -8,17 +8,14 @@
 //   alternates that must canonicalise to it), TestQuantityParseEmit, TestBinarySIZeroExponentString,
 //   TestQuantityAddZeroPreservesSuffix / SubZeroPreservesSuffix.
 // decQuantity(m, e, f) there is Quantity::FromDecimal(m, e, f) here.
-// The Semver vectors follow Semantic Versioning 2.0.0 §11 (precedence) and blang/semver's rules.
-#include "draguard/cel/quantity.h"
+#include "draguard/k8s/quantity.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "draguard/cel/semver.h"
-
-namespace draguard::cel {
+namespace draguard::k8s {
 namespace {
 
 using F = Quantity::Format;
@@ -135,7 +132,7 @@ std::vector<ParseCase> ParseTable() {
   };
 }
 
-TEST(CelQuantity, ParseTableFromKubernetes) {
+TEST(Quantity, ParseTableFromKubernetes) {
   for (const auto& c : ParseTable()) {
     for (const char* prefix : {"", "+", "-"}) {
       std::string in = std::string(prefix) + c.in;
@@ -149,7 +146,7 @@ TEST(CelQuantity, ParseTableFromKubernetes) {
   }
 }
 
-TEST(CelQuantity, InvalidFromKubernetes) {
+TEST(Quantity, InvalidFromKubernetes) {
   for (const char* in : {"", "1.1.M", "1+1.0M", "0.1mi", "0.1am", "aoeu", ".5i", "1i", "-3.01i", "-3.01e-",
                          "1e4294967297", " 1", "1 ", "E2147483648", "1E2147483648", "1e-2147483648"}) {
     EXPECT_FALSE(Quantity::Parse(in).ok()) << "'" << in << "' parsed";
@@ -158,7 +155,7 @@ TEST(CelQuantity, InvalidFromKubernetes) {
   EXPECT_TRUE(Quantity::Parse("1E-2147483647").ok());
 }
 
-TEST(CelQuantity, CmpFromKubernetes) {
+TEST(Quantity, CmpFromKubernetes) {
   struct {
     const char* x;
     const char* y;
@@ -170,7 +167,7 @@ TEST(CelQuantity, CmpFromKubernetes) {
   }
 }
 
-TEST(CelQuantity, CanonicalStringFromKubernetes) {
+TEST(Quantity, CanonicalStringFromKubernetes) {
   struct {
     Quantity in;
     const char* want;
@@ -242,7 +239,7 @@ TEST(CelQuantity, CanonicalStringFromKubernetes) {
   }
 }
 
-TEST(CelQuantity, ParseEmitFromKubernetes) {
+TEST(Quantity, ParseEmitFromKubernetes) {
   struct {
     const char* in;
     const char* want;
@@ -258,7 +255,7 @@ TEST(CelQuantity, ParseEmitFromKubernetes) {
   EXPECT_EQ(Dec(-2000, 0, F::kBinarySI).ToString(), "-2000");
 }
 
-TEST(CelQuantity, AddSubZeroPreservesSuffixFromKubernetes) {
+TEST(Quantity, AddSubZeroPreservesSuffixFromKubernetes) {
   for (const char* v : {"100m", "1Gi"}) {
     Quantity q = *Quantity::Parse(v);
     Quantity zero = *Quantity::Parse("0");
@@ -269,7 +266,7 @@ TEST(CelQuantity, AddSubZeroPreservesSuffixFromKubernetes) {
   }
 }
 
-TEST(CelQuantity, GpuMemoryEdgeCases) {
+TEST(Quantity, GpuMemoryEdgeCases) {
   // H100 80GB HBM3 reports 81559 MiB; A100 80GB reports 81920 MiB (dra-reference.md §8 pitfall 1).
   Quantity h100 = *Quantity::Parse("81559Mi");
   Quantity a100 = *Quantity::Parse("81920Mi");
@@ -281,7 +278,7 @@ TEST(CelQuantity, GpuMemoryEdgeCases) {
   EXPECT_EQ(Quantity::Parse("85520809984")->Compare(h100), 0);  // bytes form of 81559Mi
 }
 
-TEST(CelQuantity, IntegerConversions) {
+TEST(Quantity, IntegerConversions) {
   EXPECT_EQ(*Quantity::Parse("1Ki")->AsInt64(), 1024);
   EXPECT_FALSE(Quantity::Parse("1500m")->AsInt64().has_value());
   EXPECT_FALSE(Quantity::Parse("100E")->AsInt64().has_value());
@@ -292,30 +289,5 @@ TEST(CelQuantity, IntegerConversions) {
   EXPECT_EQ(Quantity::Parse("1Gi")->Sub(*Quantity::Parse("512Mi"))->ToString(), "512Mi");
 }
 
-TEST(CelSemver, ParseAndPrecedence) {
-  // SemVer 2.0.0 §11: 1.0.0-alpha < 1.0.0-alpha.1 < 1.0.0-alpha.beta < 1.0.0-beta < 1.0.0-beta.2
-  //   < 1.0.0-beta.11 < 1.0.0-rc.1 < 1.0.0
-  const char* order[] = {"1.0.0-alpha",  "1.0.0-alpha.1", "1.0.0-alpha.beta", "1.0.0-beta",
-                         "1.0.0-beta.2", "1.0.0-beta.11", "1.0.0-rc.1",       "1.0.0"};
-  for (size_t i = 0; i + 1 < std::size(order); ++i) {
-    auto a = Semver::Parse(order[i]);
-    auto b = Semver::Parse(order[i + 1]);
-    ASSERT_TRUE(a.ok() && b.ok()) << order[i];
-    EXPECT_EQ(a->Compare(*b), -1) << order[i] << " < " << order[i + 1];
-    EXPECT_EQ(b->Compare(*a), 1);
-  }
-  EXPECT_EQ(Semver::Parse("1.2.3+build.5")->Compare(*Semver::Parse("1.2.3")), 0);
-  EXPECT_EQ(Semver::Parse("550.54.15")->Compare(*Semver::Parse("550.0.0")), 1);
-  EXPECT_EQ(Semver::Parse("1.10.0")->Compare(*Semver::Parse("1.9.0")), 1);
-  for (const char* bad : {"", "1", "1.2", "v1.2.3", "01.2.3", "1.02.3", "1.2.3-01", "1.2.3-", "1.2.3+", "1.2.3-a..b",
-                          "1.2.3.4", "a.b.c", "1.2.3-a_b"}) {
-    EXPECT_FALSE(Semver::Parse(bad).ok()) << bad;
-  }
-  // semver(s, true) normalisation.
-  EXPECT_EQ(Semver::Parse("v1.2", true)->ToString(), "1.2.0");
-  EXPECT_EQ(Semver::Parse("01.02.03", true)->ToString(), "1.2.3");
-  EXPECT_EQ(Semver::Parse("v1.0.0-rc.1", true)->ToString(), "1.0.0-rc.1");
-}
-
 }  // namespace
-}  // namespace draguard::cel
+}  // namespace draguard::k8s

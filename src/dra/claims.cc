@@ -1,8 +1,8 @@
-#include "claims.h"
+#include "draguard/dra/claims.h"
 
-#include "pod_specs.h"
+#include "draguard/dra/pod_specs.h"
 
-namespace draguard::engine {
+namespace draguard::dra {
 namespace {
 
 using admission::Json;
@@ -137,4 +137,4 @@ std::optional<ClaimRef> FindClaim(const admission::AdmissionRequest& request) {
   return c;
 }
 
-}  // namespace draguard::engine
+}  // namespace draguard::dra

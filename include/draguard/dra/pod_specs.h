@@ -1,4 +1,5 @@
-// Locating pod specs and containers inside reviewed objects (internal to the engine module).
+// Locating pod specs and containers inside reviewed objects: used by the rules and by the
+// conversion of legacy requests (`/mutate`, `draguard convert`).
 //
 // Pods, the pod templates of every built-in workload (Deployment, StatefulSet, DaemonSet,
 // ReplicaSet, ReplicationController, Job, CronJob, PodTemplate) and of the custom resources the
@@ -14,7 +15,7 @@
 #include "draguard/admission/review.h"
 #include "draguard/policy/policy.h"
 
-namespace draguard::engine {
+namespace draguard::dra {
 
 /// A pod spec found in an object.
 struct PodSpecRef {
@@ -45,7 +46,17 @@ struct PodObjects {
 /// The pod specs of the reviewed object, per the policy's customResources for CRDs.
 PodObjects FindPodObjects(const admission::AdmissionRequest& request, const policy::Policy& policy);
 
-/// Compatibility helper: the pod specs only.
+/// One pod spec inside an object, by JSON Pointer (for patches).
+struct PodSpecLocation {
+  std::string spec_pointer;      ///< JSON Pointer of the PodSpec ("/spec", "/spec/template/spec")
+  std::string metadata_pointer;  ///< JSON Pointer of the pod/template metadata; "" when none
+  bool workload = false;         ///< a template (Pods are created from it later), not a Pod
+};
+
+/// The pod specs of `request.object` as pointers (FindPodObjects' specs).
+std::vector<PodSpecLocation> LocatePodSpecs(const admission::AdmissionRequest& request, const policy::Policy& policy);
+
+/// The pod specs only.
 std::vector<PodSpecRef> FindPodSpecs(const admission::AdmissionRequest& request, const policy::Policy& policy);
 
 /// containers and initContainers of a pod spec, in order.
@@ -71,4 +82,4 @@ std::string OwnerName(const admission::AdmissionRequest& request);
 bool IsLatencySensitive(const policy::Policy& policy, const std::map<std::string, std::string>& labels,
                         const std::string& priority_class);
 
-}  // namespace draguard::engine
+}  // namespace draguard::dra

@@ -1,7 +1,7 @@
 // Satisfiability of a DRA claim against the topology model: can any node of the snapshot
 // allocate every request of a ResourceClaim / ResourceClaimTemplate?
 //
-// Devices per node come from draguard_devsim (the NVIDIA GPUs and the NICs the drivers would
+// Devices per node come from draguard_dra (the NVIDIA GPUs and the NICs the drivers would
 // publish). Each request's selectors are compiled once per check and evaluated against those
 // devices; `count`, `allocationMode: All`, `firstAvailable`, distinct devices across the requests of
 // the claim, and `constraints[].matchAttribute` / `distinctAttribute` are honoured by a bounded
@@ -26,7 +26,7 @@ namespace draguard::topology {
 class Snapshot;
 }  // namespace draguard::topology
 
-namespace draguard::engine {
+namespace draguard::dra {
 
 /// What CheckSatisfiable found.
 struct SatisfiabilityReport {
@@ -55,4 +55,4 @@ struct SatisfiabilityReport {
 SatisfiabilityReport CheckSatisfiable(const admission::Json& object, const policy::Policy& policy,
                                       const topology::Snapshot& topology);
 
-}  // namespace draguard::engine
+}  // namespace draguard::dra

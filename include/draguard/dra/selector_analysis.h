@@ -7,13 +7,13 @@
 #include <string>
 
 #include "draguard/cel/ast.h"
-#include "draguard/cel/quantity.h"
+#include "draguard/k8s/quantity.h"
 
-namespace draguard::engine {
+namespace draguard::dra {
 
 /// A lower bound on a capacity: value ≥ `value` (or > when strict).
 struct LowerBound {
-  cel::Quantity value;
+  k8s::Quantity value;
   bool strict = false;
 };
 
@@ -41,4 +41,4 @@ std::optional<std::set<std::string>> ConjunctRestriction(const cel::Expr& root, 
 /// True when `root` contains `device.driver == '<driver>'` (either side) anywhere.
 bool ComparesDriver(const cel::Expr& root, const std::string& driver);
 
-}  // namespace draguard::engine
+}  // namespace draguard::dra
