@@ -1,8 +1,10 @@
 // Plain data types of the admission.k8s.io AdmissionReview protocol.
 //
 // An AdmissionRequest is what the API server asks; an AdmissionResponse is what we answer.
-// The object under review is kept as a JSON document (nlohmann::json), the document model that
-// the engine and its rules walk. Only admission/ and engine/ include this header.
+// The object under review is kept as an `admission::Json` (nlohmann::json), the project's document
+// model for Kubernetes objects: the DRA model, the engine and its rules, the mutation, the
+// provisioner and the offline commands all read and write objects through it (see "The document
+// model" in docs/architecture.md).
 #pragma once
 
 #include <map>
