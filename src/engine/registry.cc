@@ -1,5 +1,7 @@
 #include "draguard/engine/registry.h"
 
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "rules/rules.h"
@@ -7,7 +9,10 @@
 namespace draguard::engine {
 
 void Registry::Add(std::unique_ptr<Rule> rule) {
-  if (rule == nullptr || Find(rule->id()) != nullptr) return;
+  if (rule == nullptr) throw std::invalid_argument("Registry::Add: null rule");
+  if (Find(rule->id()) != nullptr) {
+    throw std::invalid_argument("Registry::Add: duplicate rule ID " + std::string(rule->id()));
+  }
   rules_.push_back(std::move(rule));
 }
 

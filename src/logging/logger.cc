@@ -4,7 +4,6 @@
 #include <ctime>
 
 #include <nlohmann/json.hpp>
-#include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -97,10 +96,6 @@ Result<Level> ParseLevel(std::string_view text) {
 
 std::shared_ptr<Logger> Logger::Stdout(Level level) {
   return std::make_shared<SpdLogger>(std::make_shared<spdlog::sinks::stdout_sink_mt>(), level);
-}
-
-std::shared_ptr<Logger> Logger::ToStream(std::ostream& out, Level level) {
-  return std::make_shared<SpdLogger>(std::make_shared<spdlog::sinks::ostream_sink_mt>(out), level);
 }
 
 std::shared_ptr<Logger> Logger::Null() { return std::make_shared<NullLogger>(); }

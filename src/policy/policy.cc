@@ -480,14 +480,6 @@ const char* ActionName(Action action) {
   return "unknown";
 }
 
-std::optional<Action> ParseAction(std::string_view text) {
-  if (text == "deny") return Action::kDeny;
-  if (text == "warn") return Action::kWarn;
-  if (text == "audit") return Action::kAudit;
-  if (text == "off") return Action::kOff;
-  return std::nullopt;
-}
-
 Action Policy::ActionFor(std::string_view rule_id, Action default_action) const {
   auto it = rules.find(std::string(rule_id));
   if (it != rules.end() && it->second.action) return *it->second.action;

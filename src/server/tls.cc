@@ -236,12 +236,6 @@ Result<std::string> ReadFile(const std::string& path, std::size_t max_bytes) {
   return data;
 }
 
-Result<CertificateInfo> InspectCertificate(const std::string& cert_pem) {
-  auto x = ParseCert(cert_pem);
-  if (!x.ok()) return x.status();
-  return InfoOf(x->get());
-}
-
 namespace {
 
 // True when the state folder's files can be reused as they are.

@@ -12,7 +12,7 @@ namespace draguard::engine {
 /// An ordered set of rules; order is the order of importance in deny messages.
 class Registry {
  public:
-  /// Adds a rule; IDs must be unique.
+  /// Adds a rule. A null rule or a duplicate ID is a programming error: throws std::invalid_argument.
   void Add(std::unique_ptr<Rule> rule);
   /// All rules in registration order.
   const std::vector<std::unique_ptr<Rule>>& rules() const { return rules_; }

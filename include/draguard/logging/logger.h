@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <ostream>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -33,8 +32,6 @@ class Logger {
  public:
   /// Logs to stdout at `level`.
   static std::shared_ptr<Logger> Stdout(Level level);
-  /// Logs to `out` (which must outlive the logger); for tests and CLI tools.
-  static std::shared_ptr<Logger> ToStream(std::ostream& out, Level level);
   /// Discards everything.
   static std::shared_ptr<Logger> Null();
 

@@ -29,8 +29,6 @@ enum class TemplateMode { kCreate, kReference };
 
 /// "deny", "warn", "audit" or "off".
 const char* ActionName(Action action);
-/// Parses "deny" | "warn" | "audit" | "off".
-std::optional<Action> ParseAction(std::string_view text);
 
 /// How a legacy name backed by DRA through DeviceClass.extendedResourceName (KEP-5004) is treated.
 enum class ExtendedResourceMapping { kDeny, kWarn, kAllow };

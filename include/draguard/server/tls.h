@@ -98,7 +98,4 @@ class CertificateSource {
   uint64_t generation_ = 0;
 };
 
-/// Parses a PEM certificate and returns its facts.
-Result<CertificateInfo> InspectCertificate(const std::string& cert_pem);
-
 }  // namespace draguard::server

@@ -143,12 +143,5 @@ TEST(Evaluate, ExemptionsByNamespaceGlobUserAndGroup) {
   EXPECT_EQ(RunEngine(reg, pol).verdict, "deny");
 }
 
-TEST(Registry, RejectsDuplicateIds) {
-  Registry reg;
-  reg.Add(std::make_unique<FakeRule>("DG001", Pass()));
-  reg.Add(std::make_unique<FakeRule>("DG001", Pass()));
-  EXPECT_EQ(reg.rules().size(), 1u);
-}
-
 }  // namespace
 }  // namespace draguard::engine

@@ -1,0 +1,78 @@
+// The JSON-lines logger: one parseable object per line with ts, level, msg and the fields;
+// levels below the threshold are not written; bad level names are refused.
+#include "draguard/logging/logger.h"
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace draguard::logging {
+namespace {
+
+std::vector<nlohmann::json> Lines(const std::string& text) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+TEST(Logger, WritesOneJsonObjectPerLineWithItsFields) {
+  ::testing::internal::CaptureStdout();
+  {
+    auto log = Logger::Stdout(Level::kInfo);
+    log->Info("listening", {{"address", std::string("127.0.0.1:8443")}, {"port", int64_t{8443}},
+                            {"ready", true}, {"ratio", 0.5}, {"rules", std::vector<std::string>{"DG001", "DG003"}}});
+    log->Error("quote \" and newline \n stay inside one line");
+  }
+  auto lines = Lines(::testing::internal::GetCapturedStdout());
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["level"], "info");
+  EXPECT_EQ(lines[0]["msg"], "listening");
+  EXPECT_EQ(lines[0]["address"], "127.0.0.1:8443");
+  EXPECT_EQ(lines[0]["port"], 8443);
+  EXPECT_EQ(lines[0]["ready"], true);
+  EXPECT_EQ(lines[0]["ratio"], 0.5);
+  EXPECT_EQ(lines[0]["rules"], nlohmann::json::array({"DG001", "DG003"}));
+  EXPECT_TRUE(lines[0].contains("ts"));
+  EXPECT_EQ(lines[1]["level"], "error");
+  EXPECT_EQ(lines[1]["msg"], "quote \" and newline \n stay inside one line");
+}
+
+TEST(Logger, LevelsBelowTheThresholdAreNotWritten) {
+  ::testing::internal::CaptureStdout();
+  {
+    auto log = Logger::Stdout(Level::kWarn);
+    EXPECT_FALSE(log->Enabled(Level::kInfo));
+    EXPECT_TRUE(log->Enabled(Level::kError));
+    log->Debug("no");
+    log->Info("no");
+    log->Warn("yes");
+  }
+  auto lines = Lines(::testing::internal::GetCapturedStdout());
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["msg"], "yes");
+}
+
+TEST(Logger, NullAndOffWriteNothing) {
+  ::testing::internal::CaptureStdout();
+  {
+    Logger::Null()->Error("dropped");
+    Logger::Stdout(Level::kOff)->Error("dropped");
+  }
+  EXPECT_EQ(::testing::internal::GetCapturedStdout(), "");
+}
+
+TEST(Logger, ParseLevel) {
+  EXPECT_EQ(*ParseLevel("debug"), Level::kDebug);
+  EXPECT_EQ(*ParseLevel("error"), Level::kError);
+  EXPECT_EQ(*ParseLevel("off"), Level::kOff);
+  auto bad = ParseLevel("verbose");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("verbose"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace draguard::logging
