@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 
 #include <httplib.h>
@@ -17,6 +16,7 @@
 #include "transport.h"
 
 #include "draguard/base64.h"
+#include "draguard/read_file.h"
 
 namespace draguard::kube {
 namespace {
@@ -27,18 +27,6 @@ using std::chrono::steady_clock;
 constexpr std::size_t kMaxErrorBody = 1 << 20;     // error bodies are Status objects: small
 constexpr std::size_t kMaxBody = 256u << 20;       // a LIST page of up to page_size 1 MiB objects
 constexpr std::size_t kMaxTokenBytes = 64 << 10;
-
-Result<std::string> ReadSmallFile(const std::string& path, std::size_t max) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound("cannot read " + path);
-  std::string out;
-  char buf[4096];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    out.append(buf, static_cast<std::size_t>(in.gcount()));
-    if (out.size() > max) return Status::ResourceExhausted(path + ": larger than expected");
-  }
-  return out;
-}
 
 std::string Trim(std::string s) {
   auto not_space = [](unsigned char c) { return !std::isspace(c); };
@@ -149,7 +137,7 @@ Result<ClientConfig> InClusterConfig(const InClusterOptions& options) {
   }
   config.token_file = options.token_file;
   config.ca_file = options.ca_file;
-  if (auto ns = ReadSmallFile(options.namespace_file, 4096); ns.ok()) config.namespace_name = Trim(*ns);
+  if (auto ns = ReadFile(options.namespace_file, 4096); ns.ok()) config.namespace_name = Trim(*ns);
   return config;
 }
 
@@ -220,7 +208,7 @@ Status TokenSource::ReadLocked(steady_clock::time_point now) {
     fp = std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
          std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
   }
-  auto data = ReadSmallFile(path_, kMaxTokenBytes);
+  auto data = ReadFile(path_, kMaxTokenBytes);
   if (!data.ok()) return data.status();
   token_ = Trim(*data);
   fingerprint_ = fp;

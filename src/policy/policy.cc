@@ -2,7 +2,6 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -10,6 +9,7 @@
 
 #include "draguard/k8s/quantity.h"
 #include "draguard/glob.h"
+#include "draguard/read_file.h"
 
 namespace draguard::policy {
 namespace {
@@ -576,17 +576,12 @@ Result<Policy> ParsePolicy(std::string_view yaml, std::string_view source) {
 }
 
 Result<Policy> LoadPolicyFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound("cannot open policy file " + path);
-  std::string data;
-  char buf[65536];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    data.append(buf, static_cast<std::size_t>(in.gcount()));
-    if (data.size() > kMaxPolicyBytes) {
-      return Status::InvalidArgument(path + ": policy larger than 1 MiB");
-    }
+  auto data = ReadFile(path, kMaxPolicyBytes);
+  if (!data.ok()) {
+    if (data.status().code() == StatusCode::kNotFound) return Status::NotFound("policy file: " + data.status().message());
+    return Status::InvalidArgument("policy file: " + data.status().message());
   }
-  return ParsePolicy(data, path);
+  return ParsePolicy(*data, path);
 }
 
 }  // namespace draguard::policy

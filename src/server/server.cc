@@ -16,6 +16,7 @@
 
 #include "draguard/admission/codec.h"
 #include "draguard/file_watcher.h"
+#include "draguard/read_file.h"
 #include "tls_internal.h"
 
 namespace draguard::server {

@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <memory>
 
 #include <openssl/bio.h>
@@ -20,6 +19,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include "draguard/read_file.h"
 #include "tls_internal.h"
 
 namespace draguard::server {
@@ -222,18 +222,6 @@ Status WriteFileAtomic(const std::string& path, const std::string& data, unsigne
     return Status::Unavailable("cannot rename to " + path + ": " + std::strerror(errno));
   }
   return Status::Ok();
-}
-
-Result<std::string> ReadFile(const std::string& path, std::size_t max_bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound("cannot open " + path);
-  std::string data;
-  char buf[16384];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    data.append(buf, static_cast<std::size_t>(in.gcount()));
-    if (data.size() > max_bytes) return Status::InvalidArgument(path + " is larger than allowed");
-  }
-  return data;
 }
 
 namespace {

@@ -54,9 +54,6 @@ Result<StatePaths> EnsureStateCertificates(const std::string& dir,
 /// Writes `data` to `path` atomically (temp file + rename) with mode `mode`.
 Status WriteFileAtomic(const std::string& path, const std::string& data, unsigned mode = 0600);
 
-/// Reads a whole file (at most `max_bytes`).
-Result<std::string> ReadFile(const std::string& path, std::size_t max_bytes = 1 << 20);
-
 /// Facts about a loaded certificate.
 struct CertificateInfo {
   std::string common_name;

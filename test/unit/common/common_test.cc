@@ -1,7 +1,15 @@
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
 #include <gtest/gtest.h>
 
 #include "draguard/base64.h"
 #include "draguard/glob.h"
+#include "draguard/read_file.h"
 
 namespace draguard {
 namespace {
@@ -43,6 +51,35 @@ TEST(Glob, Patterns) {
   EXPECT_FALSE(GlobMatch("*a*b", "xxaxxbxxc"));
   EXPECT_TRUE(GlobMatch("exact", "exact"));
   EXPECT_FALSE(GlobMatch("exact", "exactly"));
+}
+
+TEST(ReadFile, ReadsRegularFilesWithinTheCap) {
+  const std::string dir = ::testing::TempDir() + "/read-file-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string file = dir + "/f";
+  std::ofstream(file, std::ios::binary) << std::string("a\0b", 3);
+  auto ok = ReadFile(file);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(*ok, std::string("a\0b", 3));
+
+  auto big = ReadFile(file, 2);
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(big.status().message().find("larger than 2 bytes"), std::string::npos);
+
+  auto missing = ReadFile(dir + "/missing");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find(dir + "/missing"), std::string::npos);
+
+  // A directory and a FIFO without a writer are refused at once, never read or waited on.
+  EXPECT_EQ(ReadFile(dir).status().code(), StatusCode::kInvalidArgument);
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto f = ReadFile(fifo);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("not a regular file"), std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
