@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "draguard/status.h"
+#include "draguard/topology/import_sandbox.h"
 #include "draguard/topology/loader.h"
 #include "draguard/topology/snapshot.h"
 
