@@ -1,4 +1,4 @@
-// Snapshot construction, query API and shape interning.
+// Snapshot construction, lookups and shape interning.
 #include "draguard/topology/snapshot.h"
 
 #include <algorithm>
@@ -48,54 +48,6 @@ const NodeTopology* Snapshot::Find(std::string_view name) const {
                              [](const std::shared_ptr<const NodeTopology>& n, std::string_view v) { return n->name < v; });
   if (it == nodes_.end() || (*it)->name != name) return nullptr;
   return it->get();
-}
-
-std::vector<GpuInfo> Snapshot::Gpus(std::string_view node) const {
-  std::vector<GpuInfo> out;
-  const NodeTopology* n = Find(node);
-  if (n == nullptr) return out;
-  const Shape& s = *n->shape;
-  out.reserve(s.gpus.size());
-  for (uint32_t i = 0; i < s.gpus.size(); ++i) {
-    const Gpu& g = s.gpus[i];
-    GpuInfo info;
-    info.index = i;
-    info.gpu = &g;
-    info.pcie_root = s.PcieRootId(g);
-    info.numa_nodes = &g.numa_nodes;
-    info.memory_bytes = g.memory_bytes;
-    info.model = g.model;
-    info.uuid = n->GpuUuid(i);
-    out.push_back(info);
-  }
-  return out;
-}
-
-namespace {
-std::vector<const Nic*> NicsByIndex(const Shape& s, const std::vector<uint32_t>& idx) {
-  std::vector<const Nic*> out;
-  out.reserve(idx.size());
-  for (uint32_t i : idx) out.push_back(&s.nics[i]);
-  return out;
-}
-}  // namespace
-
-std::vector<const Nic*> Snapshot::NicsSharingRoot(std::string_view node, uint32_t gpu) const {
-  const NodeTopology* n = Find(node);
-  if (n == nullptr || gpu >= n->shape->gpus.size()) return {};
-  return NicsByIndex(*n->shape, n->shape->derived.nics_same_root[gpu]);
-}
-
-std::vector<const Nic*> Snapshot::NicsSharingNuma(std::string_view node, uint32_t gpu) const {
-  const NodeTopology* n = Find(node);
-  if (n == nullptr || gpu >= n->shape->gpus.size()) return {};
-  return NicsByIndex(*n->shape, n->shape->derived.nics_same_numa[gpu]);
-}
-
-std::vector<uint32_t> Snapshot::LinkPeers(std::string_view node, uint32_t gpu) const {
-  const NodeTopology* n = Find(node);
-  if (n == nullptr || gpu >= n->shape->gpus.size()) return {};
-  return n->shape->derived.link_peers[gpu];
 }
 
 const ShapeGroup* Snapshot::FindShape(std::string_view fingerprint) const {

@@ -193,90 +193,75 @@ void Store::Stop() {
   if (raw != nullptr) raw->StopWatching();
 }
 
-Status Store::Reload() {
-  std::lock_guard<std::mutex> lock(reload_mu_);
-  const auto t0 = std::chrono::steady_clock::now();
-  if (source_ == nullptr) return Status::FailedPrecondition("topology store has no source");
-  Result<std::vector<SourceEntry>> listed = source_->List();
-  if (!listed.ok()) {
-    Log(LogLevel::kError, "topology: cannot list " + source_->Describe() + ": " + listed.status().message() +
-                              "; keeping the current snapshot");
-    std::lock_guard<std::mutex> s(stats_mu_);
-    ++metrics_.reload_failures_total;
-    return listed.status();
-  }
-  const std::vector<SourceEntry>& entries = listed.value();
+// The result of parsing one changed entry: a node, or why there is none.
+struct Store::Outcome {
+  std::shared_ptr<const NodeTopology> node;
+  LoadErrorReason reason = LoadErrorReason::kNone;
+  Status status;
+};
 
-  // Which entries must be (re)parsed.
-  std::vector<size_t> todo;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    auto it = cache_.find(entries[i].origin);
-    if (it == cache_.end() || it->second->version != entries[i].version) todo.push_back(i);
+void Store::ParseRange(const std::vector<SourceEntry>& entries, const std::vector<size_t>& todo, size_t begin,
+                       size_t end, std::vector<Outcome>& outcomes) {
+  std::vector<std::string> bytes;
+  std::vector<size_t> which;
+  for (size_t k = begin; k < end; ++k) {
+    const SourceEntry& e = entries[todo[k]];
+    Result<std::string> b = source_->Read(e, options_.limits.max_bytes);
+    if (!b.ok()) {
+      outcomes[k].reason = b.status().code() == StatusCode::kResourceExhausted ? LoadErrorReason::kTooLarge
+                                                                               : LoadErrorReason::kIo;
+      outcomes[k].status = b.status();
+      continue;
+    }
+    bytes.push_back(std::move(b).value());
+    which.push_back(k);
   }
+  std::vector<std::string_view> views(bytes.begin(), bytes.end());
+  std::vector<LoadErrorReason> reasons;
+  std::vector<Result<ParsedExport>> parsed = pool_->ParseBatch(views, options_.limits, &reasons);
+  for (size_t j = 0; j < which.size(); ++j) {
+    const size_t k = which[j];
+    const SourceEntry& e = entries[todo[k]];
+    Outcome& out = outcomes[k];
+    if (!parsed[j].ok()) {
+      out.reason = reasons[j];
+      out.status = Status(parsed[j].status().code(), e.origin + ": " + parsed[j].status().message());
+      continue;
+    }
+    std::string name = e.node;
+    if (name.empty()) name = parsed[j].value().host_name;
+    if (name.empty()) name = BaseName(e.origin);
+    out.node = MakeNodeTopology(std::move(parsed[j]).value(), std::move(name), e.origin, e.version, interner_);
+  }
+}
 
-  struct Outcome {
-    std::shared_ptr<const NodeTopology> node;
-    LoadErrorReason reason = LoadErrorReason::kNone;
-    Status status;
-  };
+std::vector<Store::Outcome> Store::ParseChanged(const std::vector<SourceEntry>& entries,
+                                                const std::vector<size_t>& todo) {
   std::vector<Outcome> outcomes(todo.size());
-  // Exports are read and parsed in batches (one forked import child per batch when isolated),
-  // by up to parse_threads workers; a batch bounds the bytes held in memory at once.
+  if (todo.empty()) return outcomes;
+  // Exports are read and parsed in batches by up to parse_threads threads, each importing on its
+  // own worker of the import pool; a batch bounds the bytes held in memory at once.
   constexpr size_t kBatch = 32;
-  auto parse_batch = [&](size_t begin, size_t end) {
-    std::vector<std::string> bytes;
-    std::vector<size_t> which;
-    for (size_t k = begin; k < end; ++k) {
-      const SourceEntry& e = entries[todo[k]];
-      Result<std::string> b = source_->Read(e, options_.limits.max_bytes);
-      if (!b.ok()) {
-        outcomes[k].reason = b.status().code() == StatusCode::kResourceExhausted ? LoadErrorReason::kTooLarge
-                                                                                 : LoadErrorReason::kIo;
-        outcomes[k].status = b.status();
-        continue;
-      }
-      bytes.push_back(std::move(b).value());
-      which.push_back(k);
-    }
-    std::vector<std::string_view> views(bytes.begin(), bytes.end());
-    std::vector<LoadErrorReason> reasons;
-    std::vector<Result<ParsedExport>> parsed = pool_->ParseBatch(views, options_.limits, &reasons);
-    for (size_t j = 0; j < which.size(); ++j) {
-      const size_t k = which[j];
-      const SourceEntry& e = entries[todo[k]];
-      Outcome& out = outcomes[k];
-      if (!parsed[j].ok()) {
-        out.reason = reasons[j];
-        out.status = Status(parsed[j].status().code(), e.origin + ": " + parsed[j].status().message());
-        continue;
-      }
-      std::string name = e.node;
-      if (name.empty()) name = parsed[j].value().host_name;
-      if (name.empty()) name = BaseName(e.origin);
-      out.node = MakeNodeTopology(std::move(parsed[j]).value(), std::move(name), e.origin, e.version, interner_);
+  const size_t batches = (todo.size() + kBatch - 1) / kBatch;
+  unsigned threads = options_.parse_threads != 0 ? options_.parse_threads : std::thread::hardware_concurrency();
+  threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(batches)));
+  // Spread work evenly: with few exports, batches shrink so every thread gets some.
+  const size_t batch = std::max<size_t>(1, std::min(kBatch, (todo.size() + threads - 1) / threads));
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t b = next.fetch_add(batch); b < todo.size(); b = next.fetch_add(batch)) {
+      ParseRange(entries, todo, b, std::min(todo.size(), b + batch), outcomes);
     }
   };
-  if (!todo.empty()) {
-    const size_t batches = (todo.size() + kBatch - 1) / kBatch;
-    unsigned threads = options_.parse_threads != 0 ? options_.parse_threads : std::thread::hardware_concurrency();
-    threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(batches)));
-    // Spread work evenly: with few exports, batches shrink so every thread gets some.
-    const size_t batch = std::max<size_t>(1, std::min(kBatch, (todo.size() + threads - 1) / threads));
-    std::atomic<size_t> next{0};
-    auto worker = [&] {
-      for (size_t b = next.fetch_add(batch); b < todo.size(); b = next.fetch_add(batch)) {
-        parse_batch(b, std::min(todo.size(), b + batch));
-      }
-    };
-    std::vector<std::thread> pool;
-    for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
-    worker();
-    for (auto& th : pool) th.join();
-  }
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& th : pool) th.join();
+  return outcomes;
+}
 
-  std::vector<StoreProblem> problems;
-  std::array<uint64_t, kLoadErrorReasonCount> new_errors{};
-  uint64_t parsed_ok = 0;
+void Store::Record(const std::vector<SourceEntry>& entries, const std::vector<size_t>& todo,
+                   std::vector<Outcome>& outcomes, ReloadCounts& counts) {
   for (size_t k = 0; k < todo.size(); ++k) {
     const SourceEntry& e = entries[todo[k]];
     auto& slot = cache_[e.origin];
@@ -285,12 +270,12 @@ Status Store::Reload() {
     slot->modified_ns = e.modified_ns;
     Outcome& out = outcomes[k];
     if (out.node != nullptr) {
-      ++parsed_ok;
+      ++counts.parsed_ok;
       slot->last_good = std::move(out.node);
       slot->last_reason = LoadErrorReason::kNone;
       slot->last_status = Status::Ok();
     } else {
-      ++new_errors[static_cast<size_t>(out.reason)];
+      ++counts.errors[static_cast<size_t>(out.reason)];
       slot->last_reason = out.reason;
       slot->last_status = out.status;
       Log(LogLevel::kWarn, "topology: refused export (" + std::string(LoadErrorReasonName(out.reason)) +
@@ -300,13 +285,15 @@ Status Store::Reload() {
     }
   }
   // Entries that disappeared remove their nodes.
-  {
-    std::map<std::string, bool> listed_origins;
-    for (const SourceEntry& e : entries) listed_origins[e.origin] = true;
-    for (auto it = cache_.begin(); it != cache_.end();) {
-      it = listed_origins.count(it->first) != 0 ? std::next(it) : cache_.erase(it);
-    }
+  std::map<std::string, bool> listed_origins;
+  for (const SourceEntry& e : entries) listed_origins[e.origin] = true;
+  for (auto it = cache_.begin(); it != cache_.end();) {
+    it = listed_origins.count(it->first) != 0 ? std::next(it) : cache_.erase(it);
   }
+}
+
+std::vector<std::shared_ptr<const NodeTopology>> Store::PickNodes(std::vector<StoreProblem>& problems,
+                                                                   ReloadCounts& counts) {
   for (const auto& [origin, c] : cache_) {
     if (c->last_reason != LoadErrorReason::kNone) {
       problems.push_back({origin, c->last_good != nullptr ? c->last_good->name : "", c->last_reason, c->last_status});
@@ -331,7 +318,7 @@ Status Store::Reload() {
                                                    "; using the newer " + winner)});
     conflicts.insert(loser + "\n" + winner);
     if (conflicts_.count(loser + "\n" + winner) == 0) {  // log and count each conflict once
-      ++new_errors[static_cast<size_t>(LoadErrorReason::kConflict)];
+      ++counts.errors[static_cast<size_t>(LoadErrorReason::kConflict)];
       Log(LogLevel::kWarn, "topology: exports " + loser + " and " + winner + " both claim node " + name +
                                "; using the newer " + winner);
     }
@@ -340,7 +327,34 @@ Status Store::Reload() {
   std::vector<std::shared_ptr<const NodeTopology>> nodes;
   nodes.reserve(winners.size());
   for (const auto& [name, w] : winners) nodes.push_back(w.first->last_good);
-  auto snap = Snapshot::Create(std::move(nodes), ++generation_);
+  return nodes;
+}
+
+Status Store::Reload() {
+  std::lock_guard<std::mutex> lock(reload_mu_);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (source_ == nullptr) return Status::FailedPrecondition("topology store has no source");
+  Result<std::vector<SourceEntry>> listed = source_->List();
+  if (!listed.ok()) {
+    Log(LogLevel::kError, "topology: cannot list " + source_->Describe() + ": " + listed.status().message() +
+                              "; keeping the current snapshot");
+    std::lock_guard<std::mutex> s(stats_mu_);
+    ++metrics_.reload_failures_total;
+    return listed.status();
+  }
+  const std::vector<SourceEntry>& entries = listed.value();
+
+  // Which entries must be (re)parsed.
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    auto it = cache_.find(entries[i].origin);
+    if (it == cache_.end() || it->second->version != entries[i].version) todo.push_back(i);
+  }
+  std::vector<Outcome> outcomes = ParseChanged(entries, todo);
+  ReloadCounts counts;
+  Record(entries, todo, outcomes, counts);
+  std::vector<StoreProblem> problems;
+  auto snap = Snapshot::Create(PickNodes(problems, counts), ++generation_);
   const uint64_t generation = snap->generation();
   const uint64_t node_count = snap->node_count();
   const uint64_t shape_count = snap->shape_count();
@@ -356,8 +370,8 @@ Status Store::Reload() {
     ++metrics_.reloads_total;
     metrics_.last_reload_unix_ms = NowUnixMs();
     metrics_.last_reload_duration_us = static_cast<uint64_t>(dur.count());
-    metrics_.exports_parsed_total += parsed_ok;
-    for (size_t i = 0; i < kLoadErrorReasonCount; ++i) metrics_.load_errors_total[i] += new_errors[i];
+    metrics_.exports_parsed_total += counts.parsed_ok;
+    for (size_t i = 0; i < kLoadErrorReasonCount; ++i) metrics_.load_errors_total[i] += counts.errors[i];
     problems_ = std::move(problems);
     cb = on_reload_;
   }

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "draguard/topology/import_sandbox.h"
 #include "draguard/topology/loader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

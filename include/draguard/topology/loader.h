@@ -3,13 +3,13 @@
 // The bytes are first screened without a full parse (size cap, XML-ness, entity declarations,
 // nesting depth, dialect), then imported with libhwloc 2.x following the recipe in
 // docs/topology.md (I/O filter KEEP_ALL, INCLUDE_DISALLOWED, distances kept, errors checked at
-// set_xmlbuffer and load), converted into a Shape and the hwloc topology destroyed. No hwloc type
-// leaves the loader. Functions here are thread-safe: separate calls share no mutable state.
+// set_xmlbuffer and load) inside the import sandbox (import_sandbox.h), converted into a Shape
+// and the hwloc topology destroyed. No hwloc type leaves the loader. Functions here are
+// thread-safe: separate calls share no mutable state.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,11 +25,11 @@ struct LoaderLimits {
   size_t max_bytes = 16u << 20;  ///< refuse larger exports before parsing (16 MiB)
   uint32_t max_depth = 256;      ///< refuse deeper element nesting before parsing
   bool require_pci = true;       ///< refuse exports without any PCI object (`lstopo --no-io`)
-  /// Run the libhwloc import in a forked child process. libhwloc's XML importer is not hardened
-  /// against hostile input (mutated exports crash hwloc 2.9), so a crash or hang there must cost
-  /// one refused export, not the webhook. Costs about a fork per export.
+  /// Run the libhwloc import in a forked worker process (import_sandbox.h). libhwloc's XML
+  /// importer is not hardened against hostile input (mutated exports crash hwloc 2.9), so a crash
+  /// or hang there must cost one refused export, not the webhook.
   bool isolate = true;
-  /// Wall-clock (and, in the child, CPU) budget of one isolated import.
+  /// Wall-clock budget of one isolated import; a worker over it is killed and replaced.
   uint32_t import_timeout_ms = 10000;
 };
 
@@ -61,38 +61,11 @@ struct ParsedExport {
   std::vector<std::string> gpu_uuids;   ///< parallel to shape.gpus; empty string when unknown
 };
 
-/// Parses one export. On failure returns a Status whose message names the problem (and, for v3
-/// files, the fix); `reason` (optional) receives the LoadErrorReason (kNone on success).
+/// Parses one export on a one-worker ImportPool made for this call (a fork per call when
+/// isolated). On failure returns a Status whose message names the problem (and, for v3 files,
+/// the fix); `reason` (optional) receives the LoadErrorReason (kNone on success).
 Result<ParsedExport> ParseHwlocXml(std::string_view xml, const LoaderLimits& limits = {},
                                    LoadErrorReason* reason = nullptr);
-
-/// Parses several exports; results (and `reasons`, optional) are parallel to `xmls`. With
-/// LoaderLimits::isolate one forked child imports the whole batch (a child that dies on one
-/// export is replaced and continues after it), which amortises the fork.
-std::vector<Result<ParsedExport>> ParseHwlocXmlBatch(const std::vector<std::string_view>& xmls,
-                                                     const LoaderLimits& limits = {},
-                                                     std::vector<LoadErrorReason>* reasons = nullptr);
-
-/// Long-lived isolated import workers, reused across calls; what the Store uses. Each slot is a
-/// forked child process that imports exports sent over a socket and is replaced when it crashes
-/// or hangs (the export it was working on is refused). Forking once per slot instead of once per
-/// batch avoids the copy-on-write storm a busy parent suffers while children come and go.
-/// Thread-safe; at most `slots` imports run at once. The destructor stops the workers.
-class ImportPool {
- public:
-  /// Creates a pool with `slots` (>= 1) workers, started lazily.
-  explicit ImportPool(unsigned slots);
-  ~ImportPool();
-  ImportPool(const ImportPool&) = delete;
-  ImportPool& operator=(const ImportPool&) = delete;
-  /// Like ParseHwlocXmlBatch, on one worker of the pool (in-process when !limits.isolate).
-  std::vector<Result<ParsedExport>> ParseBatch(const std::vector<std::string_view>& xmls, const LoaderLimits& limits,
-                                               std::vector<LoadErrorReason>* reasons = nullptr);
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
 
 /// Reads `path` (refusing files over limits.max_bytes before reading them) and parses it.
 Result<ParsedExport> ParseHwlocFile(const std::string& path, const LoaderLimits& limits = {},

@@ -1,5 +1,6 @@
-// Snapshot: the immutable whole-cluster topology view that rules read, plus the query API used by
-// the rules, the claim generator and the satisfiability check.
+// Snapshot: the immutable whole-cluster topology view that the rules, the claim generator and the
+// satisfiability check read: nodes by name, distinct shapes with their nodes, and memoized data
+// derived from the snapshot. Per-GPU answers are in the model itself (model.h: Shape, derived).
 //
 // A Snapshot is created once (by the Store or LoadSnapshot) and never modified; share it as
 // std::shared_ptr<const Snapshot>. All methods are const and thread-safe. Node lookup is a
@@ -10,7 +11,6 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -26,17 +26,6 @@ namespace draguard::topology {
 struct ShapeGroup {
   std::shared_ptr<const Shape> shape;  ///< never null
   std::vector<std::string> nodes;      ///< node names, ascending
-};
-
-/// What the query API returns for one GPU of one node.
-struct GpuInfo {
-  uint32_t index = 0;                    ///< position in shape->gpus (the JSON `gpuIndex`)
-  const Gpu* gpu = nullptr;              ///< the hardware record (owned by the Shape)
-  std::string_view pcie_root;            ///< "pci0000:4e"; empty when unknown
-  const std::vector<uint32_t>* numa_nodes = nullptr;  ///< local NUMA OS indexes
-  std::optional<uint64_t> memory_bytes;  ///< as the export says
-  std::string_view model;                ///< may be empty
-  std::optional<std::string_view> uuid;  ///< per node; nullopt when the export has none
 };
 
 /// The immutable cluster view.
@@ -60,16 +49,6 @@ class Snapshot {
   /// Generation counter given at creation.
   uint64_t generation() const { return generation_; }
 
-  // ---- Query API (all return empty results for unknown nodes / indexes) ----
-
-  /// The GPUs of `node` with pcieRoot, NUMA nodes, memory, model and UUID.
-  std::vector<GpuInfo> Gpus(std::string_view node) const;
-  /// NICs under the same PCIe root as GPU `gpu` of `node`.
-  std::vector<const Nic*> NicsSharingRoot(std::string_view node, uint32_t gpu) const;
-  /// NICs sharing a NUMA node with GPU `gpu` of `node` (includes the same-root ones).
-  std::vector<const Nic*> NicsSharingNuma(std::string_view node, uint32_t gpu) const;
-  /// NVLink (or, without NVLink, XGMI) peer GPU indexes of GPU `gpu` of `node`.
-  std::vector<uint32_t> LinkPeers(std::string_view node, uint32_t gpu) const;
   /// The shape group whose fingerprint is `fingerprint`, or nullptr.
   const ShapeGroup* FindShape(std::string_view fingerprint) const;
 

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "draguard/status.h"
+#include "draguard/topology/import_sandbox.h"
 #include "draguard/topology/loader.h"
 #include "draguard/topology/snapshot.h"
 
@@ -175,7 +176,22 @@ class Store {
 
  private:
   struct Cached;
+  struct Outcome;
+  /// What one reload counts for the metrics.
+  struct ReloadCounts {
+    uint64_t parsed_ok = 0;
+    std::array<uint64_t, kLoadErrorReasonCount> errors{};
+  };
   void Log(LogLevel level, const std::string& msg) const;
+  // Steps of Reload(), all under reload_mu_: parse the changed entries (`todo` indexes
+  // `entries`), record the outcomes in cache_ (dropping entries no longer listed), then pick one
+  // node per name, listing refusals and conflicts in `problems`.
+  std::vector<Outcome> ParseChanged(const std::vector<SourceEntry>& entries, const std::vector<size_t>& todo);
+  void ParseRange(const std::vector<SourceEntry>& entries, const std::vector<size_t>& todo, size_t begin, size_t end,
+                  std::vector<Outcome>& outcomes);
+  void Record(const std::vector<SourceEntry>& entries, const std::vector<size_t>& todo, std::vector<Outcome>& outcomes,
+              ReloadCounts& counts);
+  std::vector<std::shared_ptr<const NodeTopology>> PickNodes(std::vector<StoreProblem>& problems, ReloadCounts& counts);
 
   StoreOptions options_;
   std::unique_ptr<ImportPool> pool_;  // isolated import workers, one per parse thread

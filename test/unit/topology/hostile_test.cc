@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 
+#include "draguard/topology/import_sandbox.h"
 #include "draguard/topology/loader.h"
 
 namespace draguard::topology {
@@ -146,8 +147,8 @@ TEST(HostileTest, NoPciInformation) {
 }
 
 // libhwloc 2.9 dereferences a NULL bitmap when a PU lacks complete_cpuset (found by the
-// mutation test below). The forked import turns that into one refused export, and the rest of
-// the batch (handled by a fresh child) still loads.
+// mutation test below). The import sandbox turns that into one refused export, and the rest of
+// the batch (handled by a fresh worker) still loads.
 TEST(HostileTest, LibhwlocCrashIsContainedAndBatchContinues) {
   const std::string good = ReadFile(kDir + kPower8);
   const std::string needle = "<object type=\"PU\" os_index=\"97\" cpuset=\"0x00000002,,,0x0\" complete_cpuset=";
@@ -156,8 +157,9 @@ TEST(HostileTest, LibhwlocCrashIsContainedAndBatchContinues) {
   std::string crash = good;
   crash.replace(at + needle.size() - std::string("complete_cpuset=").size(), std::string("complete_cpuset=").size(),
                 "complpuset=");
+  ImportPool pool(1);
   std::vector<LoadErrorReason> reasons;
-  auto res = ParseHwlocXmlBatch({good, crash, good, crash, good}, {}, &reasons);
+  auto res = pool.ParseBatch({good, crash, good, crash, good}, {}, &reasons);
   ASSERT_EQ(res.size(), 5u);
   for (size_t i : {0u, 2u, 4u}) {
     ASSERT_TRUE(res[i].ok()) << i << ": " << res[i].status().ToString();
@@ -170,8 +172,7 @@ TEST(HostileTest, LibhwlocCrashIsContainedAndBatchContinues) {
     EXPECT_NE(res[i].status().message().find("libhwloc crashed"), std::string::npos) << res[i].status().message();
   }
 
-  // The long-lived worker pool replaces a crashed worker and keeps going, across calls too.
-  ImportPool pool(1);
+  // The pool replaces a crashed worker and keeps going across calls too.
   for (int round = 0; round < 2; ++round) {
     auto pr = pool.ParseBatch({good, crash, good}, {}, &reasons);
     ASSERT_EQ(pr.size(), 3u);

@@ -2,6 +2,7 @@
 // NIC flags, derived answers, fingerprints.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -346,18 +347,27 @@ TEST(LoaderTest, SnapshotQueryApi) {
   ASSERT_NE(snap->Find("g4dn-2"), nullptr);
   EXPECT_EQ(snap->Find("g4dn-1")->shape.get(), snap->Find("g4dn-2")->shape.get());
 
-  auto gpus = snap->Gpus("g4dn-1");
-  ASSERT_EQ(gpus.size(), 8u);
-  EXPECT_EQ(gpus[4].pcie_root, "pci0000:e6");
-  EXPECT_EQ(*gpus[4].numa_nodes, std::vector<uint32_t>{1});
-  EXPECT_EQ(gpus[4].model, "Tesla T4");
-  EXPECT_TRUE(gpus[4].uuid.has_value());
-  EXPECT_TRUE(snap->NicsSharingRoot("g4dn-1", 4).empty());
-  auto numa_nics = snap->NicsSharingNuma("g4dn-1", 4);
-  ASSERT_EQ(numa_nics.size(), 2u);
-  EXPECT_TRUE(snap->NicsSharingNuma("g4dn-1", 0).empty());
-  EXPECT_EQ(snap->LinkPeers("minsky", 2), std::vector<uint32_t>{3});
-  EXPECT_TRUE(snap->LinkPeers("minsky", 99).empty());
+  // Per-GPU answers come from the model: the node's Shape and its derived answers.
+  const NodeTopology* g4 = snap->Find("g4dn-1");
+  const Shape& s = *g4->shape;
+  ASSERT_EQ(s.gpus.size(), 8u);
+  EXPECT_EQ(s.PcieRootId(s.gpus[4]), "pci0000:e6");
+  EXPECT_EQ(s.gpus[4].numa_nodes, std::vector<uint32_t>{1});
+  EXPECT_EQ(s.gpus[4].model, "Tesla T4");
+  EXPECT_TRUE(g4->GpuUuid(4).has_value());
+  ASSERT_EQ(s.derived.nics_same_root.size(), 8u);
+  EXPECT_TRUE(s.derived.nics_same_root[4].empty());
+  ASSERT_EQ(s.derived.nics_same_numa.size(), 8u);
+  ASSERT_EQ(s.derived.nics_same_numa[4].size(), 2u);
+  for (uint32_t k : s.derived.nics_same_numa[4]) {
+    ASSERT_LT(k, s.nics.size());
+    EXPECT_NE(std::find(s.nics[k].numa_nodes.begin(), s.nics[k].numa_nodes.end(), 1u), s.nics[k].numa_nodes.end());
+  }
+  EXPECT_TRUE(s.derived.nics_same_numa[0].empty());
+  const Shape& minsky = *snap->Find("minsky")->shape;
+  ASSERT_EQ(minsky.derived.link_peers.size(), minsky.gpus.size());  // one entry per GPU, none for 99
+  EXPECT_EQ(minsky.gpus.size(), 4u);
+  EXPECT_EQ(minsky.derived.link_peers[2], std::vector<uint32_t>{3});
 
   const ShapeGroup* g = snap->FindShape(snap->Find("g4dn-1")->shape->fingerprint);
   ASSERT_NE(g, nullptr);
