@@ -5,7 +5,7 @@
 #include "draguard/engine/registry.h"
 #include "draguard/mutation/provisioner.h"
 #include "draguard/webhook/reviewer.h"
-#include "testing.h"
+#include "../mutation/testing.h"
 
 namespace draguard::webhook {
 namespace {
