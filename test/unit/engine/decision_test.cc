@@ -54,7 +54,7 @@ TEST(Decide, OneDenyOneWarnOneAudit) {
   pol.rules["DG002"].action = policy::Action::kWarn;
   pol.rules["DG003"].action = policy::Action::kAudit;
   auto d = RunEngine(reg, pol);
-  EXPECT_EQ(d.verdict, "deny");
+  EXPECT_EQ(d.verdict, Verdict::kDeny);
   EXPECT_FALSE(d.response.allowed);
   EXPECT_EQ(d.denied_rules, std::vector<std::string>{"DG001"});
   EXPECT_EQ(d.warned_rules, std::vector<std::string>{"DG002"});
@@ -81,7 +81,7 @@ TEST(Decide, AuditModeNeverDenies) {
   pol.mode = policy::Mode::kAudit;
   auto d = RunEngine(reg, pol);
   EXPECT_TRUE(d.response.allowed);
-  EXPECT_EQ(d.verdict, "audit");
+  EXPECT_EQ(d.verdict, Verdict::kAudit);
   EXPECT_EQ(d.response.audit_annotations.at("mode"), "audit");
   EXPECT_EQ(d.response.audit_annotations.at("dg001-fake-rule"), "audit: bad");
 }
@@ -131,7 +131,7 @@ TEST(Evaluate, ExemptionsByNamespaceGlobUserAndGroup) {
   policy::Policy pol;
   pol.exemptions.namespaces = {"kube-*"};
   auto d = RunEngine(reg, pol, Req("kube-system"));
-  EXPECT_EQ(d.verdict, "exempt");
+  EXPECT_EQ(d.verdict, Verdict::kExempt);
   EXPECT_EQ(d.response.audit_annotations.at("exempt"), "namespace kube-system");
   pol.exemptions.namespaces.clear();
   pol.exemptions.users = {"ali*"};
@@ -140,7 +140,7 @@ TEST(Evaluate, ExemptionsByNamespaceGlobUserAndGroup) {
   pol.exemptions.groups = {"devs"};
   EXPECT_EQ(RunEngine(reg, pol).response.audit_annotations.at("exempt"), "group devs");
   pol.exemptions.groups.clear();
-  EXPECT_EQ(RunEngine(reg, pol).verdict, "deny");
+  EXPECT_EQ(RunEngine(reg, pol).verdict, Verdict::kDeny);
 }
 
 TEST(Registry, RejectsDuplicateIds) {

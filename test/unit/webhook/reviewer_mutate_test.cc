@@ -44,12 +44,13 @@ std::string Review(Json object, std::string op = "CREATE", bool dry_run = false,
 struct Answer {
   Json response;
   Json patch;  // decoded, or null
-  std::string verdict;
+  engine::Verdict verdict = engine::Verdict::kError;
 };
 
 Answer Mutate(const Reviewer& r, const std::string& body, const policy::Policy& pol,
            const topology::Snapshot* topo = nullptr) {
-  auto out = r.Review(body, admission::WebhookKind::kMutating, pol, topo, std::chrono::system_clock::now());
+  auto out = r.Review(body, admission::WebhookKind::kMutating, pol, topo, std::chrono::system_clock::now(),
+                      std::chrono::steady_clock::now() + kDefaultReviewTimeout);
   EXPECT_EQ(out.http_status, 200) << out.body;
   Answer a;
   a.response = Json::parse(out.body)["response"];
@@ -69,7 +70,7 @@ TEST(ReviewerMutate, ConvertsAPodAndEnsuresItsTemplate) {
   EXPECT_TRUE(a.response["allowed"].get<bool>());
   EXPECT_EQ(a.response["patchType"], "JSONPatch");
   ASSERT_TRUE(a.patch.is_array());
-  EXPECT_EQ(a.verdict, "mutate");
+  EXPECT_EQ(a.verdict, engine::Verdict::kMutate);
   ASSERT_EQ(prov.calls.size(), 1u);
   EXPECT_EQ(prov.calls[0].rfind("ml/draguard-", 0), 0u);
   EXPECT_NE(a.response["auditAnnotations"]["mutation"].get<std::string>().find("converted"), std::string::npos);
@@ -110,7 +111,7 @@ TEST(ReviewerMutate, AuditModeAdmitsUnmodifiedWithAWarning) {
   // A refusal in audit mode is a warning too.
   auto b = Mutate(r, Review(PodWith({{"nvidia.com/gpu.shared", 1}})), pol);
   EXPECT_TRUE(b.response["allowed"].get<bool>());
-  EXPECT_EQ(b.verdict, "warn");
+  EXPECT_EQ(b.verdict, engine::Verdict::kWarn);
 }
 
 TEST(ReviewerMutate, RefusalDeniesUnlessDG001IsRelaxed) {
