@@ -86,6 +86,31 @@ TEST(Decide, AuditModeNeverDenies) {
   EXPECT_EQ(d.response.audit_annotations.at("dg001-fake-rule"), "audit: bad");
 }
 
+TEST(Decide, TheGlobalModeIsAppliedByTheDecisionOnly) {
+  Registry reg;
+  reg.Add(std::make_unique<FakeRule>("DG001", Failing("bad")));
+  policy::Policy pol;
+  pol.mode = policy::Mode::kAudit;
+  RuleInput in{Req(), pol};
+  auto r = Evaluate(in, reg);
+  ASSERT_EQ(r.outcomes.size(), 1u);
+  EXPECT_EQ(r.outcomes[0].action, policy::Action::kDeny);  // as configured
+  EXPECT_EQ(ModeAction(policy::Action::kDeny, pol), policy::Action::kAudit);
+  EXPECT_EQ(ModeAction(policy::Action::kWarn, pol), policy::Action::kWarn);
+  EXPECT_EQ(ModeAction(policy::Action::kDeny, policy::Policy{}), policy::Action::kDeny);
+}
+
+TEST(Decide, VerdictsHaveOneSpelling) {
+  const std::pair<Verdict, std::string> names[] = {
+      {Verdict::kAllow, "allow"}, {Verdict::kDeny, "deny"},     {Verdict::kWarn, "warn"},   {Verdict::kAudit, "audit"},
+      {Verdict::kExempt, "exempt"}, {Verdict::kMutate, "mutate"}, {Verdict::kError, "error"},
+  };
+  for (const auto& [v, name] : names) EXPECT_EQ(VerdictName(v), name);
+  Registry reg;
+  reg.Add(std::make_unique<FakeRule>("DG001", Failing("bad")));
+  EXPECT_EQ(RunEngine(reg, {}).response.audit_annotations.at("decision"), "deny");
+}
+
 TEST(Decide, OffRulesDoNotRun) {
   Registry reg;
   reg.Add(std::make_unique<FakeRule>("DG001", Failing("bad"), /*throws=*/true));
