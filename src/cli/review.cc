@@ -68,7 +68,8 @@ int Review(const std::vector<std::string>& args, std::istream& in, std::ostream&
   webhook::Reviewer reviewer(rules);
   auto kind = f.Has("--mutate") ? admission::WebhookKind::kMutating : admission::WebhookKind::kValidating;
   webhook::ReviewOutcome outcome =
-      reviewer.Review(body, kind, *policies.Current(), topo.get(), std::chrono::system_clock::now());
+      reviewer.Review(body, kind, *policies.Current(), topo.get(), std::chrono::system_clock::now(),
+                      std::chrono::steady_clock::now() + webhook::kDefaultReviewTimeout);
   if (outcome.http_status != 200) {
     err << "draguard review: HTTP " << outcome.http_status << ": " << outcome.error << "\n";
     out << outcome.body << "\n";

@@ -1,7 +1,9 @@
+#include <cctype>
 #include <string>
 
 #include "draguard/admission/response.h"
 #include "draguard/engine/engine.h"
+#include "rules/rules.h"
 
 namespace draguard::engine {
 namespace {
@@ -62,13 +64,51 @@ std::string DenyMessage(const std::vector<DenyEntry>& entries) {
   return admission::TruncateUtf8(first + tail, kMaxDenyMessage);
 }
 
+// A request /mutate could not carry out, judged under the mutation rule: deny when the rule
+// denies in enforce mode, else admit unchanged with a warning.
+Decision MutationFailure(const std::string& message, const Rule& rule, const policy::Policy& policy) {
+  Decision d;
+  const std::string text = Header(rule) + message;
+  const std::string id(rule.id());
+  if (ModeAction(policy.ActionFor(id, rule.default_action()), policy) == policy::Action::kDeny) {
+    d.response = admission::Denied(text);
+    d.verdict = Verdict::kDeny;
+    d.denied_rules = {id};
+    return d;
+  }
+  d.response = admission::Allowed();
+  admission::AddWarning(d.response, text);
+  admission::AddAuditAnnotation(d.response, "mutation", text);
+  d.verdict = Verdict::kWarn;
+  d.warned_rules = {id};
+  return d;
+}
+
 }  // namespace
+
+const char* VerdictName(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::kAllow: return "allow";
+    case Verdict::kDeny: return "deny";
+    case Verdict::kWarn: return "warn";
+    case Verdict::kAudit: return "audit";
+    case Verdict::kExempt: return "exempt";
+    case Verdict::kMutate: return "mutate";
+    case Verdict::kError: return "error";
+  }
+  return "unknown";
+}
+
+policy::Action ModeAction(policy::Action action, const policy::Policy& policy) {
+  if (policy.mode == policy::Mode::kAudit && action == policy::Action::kDeny) return policy::Action::kAudit;
+  return action;
+}
 
 Decision Decide(const EngineResult& result, const policy::Policy& policy) {
   Decision d;
   d.response = admission::Allowed();
   if (!result.exemption.empty()) {
-    d.verdict = "exempt";
+    d.verdict = Verdict::kExempt;
     admission::AddAuditAnnotation(d.response, "exempt", result.exemption);
     return d;
   }
@@ -96,7 +136,7 @@ Decision Decide(const EngineResult& result, const policy::Policy& policy) {
     if (r.status != RuleStatus::kFail) continue;
     std::vector<const Finding*> by_action[4];
     for (const auto& f : r.findings) {
-      by_action[static_cast<int>(EffectiveAction(o.action, f))].push_back(&f);
+      by_action[static_cast<int>(EffectiveAction(ModeAction(o.action, policy), f))].push_back(&f);
     }
     std::string annotation;
     int groups = 0;
@@ -131,15 +171,59 @@ Decision Decide(const EngineResult& result, const policy::Policy& policy) {
     d.response = admission::Denied(DenyMessage(denies));
     d.response.warnings = std::move(warnings);
     d.response.audit_annotations = std::move(annotations);
-    d.verdict = "deny";
+    d.verdict = Verdict::kDeny;
   } else if (!d.warned_rules.empty()) {
-    d.verdict = "warn";
+    d.verdict = Verdict::kWarn;
   } else if (!d.audited_rules.empty()) {
-    d.verdict = "audit";
+    d.verdict = Verdict::kAudit;
   } else {
-    d.verdict = "allow";
+    d.verdict = Verdict::kAllow;
   }
-  admission::AddAuditAnnotation(d.response, "decision", d.verdict);
+  admission::AddAuditAnnotation(d.response, "decision", VerdictName(d.verdict));
+  return d;
+}
+
+const Rule* MutationRule(const Registry& registry) { return registry.Find(rules::kLegacyGpuResourceId); }
+
+Decision DecideMutation(const MutationFacts& facts, const Registry& registry, const policy::Policy& policy) {
+  using Outcome = MutationFacts::Outcome;
+  Decision d;
+  d.response = admission::Allowed();
+  const Rule* found = MutationRule(registry);
+  if (found == nullptr) return d;
+  const Rule& rule = *found;
+  switch (facts.outcome) {
+    case Outcome::kUnchanged:
+      return d;
+    case Outcome::kExempt:
+      admission::AddAuditAnnotation(d.response, "mutation", "not converted: exempt (" + facts.reason + ")");
+      d.verdict = Verdict::kExempt;
+      return d;
+    case Outcome::kRefused:
+      return MutationFailure("the Pod's legacy GPU requests cannot be converted to DRA: " + facts.reason, rule,
+                             policy);
+    case Outcome::kTemplateMissing:
+      return MutationFailure("mutation.templates is reference and the catalogue has no template for " +
+                                 facts.template_description + " (" + facts.template_name +
+                                 "). Fix: add the profile to mutation.catalogue and apply `draguard render`",
+                             rule, policy);
+    case Outcome::kProvisioningFailed:
+      return MutationFailure("could not ensure ResourceClaimTemplate " + facts.template_name + ": " + facts.reason,
+                             rule, policy);
+    case Outcome::kConverted:
+      break;
+  }
+  if (policy.mode == policy::Mode::kAudit) {
+    admission::AddWarning(d.response, "audit mode: draguard would have " + facts.summary);
+    admission::AddAuditAnnotation(d.response, "mutation", "would have " + facts.summary);
+    d.verdict = Verdict::kAudit;
+    d.audited_rules = {std::string(rule.id())};
+    return d;
+  }
+  admission::SetPatch(d.response, facts.patch);
+  for (const auto& w : facts.warnings) admission::AddWarning(d.response, "draguard: " + w);
+  admission::AddAuditAnnotation(d.response, "mutation", facts.summary);
+  d.verdict = Verdict::kMutate;
   return d;
 }
 

@@ -171,14 +171,11 @@ EngineResult Evaluate(const RuleInput& input, const Registry& registry) {
   if (!out.exemption.empty()) return out;
   RuleExemptions(input, registry, &out);
   for (const auto& rule : registry.rules()) {
-    policy::Action action = input.policy.ActionFor(rule->id(), rule->default_action());
+    const policy::Action action = input.policy.ActionFor(rule->id(), rule->default_action());
     if (action == policy::Action::kOff) continue;
     if (std::find(out.exempted_rules.begin(), out.exempted_rules.end(), rule->id()) !=
         out.exempted_rules.end()) {
       continue;
-    }
-    if (input.policy.mode == policy::Mode::kAudit && action == policy::Action::kDeny) {
-      action = policy::Action::kAudit;
     }
     RuleOutcome o;
     o.rule = rule.get();

@@ -15,6 +15,7 @@
 #include <httplib.h>
 
 #include "draguard/admission/codec.h"
+#include "draguard/engine/engine.h"
 #include "draguard/file_watcher.h"
 #include "draguard/read_file.h"
 #include "tls_internal.h"
@@ -288,8 +289,9 @@ void Server::Impl::HandleAdmission(admission::WebhookKind kind, const httplib::R
   }
   std::shared_ptr<const topology::Snapshot> topo;
   if (deps.topology) topo = deps.topology();
+  // The same deadline bounds the review, template provisioning included.
   webhook::ReviewOutcome out =
-      deps.reviewer->Review(body, kind, *pol, topo.get(), std::chrono::system_clock::now());
+      deps.reviewer->Review(body, kind, *pol, topo.get(), std::chrono::system_clock::now(), deadline);
   SetJson(res, out.http_status, out.body);
 
   const auto elapsed = std::chrono::steady_clock::now() - start;
@@ -298,13 +300,23 @@ void Server::Impl::HandleAdmission(admission::WebhookKind kind, const httplib::R
   deps.metrics->duration.Observe({webhook}, seconds);
   if (out.http_status != 200) {
     deps.metrics->http_errors.Inc({std::to_string(out.http_status)});
+    if (out.http_status >= 500) {
+      // Decoded, then failed inside the review: the answer carries the uid, and so does the log.
+      deps.logger->Error("review failed", {{"webhook", std::string(webhook)},
+                                           {"uid", out.uid},
+                                           {"status", static_cast<int64_t>(out.http_status)},
+                                           {"error", out.error},
+                                           {"latency_us", micros}});
+      return;
+    }
     deps.logger->Warn("rejected request", {{"webhook", std::string(webhook)},
                                            {"status", static_cast<int64_t>(out.http_status)},
                                            {"error", out.error},
                                            {"latency_us", micros}});
     return;
   }
-  deps.metrics->requests.Inc({webhook, out.operation, out.kind, out.verdict});
+  const std::string verdict = engine::VerdictName(out.verdict);
+  deps.metrics->requests.Inc({webhook, out.operation, out.kind, verdict});
   for (const auto& m : out.rule_metrics) deps.metrics->rule_results.Inc({m.rule, m.action, m.result});
   deps.logger->Info("admission", {{"webhook", std::string(webhook)},
                                   {"uid", out.uid},
@@ -314,7 +326,7 @@ void Server::Impl::HandleAdmission(admission::WebhookKind kind, const httplib::R
                                   {"operation", out.operation},
                                   {"user", out.user},
                                   {"dryRun", out.dry_run},
-                                  {"decision", out.verdict},
+                                  {"decision", verdict},
                                   {"rules", out.rules},
                                   {"latency_us", micros}});
   if (std::chrono::steady_clock::now() > deadline) {
@@ -374,6 +386,7 @@ void Server::Impl::InstallRoutes(httplib::Server& svr, bool admission) {
       what = e.what();
     } catch (...) {
     }
+    // Last resort: the reviewer answers its own exceptions with the uid; this one has none.
     deps.logger->Error("handler exception", {{"error", what}});
     Error(res, 500, "internal error");
   });

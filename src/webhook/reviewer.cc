@@ -2,86 +2,105 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <set>
 #include <utility>
 
 #include "draguard/mutation/mutation.h"
 
 namespace draguard::webhook {
+namespace {
 
-admission::AdmissionResponse Reviewer::Mutate(const admission::AdmissionRequest& req, const policy::Policy& policy,
-                                              const topology::Snapshot* topology,
-                                              std::chrono::system_clock::time_point now, ReviewOutcome* out) const {
-  admission::AdmissionResponse response = admission::Allowed();
-  out->verdict = "allow";
-  if (!policy.mutation.enabled || !req.kind.group.empty() || req.kind.kind != "Pod" || !req.sub_resource.empty() ||
-      req.operation != admission::Operation::kCreate) {
-    return response;
-  }
-  engine::RuleInput input{req, policy, topology, now};
-  if (std::string why = engine::ExemptionFrom(input, registry_, "DG001"); !why.empty()) {
-    admission::AddAuditAnnotation(response, "mutation", "not converted: exempt (" + why + ")");
-    out->verdict = "exempt";
-    return response;
-  }
-  mutation::PodConversion conv = mutation::ConvertPod(req.object, req.namespace_, policy, topology);
-  if (conv.outcome == mutation::PodConversion::Outcome::kUnchanged) return response;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+using Outcome = engine::MutationFacts::Outcome;
 
-  // A failure denies only when enforcing DG001 (the rule the conversion stands in for).
-  const bool enforce = policy.mode == policy::Mode::kEnforce &&
-                       policy.ActionFor("DG001", policy::Action::kDeny) == policy::Action::kDeny;
-  auto fail = [&](const std::string& message) {
-    const std::string text = "DG001 legacy-gpu-resource: " + message;
-    out->rules = {"DG001"};
-    if (enforce) {
-      out->verdict = "deny";
-      return admission::Denied(text);
-    }
-    admission::AdmissionResponse r = admission::Allowed();
-    admission::AddWarning(r, text);
-    admission::AddAuditAnnotation(r, "mutation", text);
-    out->verdict = "warn";
-    return r;
-  };
-  if (conv.outcome == mutation::PodConversion::Outcome::kRefused) {
-    return fail("the Pod's legacy GPU requests cannot be converted to DRA: " + conv.reason);
+// /mutate converts Pods on CREATE only, while the policy enables it.
+bool MutationApplies(const admission::AdmissionRequest& req, const policy::Policy& policy) {
+  return policy.mutation.enabled && req.kind.group.empty() && req.kind.kind == "Pod" && req.sub_resource.empty() &&
+         req.operation == admission::Operation::kCreate;
+}
+
+engine::MutationFacts FactsOf(const mutation::PodConversion& conv) {
+  engine::MutationFacts facts;
+  switch (conv.outcome) {
+    case mutation::PodConversion::Outcome::kUnchanged: facts.outcome = Outcome::kUnchanged; break;
+    case mutation::PodConversion::Outcome::kConverted: facts.outcome = Outcome::kConverted; break;
+    case mutation::PodConversion::Outcome::kRefused: facts.outcome = Outcome::kRefused; break;
   }
-  if (policy.mode == policy::Mode::kAudit) {
-    admission::AddWarning(response, "audit mode: draguard would have " + conv.summary);
-    admission::AddAuditAnnotation(response, "mutation", "would have " + conv.summary);
-    out->verdict = "audit";
-    out->rules = {"DG001"};
-    return response;
-  }
+  facts.reason = conv.reason;
+  facts.summary = conv.summary;
+  facts.warnings = conv.warnings;
+  if (conv.outcome == mutation::PodConversion::Outcome::kConverted) facts.patch = conv.patch.dump();
+  return facts;
+}
+
+engine::MutationFacts Failure(Outcome outcome, std::string template_name, std::string reason) {
+  engine::MutationFacts facts;
+  facts.outcome = outcome;
+  facts.template_name = std::move(template_name);
+  facts.reason = std::move(reason);
+  return facts;
+}
+
+}  // namespace
+
+std::optional<engine::MutationFacts> Reviewer::EnsureTemplates(
+    const admission::AdmissionRequest& req, const std::vector<mutation::GeneratedTemplate>& templates,
+    const policy::Policy& policy, const topology::Snapshot* topology, steady_clock::time_point deadline) const {
   if (policy.mutation.templates == policy::TemplateMode::kReference) {
     std::set<std::string> catalogue;
     for (const auto& t : mutation::RenderCatalogue(policy, topology, req.namespace_)) catalogue.insert(t.name);
-    for (const auto& t : conv.templates) {
-      if (!catalogue.count(t.name)) {
-        return fail("mutation.templates is reference and the catalogue has no template for " + t.description + " (" +
-                    t.name + "). Fix: add the profile to mutation.catalogue and apply `draguard render`");
-      }
+    for (const auto& t : templates) {
+      if (catalogue.count(t.name)) continue;
+      engine::MutationFacts facts = Failure(Outcome::kTemplateMissing, t.name, "");
+      facts.template_description = t.description;
+      return facts;
     }
-  } else if (!req.dry_run && provisioner_ != nullptr) {
-    // One deadline for all the templates of this review.
-    const auto budget = std::chrono::milliseconds(policy.mutation.api_timeout_ms);
-    const auto start = std::chrono::steady_clock::now();
-    for (const auto& t : conv.templates) {
-      auto left = budget - std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
-      if (left <= std::chrono::milliseconds(0)) {
-        return fail("could not ensure ResourceClaimTemplate " + req.namespace_ + "/" + t.name + ": timeout after " +
-                    std::to_string(budget.count()) + "ms (mutation.apiTimeoutMs)");
-      }
-      if (Status s = provisioner_->Ensure(req.namespace_, t, left); !s.ok()) {
-        return fail("could not ensure ResourceClaimTemplate " + req.namespace_ + "/" + t.name + ": " + s.message());
-      }
+    return std::nullopt;
+  }
+  if (req.dry_run || provisioner_ == nullptr) return std::nullopt;
+  // Every call gets what is left of the review's deadline and of mutation.apiTimeoutMs, shared by
+  // all the templates of this review.
+  const milliseconds budget(policy.mutation.api_timeout_ms);
+  const auto api_deadline = steady_clock::now() + budget;
+  const auto until = std::min(deadline, api_deadline);
+  for (const auto& t : templates) {
+    const std::string name = req.namespace_ + "/" + t.name;
+    const auto left = std::chrono::duration_cast<milliseconds>(until - steady_clock::now());
+    if (left <= milliseconds(0)) {
+      return Failure(Outcome::kProvisioningFailed, name,
+                     deadline < api_deadline ? "timeout: the request's deadline has passed"
+                                             : "timeout after " + std::to_string(budget.count()) +
+                                                   "ms (mutation.apiTimeoutMs)");
+    }
+    if (Status s = provisioner_->Ensure(req.namespace_, t, left); !s.ok()) {
+      return Failure(Outcome::kProvisioningFailed, name, s.message());
     }
   }
-  admission::SetPatch(response, conv.patch.dump());
-  for (const auto& w : conv.warnings) admission::AddWarning(response, "draguard: " + w);
-  admission::AddAuditAnnotation(response, "mutation", conv.summary);
-  out->verdict = "mutate";
-  return response;
+  return std::nullopt;
+}
+
+engine::Decision Reviewer::Mutate(const admission::AdmissionRequest& req, const policy::Policy& policy,
+                                  const topology::Snapshot* topology, std::chrono::system_clock::time_point now,
+                                  steady_clock::time_point deadline) const {
+  const engine::Rule* rule = engine::MutationRule(registry_);
+  if (rule == nullptr || !MutationApplies(req, policy)) return engine::DecideMutation({}, registry_, policy);
+  engine::RuleInput input{req, policy, topology, now};
+  if (std::string why = engine::ExemptionFrom(input, registry_, rule->id()); !why.empty()) {
+    engine::MutationFacts exempt;
+    exempt.outcome = Outcome::kExempt;
+    exempt.reason = std::move(why);
+    return engine::DecideMutation(exempt, registry_, policy);
+  }
+  mutation::PodConversion conv = mutation::ConvertPod(req.object, req.namespace_, policy, topology);
+  engine::Decision decision = engine::DecideMutation(FactsOf(conv), registry_, policy);
+  if (decision.verdict != engine::Verdict::kMutate) return decision;
+  // Carrying out the patch needs its templates; a failure is judged like a refusal.
+  if (auto failure = EnsureTemplates(req, conv.templates, policy, topology, deadline)) {
+    return engine::DecideMutation(*failure, registry_, policy);
+  }
+  return decision;
 }
 
 Reviewer::Reviewer(const engine::Registry& registry, admission::DecodeLimits limits,
@@ -90,7 +109,8 @@ Reviewer::Reviewer(const engine::Registry& registry, admission::DecodeLimits lim
 
 ReviewOutcome Reviewer::Review(std::string_view body, admission::WebhookKind webhook,
                                const policy::Policy& policy, const topology::Snapshot* topology,
-                               std::chrono::system_clock::time_point now) const {
+                               std::chrono::system_clock::time_point now,
+                               steady_clock::time_point deadline) const {
   ReviewOutcome out;
   auto decoded = admission::DecodeReview(body, limits_);
   if (!decoded.ok()) {
@@ -99,7 +119,7 @@ ReviewOutcome Reviewer::Review(std::string_view body, admission::WebhookKind web
                           ? 413
                           : 400;
     out.error = st.message();
-    out.verdict = "error";
+    out.verdict = engine::Verdict::kError;
     out.body = admission::EncodeHttpError(out.http_status, "invalid AdmissionReview: " + st.message());
     return out;
   }
@@ -112,26 +132,40 @@ ReviewOutcome Reviewer::Review(std::string_view body, admission::WebhookKind web
   out.user = req.user_info.username;
   out.dry_run = req.dry_run;
 
-  admission::AdmissionResponse response;
-  if (webhook == admission::WebhookKind::kValidating) {
-    engine::RuleInput input{req, policy, topology, now};
-    engine::EngineResult result = engine::Evaluate(input, registry_);
-    engine::Decision decision = engine::Decide(result, policy);
-    for (const auto& o : result.outcomes) {
-      out.rule_metrics.push_back({std::string(o.rule->id()), policy::ActionName(o.action),
-                                  engine::RuleStatusName(o.result.status)});
+  // From here on the uid is known: an exception is answered with it, not by the transport.
+  std::string failure;
+  try {
+    engine::Decision decision;
+    if (webhook == admission::WebhookKind::kValidating) {
+      engine::RuleInput input{req, policy, topology, now};
+      engine::EngineResult result = engine::Evaluate(input, registry_);
+      decision = engine::Decide(result, policy);
+      for (const auto& o : result.outcomes) {
+        out.rule_metrics.push_back({std::string(o.rule->id()),
+                                    policy::ActionName(engine::ModeAction(o.action, policy)),
+                                    engine::RuleStatusName(o.result.status)});
+      }
+    } else {
+      decision = Mutate(req, policy, topology, now, deadline);
     }
     out.verdict = decision.verdict;
-    for (const auto* list : {&decision.denied_rules, &decision.warned_rules,
-                             &decision.audited_rules}) {
+    for (const auto* list : {&decision.denied_rules, &decision.warned_rules, &decision.audited_rules}) {
       out.rules.insert(out.rules.end(), list->begin(), list->end());
     }
-    response = std::move(decision.response);
-  } else {
-    response = Mutate(req, policy, topology, now, &out);
+    admission::AdmissionResponse response = admission::Complete(std::move(decision.response), req.uid, webhook);
+    out.body = admission::EncodeReview(response, req.api_version);
+    return out;
+  } catch (const std::exception& e) {
+    failure = e.what();
+  } catch (...) {
+    failure = "unknown exception";
   }
-  response = admission::Complete(std::move(response), req.uid, webhook);
-  out.body = admission::EncodeReview(response, req.api_version);
+  out.http_status = 500;
+  out.error = "internal error: " + failure;
+  out.verdict = engine::Verdict::kError;
+  out.rules.clear();
+  out.rule_metrics.clear();
+  out.body = admission::EncodeHttpError(500, "internal error while reviewing the request: " + failure, req.uid);
   return out;
 }
 

@@ -9,7 +9,9 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -18,6 +20,7 @@
 #include "draguard/admission/response.h"
 #include "draguard/engine/registry.h"
 #include "draguard/metrics/metrics.h"
+#include "draguard/mutation/provisioner.h"
 #include "draguard/policy/store.h"
 #include "draguard/server/server.h"
 #include "draguard/server/tls.h"
@@ -54,6 +57,20 @@ bool Eventually(F cond) {
   }
   return cond();
 }
+
+// Records the timeout each Ensure was given; throws when asked to.
+class RecordingProvisioner : public mutation::TemplateProvisioner {
+ public:
+  Status Ensure(std::string_view, const mutation::GeneratedTemplate&, std::chrono::milliseconds timeout) override {
+    std::lock_guard<std::mutex> lock(mu);
+    timeouts.push_back(timeout);
+    if (throws) throw std::runtime_error("provisioner exploded");
+    return Status::Ok();
+  }
+  std::mutex mu;
+  std::vector<std::chrono::milliseconds> timeouts;
+  bool throws = false;
+};
 
 class ServerTest : public ::testing::Test {
  protected:
@@ -114,7 +131,7 @@ class ServerTest : public ::testing::Test {
   void Start() {
     server::ServerDeps deps;
     deps.policies = &policies_;
-    deps.reviewer = &reviewer_;
+    deps.reviewer = with_provisioner_ ? &provisioning_reviewer_ : &reviewer_;
     deps.registry = &metric_registry_;
     deps.metrics = &metrics_;
     deps.logger = logging::Logger::Null();
@@ -151,6 +168,9 @@ class ServerTest : public ::testing::Test {
                                 }};
   engine::Registry registry_ = engine::DefaultRegistry();
   webhook::Reviewer reviewer_{registry_};
+  RecordingProvisioner provisioner_;
+  webhook::Reviewer provisioning_reviewer_{registry_, {}, &provisioner_};
+  bool with_provisioner_ = false;  // Start() serves provisioning_reviewer_
   metrics::Registry metric_registry_;
   metrics::ServerMetrics metrics_{metric_registry_};
   server::ServerOptions opt_;
@@ -450,6 +470,37 @@ TEST_F(ServerTest, ApiServerTimeoutBudgetIsHonoured) {
   auto c2 = Connect();
   ASSERT_TRUE(c2->Request("POST", "/validate?timeout=10s", ReviewData("DG001/legacy-limit"), &r));
   EXPECT_EQ(r.status, 200);
+}
+
+TEST_F(ServerTest, TemplateProvisioningRunsUnderTheApiServerTimeout) {
+  with_provisioner_ = true;
+  Start();
+  auto c = Connect();
+  // ?timeout=2s leaves 1.8 s after the margin, less than mutation.apiTimeoutMs (3 s by default).
+  auto m = Post(*c, "/mutate?timeout=2s", ReviewData("DG001/legacy-limit"));
+  EXPECT_EQ(m["response"]["allowed"], true) << m.dump();
+  EXPECT_EQ(m["response"]["patchType"], "JSONPatch");
+  std::lock_guard<std::mutex> lock(provisioner_.mu);
+  ASSERT_EQ(provisioner_.timeouts.size(), 1u);
+  EXPECT_GT(provisioner_.timeouts[0], std::chrono::milliseconds(0));
+  EXPECT_LE(provisioner_.timeouts[0], std::chrono::milliseconds(1800));
+}
+
+TEST_F(ServerTest, AnExceptionInsideTheReviewIsAnsweredWithTheUid) {
+  with_provisioner_ = true;
+  provisioner_.throws = true;
+  Start();
+  auto c = Connect();
+  auto m = Post(*c, "/mutate", ReviewData("DG001/legacy-limit"), 500);
+  EXPECT_EQ(m["kind"], "AdmissionReview");
+  EXPECT_EQ(m["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+  EXPECT_EQ(m["response"]["allowed"], false);
+  EXPECT_EQ(m["response"]["status"]["code"], 500);
+  EXPECT_NE(m["response"]["status"]["message"].get<std::string>().find("provisioner exploded"), std::string::npos);
+  EXPECT_EQ(metrics_.http_errors.Value({"500"}), 1);
+  // The connection and the server keep serving.
+  auto v = Post(*c, "/validate", ReviewData("DG001/plain-pod-allowed"));
+  EXPECT_EQ(v["response"]["allowed"], true);
 }
 
 TEST_F(ServerTest, ShutdownTurnsReadinessOffFirstAndFinishesInFlightRequests) {

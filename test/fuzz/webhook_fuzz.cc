@@ -39,7 +39,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                     draguard::admission::WebhookKind::kMutating}) {
     for (const draguard::topology::Snapshot* topo : {static_cast<const draguard::topology::Snapshot*>(nullptr),
                                                      env.topology.get()}) {
-      auto out = env.reviewer.Review(body, kind, env.policy, topo, std::chrono::system_clock::time_point{});
+      auto out = env.reviewer.Review(body, kind, env.policy, topo, std::chrono::system_clock::time_point{},
+                                     std::chrono::steady_clock::now() + draguard::webhook::kDefaultReviewTimeout);
       if (out.body.empty()) __builtin_trap();  // every request gets an answer
       if (out.http_status != 200 && out.http_status != 400 && out.http_status != 413) __builtin_trap();
     }

@@ -84,7 +84,8 @@ TEST_P(Golden, ResponseMatchesExpected) {
                                          : admission::WebhookKind::kValidating;
   auto topo = CaseTopology(dir);
   auto out = reviewer.Review(Slurp(dir / "request.json"), kind, *store.Current(), topo.get(),
-                             std::chrono::system_clock::time_point{});
+                             std::chrono::system_clock::time_point{},
+                             std::chrono::steady_clock::now() + webhook::kDefaultReviewTimeout);
   ASSERT_EQ(out.http_status, 200) << out.error;
   auto got = nlohmann::json::parse(out.body);
   auto want = nlohmann::json::parse(Slurp(dir / "expected.json"));

@@ -17,9 +17,11 @@ class TemplateProvisioner {
   virtual ~TemplateProvisioner() = default;
   /// Ensures `tmpl` exists in `namespace_name` with the same spec. OK when it was created or was
   /// already there with identical content; FailedPrecondition when a different object holds the
-  /// name; Unavailable when the API server could not be reached or answer within `deadline`.
+  /// name; Unavailable when the API server could not be reached or answer within `timeout`. The
+  /// reviewer passes what is left of the review's deadline, at most mutation.apiTimeoutMs; the
+  /// call must return within it.
   virtual Status Ensure(std::string_view namespace_name, const GeneratedTemplate& tmpl,
-                        std::chrono::milliseconds deadline) = 0;
+                        std::chrono::milliseconds timeout) = 0;
 };
 
 }  // namespace draguard::mutation

@@ -35,7 +35,7 @@ struct ServerOptions {
   std::size_t max_body = 7 * 1024 * 1024; ///< bytes; larger bodies get 413
   std::chrono::milliseconds read_timeout{10000};     ///< per socket read
   std::chrono::milliseconds write_timeout{10000};    ///< per socket write
-  std::chrono::milliseconds request_deadline{10000}; ///< whole body read + review
+  std::chrono::milliseconds request_deadline{webhook::kDefaultReviewTimeout}; ///< body read + review, provisioning included
   std::size_t keep_alive_max_requests = 10000;       ///< requests per connection
   std::chrono::seconds keep_alive_timeout{30};       ///< idle time before closing
   std::size_t workers = 0;                ///< 0 = max(64, 8 × cores)

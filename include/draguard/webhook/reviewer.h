@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,9 @@
 
 namespace draguard::webhook {
 
+/// Deadline of a review that no transport bounds (`draguard review`), and the server's default.
+inline constexpr std::chrono::milliseconds kDefaultReviewTimeout{10000};
+
 /// One rule's contribution, for draguard_rule_results_total.
 struct RuleMetric {
   std::string rule;    ///< "DG001"
@@ -28,13 +32,14 @@ struct RuleMetric {
 
 /// Everything the server needs to answer and to record one review.
 struct ReviewOutcome {
-  int http_status = 200;            ///< 200, or 400/413 for requests that could not be reviewed
+  int http_status = 200;            ///< 200; 400/413 for requests that could not be reviewed; 500 when the
+                                    ///< review failed internally (the body still echoes the uid)
   std::string body;                 ///< JSON body to send
   std::string error;                ///< why the request could not be reviewed ("" when reviewed)
   // Request facts, for the decision log (empty when decoding failed).
   std::string uid, kind, namespace_, name, operation, user;
   bool dry_run = false;
-  std::string verdict;              ///< allow | deny | warn | audit | exempt | error
+  engine::Verdict verdict = engine::Verdict::kAllow;  ///< printed with engine::VerdictName
   std::vector<std::string> rules;   ///< IDs that denied, warned or were audited
   std::vector<RuleMetric> rule_metrics;
 };
@@ -47,16 +52,25 @@ class Reviewer {
   explicit Reviewer(const engine::Registry& registry, admission::DecodeLimits limits = {},
                     mutation::TemplateProvisioner* provisioner = nullptr);
 
-  /// Decodes, evaluates, decides and encodes one review.
+  /// Decodes, evaluates, decides and encodes one review. `deadline` bounds the whole review: the
+  /// template provisioning of /mutate gets what is left of it (at most mutation.apiTimeoutMs). An
+  /// exception after decoding is answered 500 with an AdmissionReview that echoes the uid.
   ReviewOutcome Review(std::string_view body, admission::WebhookKind webhook,
                        const policy::Policy& policy, const topology::Snapshot* topology,
-                       std::chrono::system_clock::time_point now) const;
+                       std::chrono::system_clock::time_point now,
+                       std::chrono::steady_clock::time_point deadline) const;
 
  private:
-  // The /mutate path: converts a Pod CREATE, provisions its templates, returns the response.
-  admission::AdmissionResponse Mutate(const admission::AdmissionRequest& req, const policy::Policy& policy,
-                                      const topology::Snapshot* topology, std::chrono::system_clock::time_point now,
-                                      ReviewOutcome* out) const;
+  // The /mutate path: gathers the facts (conversion, templates) and lets the engine decide.
+  engine::Decision Mutate(const admission::AdmissionRequest& req, const policy::Policy& policy,
+                          const topology::Snapshot* topology, std::chrono::system_clock::time_point now,
+                          std::chrono::steady_clock::time_point deadline) const;
+  // Makes the templates of a converted Pod exist; returns the failure as facts, or nullopt.
+  std::optional<engine::MutationFacts> EnsureTemplates(const admission::AdmissionRequest& req,
+                                                       const std::vector<mutation::GeneratedTemplate>& templates,
+                                                       const policy::Policy& policy,
+                                                       const topology::Snapshot* topology,
+                                                       std::chrono::steady_clock::time_point deadline) const;
 
   const engine::Registry& registry_;
   admission::DecodeLimits limits_;

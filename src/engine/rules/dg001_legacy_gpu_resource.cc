@@ -101,7 +101,7 @@ void CheckResources(const Json& resources, const std::string& pointer, const std
 
 class LegacyGpuResource final : public Rule {
  public:
-  std::string_view id() const override { return "DG001"; }
+  std::string_view id() const override { return kLegacyGpuResourceId; }
   std::string_view name() const override { return "legacy-gpu-resource"; }
   policy::Action default_action() const override { return policy::Action::kDeny; }
 

@@ -2,11 +2,14 @@
 #pragma once
 
 #include <memory>
+#include <string_view>
 
 #include "draguard/engine/rule.h"
 
 namespace draguard::engine::rules {
 
+/// ID of DG001, the rule /mutate stands in for (MutationRule()).
+inline constexpr std::string_view kLegacyGpuResourceId = "DG001";
 /// DG001 legacy-gpu-resource: no device-plugin GPU resources in Pods and pod templates.
 std::unique_ptr<Rule> MakeLegacyGpuResource();
 /// DG002 gpu-device-class: GPU requests use a configured NVIDIA DeviceClass.

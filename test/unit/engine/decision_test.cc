@@ -54,7 +54,7 @@ TEST(Decide, OneDenyOneWarnOneAudit) {
   pol.rules["DG002"].action = policy::Action::kWarn;
   pol.rules["DG003"].action = policy::Action::kAudit;
   auto d = RunEngine(reg, pol);
-  EXPECT_EQ(d.verdict, "deny");
+  EXPECT_EQ(d.verdict, Verdict::kDeny);
   EXPECT_FALSE(d.response.allowed);
   EXPECT_EQ(d.denied_rules, std::vector<std::string>{"DG001"});
   EXPECT_EQ(d.warned_rules, std::vector<std::string>{"DG002"});
@@ -81,9 +81,34 @@ TEST(Decide, AuditModeNeverDenies) {
   pol.mode = policy::Mode::kAudit;
   auto d = RunEngine(reg, pol);
   EXPECT_TRUE(d.response.allowed);
-  EXPECT_EQ(d.verdict, "audit");
+  EXPECT_EQ(d.verdict, Verdict::kAudit);
   EXPECT_EQ(d.response.audit_annotations.at("mode"), "audit");
   EXPECT_EQ(d.response.audit_annotations.at("dg001-fake-rule"), "audit: bad");
+}
+
+TEST(Decide, TheGlobalModeIsAppliedByTheDecisionOnly) {
+  Registry reg;
+  reg.Add(std::make_unique<FakeRule>("DG001", Failing("bad")));
+  policy::Policy pol;
+  pol.mode = policy::Mode::kAudit;
+  RuleInput in{Req(), pol};
+  auto r = Evaluate(in, reg);
+  ASSERT_EQ(r.outcomes.size(), 1u);
+  EXPECT_EQ(r.outcomes[0].action, policy::Action::kDeny);  // as configured
+  EXPECT_EQ(ModeAction(policy::Action::kDeny, pol), policy::Action::kAudit);
+  EXPECT_EQ(ModeAction(policy::Action::kWarn, pol), policy::Action::kWarn);
+  EXPECT_EQ(ModeAction(policy::Action::kDeny, policy::Policy{}), policy::Action::kDeny);
+}
+
+TEST(Decide, VerdictsHaveOneSpelling) {
+  const std::pair<Verdict, std::string> names[] = {
+      {Verdict::kAllow, "allow"}, {Verdict::kDeny, "deny"},     {Verdict::kWarn, "warn"},   {Verdict::kAudit, "audit"},
+      {Verdict::kExempt, "exempt"}, {Verdict::kMutate, "mutate"}, {Verdict::kError, "error"},
+  };
+  for (const auto& [v, name] : names) EXPECT_EQ(VerdictName(v), name);
+  Registry reg;
+  reg.Add(std::make_unique<FakeRule>("DG001", Failing("bad")));
+  EXPECT_EQ(RunEngine(reg, {}).response.audit_annotations.at("decision"), "deny");
 }
 
 TEST(Decide, OffRulesDoNotRun) {
@@ -131,7 +156,7 @@ TEST(Evaluate, ExemptionsByNamespaceGlobUserAndGroup) {
   policy::Policy pol;
   pol.exemptions.namespaces = {"kube-*"};
   auto d = RunEngine(reg, pol, Req("kube-system"));
-  EXPECT_EQ(d.verdict, "exempt");
+  EXPECT_EQ(d.verdict, Verdict::kExempt);
   EXPECT_EQ(d.response.audit_annotations.at("exempt"), "namespace kube-system");
   pol.exemptions.namespaces.clear();
   pol.exemptions.users = {"ali*"};
@@ -140,7 +165,7 @@ TEST(Evaluate, ExemptionsByNamespaceGlobUserAndGroup) {
   pol.exemptions.groups = {"devs"};
   EXPECT_EQ(RunEngine(reg, pol).response.audit_annotations.at("exempt"), "group devs");
   pol.exemptions.groups.clear();
-  EXPECT_EQ(RunEngine(reg, pol).verdict, "deny");
+  EXPECT_EQ(RunEngine(reg, pol).verdict, Verdict::kDeny);
 }
 
 }  // namespace

@@ -67,18 +67,18 @@ TEST(Dg001Workloads, WarnWithMutationDenyWithout) {
   auto req = Request(Object("apps/v1", "Deployment", R"({"template":)" + kTemplate + "}"));
   auto pol = DefaultPolicy();
   auto warned = Review(req, pol);
-  EXPECT_EQ(warned.verdict, "warn");
+  EXPECT_EQ(warned.verdict, Verdict::kWarn);
   EXPECT_TRUE(warned.response.allowed);
   pol.mutation.enabled = false;
   auto denied = Review(req, pol);
-  EXPECT_EQ(denied.verdict, "deny");
+  EXPECT_EQ(denied.verdict, Verdict::kDeny);
   ASSERT_TRUE(denied.response.status.has_value());
   EXPECT_EQ(denied.response.status->message.rfind("DG001 legacy-gpu-resource: Deployment \"w\" /spec/template/spec: container \"cuda\" requests nvidia.com/gpu", 0), 0u)
       << denied.response.status->message;
   // A rule set to audit stays audit even though the workload finding is capped at warn.
   pol.mutation.enabled = true;
   pol.rules["DG001"].action = policy::Action::kAudit;
-  EXPECT_EQ(Review(req, pol).verdict, "audit");
+  EXPECT_EQ(Review(req, pol).verdict, Verdict::kAudit);
 }
 
 TEST(Dg001Workloads, UpdateJudgesOnlyChangedTemplates) {
@@ -118,9 +118,9 @@ TEST(Dg001Workloads, LookAlikesZeroAndExtendedResourceMapping) {
   EXPECT_NE(implicit.findings[0].message.find("DRA-backed"), std::string::npos);
   pol.extended_resource_mapping = policy::ExtendedResourceMapping::kWarn;
   auto d = Review(Request(pod(R"({"nvidia.com/gpu":1})")), pol);
-  EXPECT_EQ(d.verdict, "warn");
+  EXPECT_EQ(d.verdict, Verdict::kWarn);
   auto h = Review(Request(pod(R"({"nvidia.com/gpumem":1})")), pol);
-  EXPECT_EQ(h.verdict, "deny");  // sharing dimensions cannot be DRA-backed
+  EXPECT_EQ(h.verdict, Verdict::kDeny);  // sharing dimensions cannot be DRA-backed
   pol.extended_resource_mapping = policy::ExtendedResourceMapping::kAllow;
   EXPECT_EQ(RunRule("DG001", Request(pod(R"({"nvidia.com/gpu":1})")), pol).status, RuleStatus::kPass);
 }
@@ -138,10 +138,10 @@ TEST(Exemptions, LabelSelector) {
   sel.match_expressions.push_back({"team", "In", {"infra", "sre"}});
   pol.exemptions.object_selectors.push_back(sel);
   auto d = Review(Request(kPod), pol);
-  EXPECT_EQ(d.verdict, "exempt");
+  EXPECT_EQ(d.verdict, Verdict::kExempt);
   EXPECT_EQ(d.response.audit_annotations["exempt"], "labels match exemptions.objectSelectors[0]");
   pol.exemptions.object_selectors[0].match_expressions[0].op = "NotIn";
-  EXPECT_EQ(Review(Request(kPod), pol).verdict, "deny");
+  EXPECT_EQ(Review(Request(kPod), pol).verdict, Verdict::kDeny);
 }
 
 TEST(Exemptions, AnnotationWithExpiry) {
@@ -153,16 +153,16 @@ TEST(Exemptions, AnnotationWithExpiry) {
   ann["draguard.io/exempt-until"] = "2026-03-01T00:00:00Z";
   auto before = *ParseRfc3339("2026-02-28T23:59:59Z");
   auto d = Review(req, pol, before);
-  EXPECT_EQ(d.verdict, "allow");
+  EXPECT_EQ(d.verdict, Verdict::kAllow);
   EXPECT_EQ(d.response.audit_annotations["exempt-rules"], "DG001 (reason: TICKET-1; until 2026-03-01T00:00:00Z)");
   auto after = *ParseRfc3339("2026-03-01T00:00:01+00:00");
   auto expired = Review(req, pol, after);
-  EXPECT_EQ(expired.verdict, "deny");
+  EXPECT_EQ(expired.verdict, Verdict::kDeny);
   ASSERT_FALSE(expired.response.warnings.empty());
   EXPECT_NE(expired.response.warnings[0].find("expired"), std::string::npos);
   ann["draguard.io/exempt-until"] = "next week";
   auto bad = Review(req, pol, before);
-  EXPECT_EQ(bad.verdict, "deny");
+  EXPECT_EQ(bad.verdict, Verdict::kDeny);
   EXPECT_NE(bad.response.warnings[0].find("RFC 3339"), std::string::npos);
 }
 

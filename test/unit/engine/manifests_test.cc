@@ -108,7 +108,7 @@ std::map<std::string, Row> Outcomes(const Registry& reg, const policy::Policy& p
         RuleInput in{req, pol, nullptr, {}};
         auto d = Decide(Evaluate(in, reg), pol);
         std::string key = std::string(dir) + "/" + f.filename().string() + "#" + std::to_string(i);
-        out[key] = {d.verdict, JoinIds(d.denied_rules), JoinIds(d.warned_rules)};
+        out[key] = {VerdictName(d.verdict), JoinIds(d.denied_rules), JoinIds(d.warned_rules)};
         if (const char* v = std::getenv("DRAGUARD_PRINT_OUTCOMES"); v != nullptr && std::string(v) == "2") {
           std::cerr << key << "\n  " << (d.response.status ? d.response.status->message : "") << "\n";
           for (const auto& w : d.response.warnings) std::cerr << "  W: " << w << "\n";
@@ -152,7 +152,7 @@ TEST(Manifests, HowEveryResourceNameInTheFixturesIsTreated) {
       RuleInput in{req, pol, nullptr, {}};
       auto d = Decide(Evaluate(in, reg), pol);
       bool want_deny = n.legacy && (mapping == policy::ExtendedResourceMapping::kDeny || !n.mapping_aware);
-      EXPECT_EQ(d.verdict, want_deny ? "deny" : "allow") << n.name << " mapping " << static_cast<int>(mapping);
+      EXPECT_EQ(d.verdict, want_deny ? Verdict::kDeny : Verdict::kAllow) << n.name << " mapping " << static_cast<int>(mapping);
     }
   }
 }
@@ -227,7 +227,7 @@ TEST(Manifests, EveryLegacyGpuContainerIsDeniedByDg001) {
       if (!want.empty()) {
         file_has_gpu = true;
         auto d = Decide(Evaluate(in, reg), pol);
-        EXPECT_EQ(d.verdict, "deny") << f.filename() << " document " << i;
+        EXPECT_EQ(d.verdict, Verdict::kDeny) << f.filename() << " document " << i;
         ASSERT_FALSE(d.denied_rules.empty());
         EXPECT_EQ(d.denied_rules.front(), "DG001");
         // The message names the container.
@@ -256,7 +256,7 @@ TEST(Manifests, WorkloadsWarnWhenMutationWillConvertTheirPods) {
   ASSERT_EQ(req.kind.kind, "Deployment");
   RuleInput in{req, pol, nullptr, {}};
   auto d = Decide(Evaluate(in, reg), pol);
-  EXPECT_EQ(d.verdict, "warn");
+  EXPECT_EQ(d.verdict, Verdict::kWarn);
   ASSERT_FALSE(d.response.warnings.empty());
   EXPECT_NE(d.response.warnings.front().find("will be converted when its Pods are created"), std::string::npos);
 }

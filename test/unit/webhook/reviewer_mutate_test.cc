@@ -1,11 +1,13 @@
-// The /mutate path of the Reviewer: provisioning, dry-run, audit, exemptions, reference mode.
+// The /mutate path of the Reviewer: provisioning, dry-run, audit, exemptions, reference mode, the
+// review's deadline and exceptions after decoding.
 #include <mutex>
+#include <stdexcept>
 
 #include "draguard/admission/response.h"
 #include "draguard/engine/registry.h"
 #include "draguard/mutation/provisioner.h"
 #include "draguard/webhook/reviewer.h"
-#include "testing.h"
+#include "../mutation/testing.h"
 
 namespace draguard::webhook {
 namespace {
@@ -19,16 +21,30 @@ const engine::Registry& Rules() {
   return registry;
 }
 
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+// Records every call and the timeout it was given. `needs` is how long the API exchange would
+// take: a call given less answers as the real provisioner does when its timeout expires.
 class FakeProvisioner : public mutation::TemplateProvisioner {
  public:
-  Status Ensure(std::string_view ns, const mutation::GeneratedTemplate& t, std::chrono::milliseconds) override {
+  Status Ensure(std::string_view ns, const mutation::GeneratedTemplate& t, milliseconds timeout) override {
     std::lock_guard<std::mutex> lock(mu);
     calls.push_back(std::string(ns) + "/" + t.name);
+    timeouts.push_back(timeout);
+    if (throws) throw std::runtime_error("provisioner exploded");
+    if (needs > timeout) {
+      return Status::Unavailable("creating ResourceClaimTemplate: timeout after " + std::to_string(timeout.count()) +
+                                 "ms");
+    }
     return result;
   }
   std::mutex mu;
   std::vector<std::string> calls;
+  std::vector<milliseconds> timeouts;
   Status result = Status::Ok();
+  milliseconds needs{0};
+  bool throws = false;
 };
 
 std::string Review(Json object, std::string op = "CREATE", bool dry_run = false, std::string ns = "ml") {
@@ -44,16 +60,19 @@ std::string Review(Json object, std::string op = "CREATE", bool dry_run = false,
 struct Answer {
   Json response;
   Json patch;  // decoded, or null
-  std::string verdict;
+  engine::Verdict verdict = engine::Verdict::kError;
+  std::vector<std::string> rules;
 };
 
 Answer Mutate(const Reviewer& r, const std::string& body, const policy::Policy& pol,
-           const topology::Snapshot* topo = nullptr) {
-  auto out = r.Review(body, admission::WebhookKind::kMutating, pol, topo, std::chrono::system_clock::now());
+              const topology::Snapshot* topo = nullptr,
+              steady_clock::time_point deadline = steady_clock::now() + kDefaultReviewTimeout) {
+  auto out = r.Review(body, admission::WebhookKind::kMutating, pol, topo, std::chrono::system_clock::now(), deadline);
   EXPECT_EQ(out.http_status, 200) << out.body;
   Answer a;
   a.response = Json::parse(out.body)["response"];
   a.verdict = out.verdict;
+  a.rules = out.rules;
   if (a.response.contains("patch")) {
     std::string raw;
     EXPECT_TRUE(admission::Base64Decode(a.response["patch"].get<std::string>(), &raw));
@@ -69,7 +88,7 @@ TEST(ReviewerMutate, ConvertsAPodAndEnsuresItsTemplate) {
   EXPECT_TRUE(a.response["allowed"].get<bool>());
   EXPECT_EQ(a.response["patchType"], "JSONPatch");
   ASSERT_TRUE(a.patch.is_array());
-  EXPECT_EQ(a.verdict, "mutate");
+  EXPECT_EQ(a.verdict, engine::Verdict::kMutate);
   ASSERT_EQ(prov.calls.size(), 1u);
   EXPECT_EQ(prov.calls[0].rfind("ml/draguard-", 0), 0u);
   EXPECT_NE(a.response["auditAnnotations"]["mutation"].get<std::string>().find("converted"), std::string::npos);
@@ -110,7 +129,7 @@ TEST(ReviewerMutate, AuditModeAdmitsUnmodifiedWithAWarning) {
   // A refusal in audit mode is a warning too.
   auto b = Mutate(r, Review(PodWith({{"nvidia.com/gpu.shared", 1}})), pol);
   EXPECT_TRUE(b.response["allowed"].get<bool>());
-  EXPECT_EQ(b.verdict, "warn");
+  EXPECT_EQ(b.verdict, engine::Verdict::kWarn);
 }
 
 TEST(ReviewerMutate, RefusalDeniesUnlessDG001IsRelaxed) {
@@ -160,6 +179,109 @@ TEST(ReviewerMutate, ReferenceModeUsesOnlyTheCatalogue) {
   EXPECT_TRUE(hit.response["allowed"].get<bool>());
   EXPECT_TRUE(hit.patch.is_array());
   EXPECT_TRUE(prov.calls.empty());
+}
+
+Json TwoContainerPod() {
+  Json pod = PodWith({{"nvidia.com/gpu", 1}});
+  pod["spec"]["containers"].push_back(
+      {{"name", "side"}, {"image", "x"}, {"resources", {{"limits", {{"nvidia.com/gpu", 2}}}}}});
+  return pod;
+}
+
+TEST(ReviewerMutate, ProvisioningGetsWhatIsLeftOfTheReviewDeadline) {
+  FakeProvisioner prov;
+  Reviewer r(Rules(), {}, &prov);
+  auto pol = DefaultPolicy();
+  pol.mutation.api_timeout_ms = 30000;
+  const auto deadline = steady_clock::now() + milliseconds(5000);
+  auto a = Mutate(r, Review(TwoContainerPod()), pol, nullptr, deadline);
+  EXPECT_EQ(a.verdict, engine::Verdict::kMutate);
+  ASSERT_EQ(prov.timeouts.size(), 2u);
+  EXPECT_GT(prov.timeouts[0], milliseconds(0));
+  EXPECT_LE(prov.timeouts[0], milliseconds(5000));
+  EXPECT_LE(prov.timeouts[1], prov.timeouts[0]);  // one deadline for all the templates
+}
+
+TEST(ReviewerMutate, ApiTimeoutBoundsProvisioningWhenTheDeadlineIsFarther) {
+  FakeProvisioner prov;
+  Reviewer r(Rules(), {}, &prov);
+  auto pol = DefaultPolicy();
+  pol.mutation.api_timeout_ms = 1500;
+  (void)Mutate(r, Review(PodWith({{"nvidia.com/gpu", 1}})), pol, nullptr, steady_clock::now() + std::chrono::hours(1));
+  ASSERT_EQ(prov.timeouts.size(), 1u);
+  EXPECT_GT(prov.timeouts[0], milliseconds(0));
+  EXPECT_LE(prov.timeouts[0], milliseconds(1500));
+}
+
+TEST(ReviewerMutate, AProvisionerNeedingLongerThanTheDeadlineIsCutOffAndTheReviewAnswersInTime) {
+  FakeProvisioner prov;
+  prov.needs = milliseconds(60000);
+  Reviewer r(Rules(), {}, &prov);
+  auto pol = DefaultPolicy();
+  pol.mutation.api_timeout_ms = 30000;
+  const auto deadline = steady_clock::now() + milliseconds(5000);
+  auto a = Mutate(r, Review(PodWith({{"nvidia.com/gpu", 1}})), pol, nullptr, deadline);
+  EXPECT_LE(steady_clock::now(), deadline);
+  ASSERT_EQ(prov.timeouts.size(), 1u);
+  EXPECT_LE(prov.timeouts[0], milliseconds(5000));
+  EXPECT_FALSE(a.response["allowed"].get<bool>());
+  const std::string msg = a.response["status"]["message"];
+  EXPECT_EQ(msg.rfind("DG001 legacy-gpu-resource: could not ensure ResourceClaimTemplate ml/draguard-", 0), 0u) << msg;
+  EXPECT_NE(msg.find("timeout after"), std::string::npos) << msg;
+  EXPECT_EQ(a.verdict, engine::Verdict::kDeny);
+  EXPECT_EQ(a.rules, std::vector<std::string>{"DG001"});
+  EXPECT_TRUE(a.patch.is_null());
+}
+
+TEST(ReviewerMutate, APassedDeadlineProvisionsNothing) {
+  FakeProvisioner prov;
+  Reviewer r(Rules(), {}, &prov);
+  auto a = Mutate(r, Review(PodWith({{"nvidia.com/gpu", 1}})), DefaultPolicy(), nullptr,
+                  steady_clock::now() - milliseconds(1));
+  EXPECT_TRUE(prov.calls.empty());
+  EXPECT_FALSE(a.response["allowed"].get<bool>());
+  const std::string msg = a.response["status"]["message"];
+  EXPECT_NE(msg.find("the request's deadline has passed"), std::string::npos) << msg;
+  EXPECT_TRUE(a.patch.is_null());
+}
+
+TEST(ReviewerMutate, AThrowingProvisionerIsAnsweredWithTheUid) {
+  FakeProvisioner prov;
+  prov.throws = true;
+  Reviewer r(Rules(), {}, &prov);
+  auto out = r.Review(Review(PodWith({{"nvidia.com/gpu", 1}})), admission::WebhookKind::kMutating, DefaultPolicy(),
+                      nullptr, std::chrono::system_clock::now(), steady_clock::now() + kDefaultReviewTimeout);
+  EXPECT_EQ(out.http_status, 500);
+  EXPECT_EQ(out.verdict, engine::Verdict::kError);
+  EXPECT_EQ(out.uid, "u-1");
+  EXPECT_NE(out.error.find("provisioner exploded"), std::string::npos) << out.error;
+  EXPECT_TRUE(out.rules.empty());
+  Json doc = Json::parse(out.body);
+  EXPECT_EQ(doc["kind"], "AdmissionReview");
+  EXPECT_EQ(doc["response"]["uid"], "u-1");
+  EXPECT_FALSE(doc["response"]["allowed"].get<bool>());
+  EXPECT_EQ(doc["response"]["status"]["code"], 500);
+  const std::string msg = doc["response"]["status"]["message"];
+  EXPECT_EQ(msg, "internal error while reviewing the request: provisioner exploded");
+  EXPECT_FALSE(doc["response"].contains("patch"));
+}
+
+TEST(ReviewerValidate, RuleMetricsCarryTheActionUnderTheGlobalMode) {
+  Reviewer r(Rules());
+  auto pol = DefaultPolicy();
+  pol.mode = policy::Mode::kAudit;
+  auto out = r.Review(Review(PodWith({{"nvidia.com/gpu", 1}})), admission::WebhookKind::kValidating, pol, nullptr,
+                      std::chrono::system_clock::now(), steady_clock::now() + kDefaultReviewTimeout);
+  ASSERT_EQ(out.http_status, 200) << out.body;
+  EXPECT_EQ(out.verdict, engine::Verdict::kAudit);
+  bool seen = false;
+  for (const auto& m : out.rule_metrics) {
+    if (m.rule != "DG001") continue;
+    seen = true;
+    EXPECT_EQ(m.action, "audit");
+    EXPECT_EQ(m.result, "fail");
+  }
+  EXPECT_TRUE(seen);
 }
 
 }  // namespace
