@@ -21,13 +21,21 @@
 #include <map>
 #include <memory>
 
-#include "draguard/cel/debug_string.h"
 #include "regex_cache.h"
 #include "utf8.h"
+#include "value_format.h"
 
 namespace draguard::cel {
 
 int CompareNumbers(const Value& a, const Value& b);  // value.cc
+
+using internal::CodePoints;
+using internal::DecodeUtf8;
+using internal::EncodeUtf8;
+using internal::FormatDoubleG;
+using internal::FormatString;
+using internal::QuoteString;
+using internal::ValidUtf8;
 
 namespace {
 
@@ -397,48 +405,6 @@ Value NoOverload(const std::string& fn, const CallArgs& args) {
 
 Value IntOverflow() { return Value::Error("integer overflow"); }
 
-size_t CodePoints(const std::string& s) {
-  size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
-
-bool ValidUtf8(const std::string& s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t n;
-    uint32_t cp;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c >> 5) == 6) {
-      n = 2;
-      cp = c & 0x1F;
-    } else if ((c >> 4) == 14) {
-      n = 3;
-      cp = c & 0x0F;
-    } else if ((c >> 3) == 30) {
-      n = 4;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (i + n > s.size()) return false;
-    for (size_t k = 1; k < n; ++k) {
-      unsigned char cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10FFFF ||
-        (cp >= 0xD800 && cp < 0xE000)) {
-      return false;
-    }
-    i += n;
-  }
-  return true;
-}
-
 bool IsNum(const Value& v) {
   auto k = v.kind();
   return k == ValueKind::kInt || k == ValueKind::kUint || k == ValueKind::kDouble;
@@ -652,46 +618,9 @@ std::optional<double> ParseDouble(const std::string& s) {
   return d;
 }
 
-std::string FormatDoubleG(double d) {
-  // Go strconv.FormatFloat(d, 'g', -1, 64): shortest, exponent when exp < -4 || exp >= 21.
-  if (std::isnan(d)) return "NaN";
-  if (std::isinf(d)) return d > 0 ? "+Inf" : "-Inf";
-  char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof(buf), d, std::chars_format::scientific);
-  std::string sci(buf, r.ptr);
-  size_t e = sci.find('e');
-  int exp = std::stoi(sci.substr(e + 1));
-  if (exp < -4 || exp >= 21) {
-    std::string mant = sci.substr(0, e);
-    std::string es = std::to_string(std::abs(exp));
-    if (es.size() < 2) es = "0" + es;
-    return mant + "e" + (exp < 0 ? "-" : "+") + es;
-  }
-  return FormatGoFloat(d);
-}
-
 bool IsSpaceCp(uint32_t c) {
   return c == ' ' || (c >= 0x09 && c <= 0x0D) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
          (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
-}
-
-std::vector<uint32_t> Decode(const std::string& s) {
-  std::vector<uint32_t> out;
-  for (size_t i = 0; i < s.size();) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
-    uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
-    for (size_t k = 1; k < n && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-    out.push_back(cp);
-    i += n;
-  }
-  return out;
-}
-
-std::string Encode(const std::vector<uint32_t>& cps, size_t from, size_t to) {
-  std::string out;
-  for (size_t i = from; i < to; ++i) internal::AppendUtf8(out, cps[i]);
-  return out;
 }
 
 // Code-point index of `sub` in `s` at or after `start` (or last at or before start); -1 if none.
@@ -707,205 +636,6 @@ int64_t FindCp(const std::vector<uint32_t>& s, const std::vector<uint32_t>& sub,
     if (std::equal(sub.begin(), sub.end(), s.begin() + i)) return i;
   }
   return -1;
-}
-
-std::string QuoteString(const std::string& s) {
-  if (!ValidUtf8(s)) {
-    // strings.quote replaces invalid UTF-8 with U+FFFD.
-    std::string fixed;
-    for (size_t i = 0; i < s.size(); ++i) {
-      unsigned char c = static_cast<unsigned char>(s[i]);
-      if (c < 0x80) fixed.push_back(static_cast<char>(c));
-      else fixed += "\xEF\xBF\xBD";
-    }
-    return QuoteString(fixed);
-  }
-  std::string out = "\"";
-  for (char ch : s) {
-    switch (ch) {
-      case '\a': out += "\\a"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\v': out += "\\v"; break;
-      case '\\': out += "\\\\"; break;
-      case '"': out += "\\\""; break;
-      default: out.push_back(ch);
-    }
-  }
-  return out + "\"";
-}
-
-
-// Go-style rendering of a double for format()'s %s and the fixed/scientific clauses.
-std::string NonFinite(double d) {
-  if (std::isnan(d)) return "NaN";
-  return d > 0 ? "Infinity" : "-Infinity";
-}
-
-// %s rendering (cel-go ext strings formatString).
-std::optional<std::string> FormatAsString(const Value& v) {
-  switch (v.kind()) {
-    case ValueKind::kString: return v.string_value();
-    case ValueKind::kBytes: return v.bytes_value();
-    case ValueKind::kInt: return std::to_string(v.int_value());
-    case ValueKind::kUint: return std::to_string(v.uint_value());
-    case ValueKind::kBool: return std::string(v.bool_value() ? "true" : "false");
-    case ValueKind::kNull: return std::string("null");
-    case ValueKind::kType: return v.type_name_value();
-    case ValueKind::kDouble: {
-      double d = v.double_value();
-      if (!std::isfinite(d)) return NonFinite(d);
-      return FormatDoubleG(d);
-    }
-    case ValueKind::kQuantity: return v.quantity_value().ToString();
-    case ValueKind::kSemver: return v.semver_value().ToString();
-    case ValueKind::kOptional: {
-      if (v.optional_value() == nullptr) return std::string("optional.none()");
-      auto inner = FormatAsString(*v.optional_value());
-      if (!inner) return std::nullopt;
-      return "optional.of(" + *inner + ")";
-    }
-    case ValueKind::kList: {
-      std::string out = "[";
-      const auto& l = v.list_value();
-      for (size_t i = 0; i < l.size(); ++i) {
-        auto e = FormatAsString(l[i]);
-        if (!e) return std::nullopt;
-        out += (i ? ", " : "") + *e;
-      }
-      return out + "]";
-    }
-    case ValueKind::kMap: {
-      std::vector<std::pair<std::string, std::string>> kv;
-      for (const auto& [key, val] : v.map_value().entries) {
-        auto ks = FormatAsString(key);
-        auto vs = FormatAsString(val);
-        if (!ks || !vs) return std::nullopt;
-        kv.emplace_back(*ks, *vs);
-      }
-      std::sort(kv.begin(), kv.end());
-      std::string out = "{";
-      for (size_t i = 0; i < kv.size(); ++i) out += (i ? ", " : "") + kv[i].first + ": " + kv[i].second;
-      return out + "}";
-    }
-    default: return std::nullopt;
-  }
-}
-
-std::string ToBase(uint64_t v, int base, bool upper) {
-  if (v == 0) return "0";
-  const char* digits = upper ? "0123456789ABCDEF" : "0123456789abcdef";
-  std::string s;
-  while (v > 0) {
-    s.push_back(digits[v % static_cast<uint64_t>(base)]);
-    v /= static_cast<uint64_t>(base);
-  }
-  std::reverse(s.begin(), s.end());
-  return s;
-}
-
-// "...".format([args]) of cel-go's strings extension.
-Value FormatString(const std::string& f, const ListValue& args) {
-  std::string out;
-  size_t next = 0;
-  for (size_t i = 0; i < f.size(); ++i) {
-    if (f[i] != '%') {
-      out.push_back(f[i]);
-      continue;
-    }
-    if (i + 1 < f.size() && f[i + 1] == '%') {
-      out.push_back('%');
-      ++i;
-      continue;
-    }
-    size_t j = i + 1;
-    int precision = -1;
-    if (j < f.size() && f[j] == '.') {
-      ++j;
-      precision = 0;
-      while (j < f.size() && f[j] >= '0' && f[j] <= '9') precision = precision * 10 + (f[j++] - '0');
-    }
-    if (j >= f.size()) return Value::Error("could not parse formatting clause: unexpected end of string");
-    char verb = f[j];
-    if (std::string_view("sdfexXob").find(verb) == std::string_view::npos) {
-      return Value::Error(std::string("could not parse formatting clause: unrecognized formatting clause \"") + verb + "\"");
-    }
-    if (next >= args.size()) {
-      return Value::Error("index " + std::to_string(next) + " out of range");
-    }
-    const Value& a = args[next++];
-    std::string given = a.TypeName();
-    switch (verb) {
-      case 's': {
-        auto s = FormatAsString(a);
-        if (!s) {
-          return Value::Error("error during formatting: string clause can only be used on strings, bools, bytes, ints, doubles, maps, lists, types, durations, and timestamps, was given " + given);
-        }
-        out += *s;
-        break;
-      }
-      case 'd':
-        if (a.kind() == ValueKind::kInt) out += std::to_string(a.int_value());
-        else if (a.kind() == ValueKind::kUint) out += std::to_string(a.uint_value());
-        else if (a.kind() == ValueKind::kDouble && !std::isfinite(a.double_value())) out += NonFinite(a.double_value());
-        else return Value::Error("error during formatting: decimal clause can only be used on integers, was given " + given);
-        break;
-      case 'f':
-      case 'e': {
-        double d;
-        if (a.kind() == ValueKind::kDouble) d = a.double_value();
-        else if (a.kind() == ValueKind::kInt) d = static_cast<double>(a.int_value());
-        else if (a.kind() == ValueKind::kUint) d = static_cast<double>(a.uint_value());
-        else {
-          return Value::Error(std::string("error during formatting: ") + (verb == 'f' ? "fixed-point" : "scientific") +
-                              " clause can only be used on doubles, was given " + given);
-        }
-        if (!std::isfinite(d)) {
-          out += NonFinite(d);
-          break;
-        }
-        char buf[512];
-        std::snprintf(buf, sizeof(buf), verb == 'f' ? "%.*f" : "%.*e", precision < 0 ? 6 : std::min(precision, 100), d);
-        out += buf;
-        break;
-      }
-      case 'b':
-      case 'o':
-      case 'x':
-      case 'X': {
-        int base = verb == 'b' ? 2 : verb == 'o' ? 8 : 16;
-        bool upper = verb == 'X';
-        if (a.kind() == ValueKind::kInt) {
-          int64_t v = a.int_value();
-          uint64_t mag = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
-          out += (v < 0 ? "-" : "") + ToBase(mag, base, upper);
-        } else if (a.kind() == ValueKind::kUint) {
-          out += ToBase(a.uint_value(), base, upper);
-        } else if (verb == 'b' && a.kind() == ValueKind::kBool) {
-          out += a.bool_value() ? "1" : "0";
-        } else if (base == 16 && (a.kind() == ValueKind::kString || a.kind() == ValueKind::kBytes)) {
-          const std::string& s = a.kind() == ValueKind::kString ? a.string_value() : a.bytes_value();
-          for (unsigned char c : s) {
-            std::string h = ToBase(c, 16, upper);
-            if (h.size() < 2) h = "0" + h;
-            out += h;
-          }
-        } else if (verb == 'b') {
-          return Value::Error("error during formatting: only integers and bools can be formatted as binary, was given " + given);
-        } else if (verb == 'o') {
-          return Value::Error("error during formatting: octal clause can only be used on integers, was given " + given);
-        } else {
-          return Value::Error("error during formatting: only integers, byte buffers, and strings can be formatted as hex, was given " + given);
-        }
-        break;
-      }
-    }
-    i = j;
-  }
-  return Value::String(std::move(out));
 }
 
 // Binary operators, dispatched on the parser's OpCode.
@@ -1280,29 +1010,29 @@ Value CallBuiltin(const std::string& fn, bool member, const CallArgs& a, Interp&
       return Value::String(std::move(r));
     }
     if (fn == "trim" && n == 1) {
-      auto cps = Decode(s);
+      auto cps = DecodeUtf8(s);
       size_t b = 0, e = cps.size();
       while (b < e && IsSpaceCp(cps[b])) ++b;
       while (e > b && IsSpaceCp(cps[e - 1])) --e;
-      return Value::String(Encode(cps, b, e));
+      return Value::String(EncodeUtf8(cps, b, e));
     }
     if (fn == "reverse" && n == 1) {
-      auto cps = Decode(s);
+      auto cps = DecodeUtf8(s);
       std::reverse(cps.begin(), cps.end());
-      return Value::String(Encode(cps, 0, cps.size()));
+      return Value::String(EncodeUtf8(cps, 0, cps.size()));
     }
     if (fn == "charAt" && n == 2 && k(1) == ValueKind::kInt) {
-      auto cps = Decode(s);
+      auto cps = DecodeUtf8(s);
       int64_t i = a[1].int_value();
       if (i < 0 || i > static_cast<int64_t>(cps.size())) return Value::Error("index out of range: " + std::to_string(i));
       if (i == static_cast<int64_t>(cps.size())) return Value::String("");
-      return Value::String(Encode(cps, static_cast<size_t>(i), static_cast<size_t>(i) + 1));
+      return Value::String(EncodeUtf8(cps, static_cast<size_t>(i), static_cast<size_t>(i) + 1));
     }
     if ((fn == "indexOf" || fn == "lastIndexOf") && (n == 2 || n == 3) && k(1) == ValueKind::kString &&
         (n == 2 || k(2) == ValueKind::kInt)) {
       bool last = fn == "lastIndexOf";
-      auto cps = Decode(s);
-      auto sub = Decode(a[1].string_value());
+      auto cps = DecodeUtf8(s);
+      auto sub = DecodeUtf8(a[1].string_value());
       int64_t len = static_cast<int64_t>(cps.size());
       int64_t start = n == 3 ? a[2].int_value() : (last ? len : 0);
       if (n == 3 && (start < 0 || start > len)) return Value::Error("index out of range: " + std::to_string(start));
@@ -1310,13 +1040,13 @@ Value CallBuiltin(const std::string& fn, bool member, const CallArgs& a, Interp&
       return Value::Int(FindCp(cps, sub, start, last));
     }
     if (fn == "substring" && (n == 2 || n == 3) && k(1) == ValueKind::kInt && (n == 2 || k(2) == ValueKind::kInt)) {
-      auto cps = Decode(s);
+      auto cps = DecodeUtf8(s);
       int64_t len = static_cast<int64_t>(cps.size());
       int64_t b = a[1].int_value(), e = n == 3 ? a[2].int_value() : len;
       if (b < 0 || b > len) return Value::Error("index out of range: " + std::to_string(b));
       if (e < 0 || e > len) return Value::Error("index out of range: " + std::to_string(e));
       if (b > e) return Value::Error("invalid substring range. start: " + std::to_string(b) + ", end: " + std::to_string(e));
-      return Value::String(Encode(cps, static_cast<size_t>(b), static_cast<size_t>(e)));
+      return Value::String(EncodeUtf8(cps, static_cast<size_t>(b), static_cast<size_t>(e)));
     }
     if (fn == "replace" && (n == 3 || n == 4) && k(1) == ValueKind::kString && k(2) == ValueKind::kString &&
         (n == 3 || k(3) == ValueKind::kInt)) {
@@ -1326,14 +1056,14 @@ Value CallBuiltin(const std::string& fn, bool member, const CallArgs& a, Interp&
       std::string out;
       if (from.empty()) {
         // Go strings.Replace with empty old: inserts at every code-point boundary.
-        auto cps = Decode(s);
+        auto cps = DecodeUtf8(s);
         int64_t done = 0;
         for (size_t i = 0; i <= cps.size(); ++i) {
           if (limit < 0 || done < limit) {
             out += to;
             ++done;
           }
-          if (i < cps.size()) out += Encode(cps, i, i + 1);
+          if (i < cps.size()) out += EncodeUtf8(cps, i, i + 1);
         }
         return Value::String(std::move(out));
       }
@@ -1357,13 +1087,13 @@ Value CallBuiltin(const std::string& fn, bool member, const CallArgs& a, Interp&
       ListValue out;
       if (limit == 0) return Value::List(std::move(out));
       if (sep.empty()) {
-        auto cps = Decode(s);
+        auto cps = DecodeUtf8(s);
         for (size_t i = 0; i < cps.size(); ++i) {
           if (limit > 0 && static_cast<int64_t>(out.size()) == limit - 1) {
-            out.push_back(Value::String(Encode(cps, i, cps.size())));
+            out.push_back(Value::String(EncodeUtf8(cps, i, cps.size())));
             break;
           }
-          out.push_back(Value::String(Encode(cps, i, i + 1)));
+          out.push_back(Value::String(EncodeUtf8(cps, i, i + 1)));
         }
         return Value::List(std::move(out));
       }
