@@ -151,6 +151,9 @@ Value Index(const Value& c, const Value& k);
 /// `obj.?field` / `obj[?key]` (`name` is "_?._" or "_[?_]"), obj optional or not.
 Value OptionalSelect(std::string_view name, const CallArgs& args);
 
+/// Whether argument `i` exists and is of kind `k`.
+inline bool ArgIs(const CallArgs& args, size_t i, ValueKind k) { return i < args.size() && args[i].kind() == k; }
+
 /// compareTo (the three-way comparison `c`), isGreaterThan or isLessThan, by `name`.
 inline Value ComparisonResult(std::string_view name, int c) {
   if (name == "compareTo") return Value::Int(c);

@@ -10,11 +10,9 @@ namespace {
 
 using Result = std::optional<Value>;
 
-bool Is(const CallArgs& a, size_t i, ValueKind k) { return i < a.size() && a[i].kind() == k; }
-
 Result Join(std::string_view fn, const CallArgs& a, CallContext&) {
   size_t n = a.size();
-  if (n != 1 && !(n == 2 && Is(a, 1, ValueKind::kString))) return std::nullopt;
+  if (n != 1 && !(n == 2 && ArgIs(a, 1, ValueKind::kString))) return std::nullopt;
   const ListValue& l = a[0].list_value();
   std::string sep = n == 2 ? a[1].string_value() : "";
   std::string out;
@@ -37,7 +35,7 @@ Result IndexOf(std::string_view fn, const CallArgs& a, CallContext&) {
 }
 
 Result Slice(std::string_view, const CallArgs& a, CallContext&) {
-  if (a.size() != 3 || !Is(a, 1, ValueKind::kInt) || !Is(a, 2, ValueKind::kInt)) return std::nullopt;
+  if (a.size() != 3 || !ArgIs(a, 1, ValueKind::kInt) || !ArgIs(a, 2, ValueKind::kInt)) return std::nullopt;
   const ListValue& l = a[0].list_value();
   int64_t b = a[1].int_value(), e = a[2].int_value(), len = static_cast<int64_t>(l.size());
   std::string call = "cannot slice(" + std::to_string(b) + ", " + std::to_string(e) + "), ";
@@ -57,7 +55,7 @@ void FlattenInto(const ListValue& src, int64_t depth, ListValue& out) {
 
 Result Flatten(std::string_view, const CallArgs& a, CallContext& ctx) {
   size_t n = a.size();
-  if (n != 1 && !(n == 2 && Is(a, 1, ValueKind::kInt))) return std::nullopt;
+  if (n != 1 && !(n == 2 && ArgIs(a, 1, ValueKind::kInt))) return std::nullopt;
   int64_t depth = n == 2 ? a[1].int_value() : 1;
   if (depth < 0) return Value::Error("level must be non-negative");
   ListValue out;
@@ -145,7 +143,7 @@ Result MinMax(std::string_view fn, const CallArgs& a, CallContext&) {
 }
 
 Result Range(std::string_view, const CallArgs& a, CallContext& ctx) {
-  if (a.size() != 1 || !Is(a, 0, ValueKind::kInt)) return std::nullopt;
+  if (a.size() != 1 || !ArgIs(a, 0, ValueKind::kInt)) return std::nullopt;
   int64_t count = a[0].int_value();
   if (count < 0) return Value::Error("lists.range() requires a non-negative count");
   if (!ctx.Charge(count)) return CallContext::CostError();
@@ -163,7 +161,7 @@ bool ContainsAll(const ListValue& p, const ListValue& q) {
 
 // sets.contains / sets.equivalent / sets.intersects, charged by the product of the sizes.
 Result Sets(std::string_view fn, const CallArgs& a, CallContext& ctx) {
-  if (a.size() != 2 || !Is(a, 0, ValueKind::kList) || !Is(a, 1, ValueKind::kList)) return std::nullopt;
+  if (a.size() != 2 || !ArgIs(a, 0, ValueKind::kList) || !ArgIs(a, 1, ValueKind::kList)) return std::nullopt;
   const auto& x = a[0].list_value();
   const auto& y = a[1].list_value();
   if (!ctx.Charge(static_cast<int64_t>(x.size() * y.size()))) return CallContext::CostError();

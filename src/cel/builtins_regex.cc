@@ -9,8 +9,6 @@ namespace {
 
 using Result = std::optional<Value>;
 
-bool Is(const CallArgs& a, size_t i, ValueKind k) { return i < a.size() && a[i].kind() == k; }
-
 std::unique_ptr<re2::RE2> Compile(const std::string& pattern) {
   re2::RE2::Options o;
   o.set_log_errors(false);
@@ -27,13 +25,13 @@ Value Matches(const std::string& s, const std::string& pattern, CallContext& ctx
 }
 
 Result MemberMatches(std::string_view, const CallArgs& a, CallContext& ctx) {
-  if (a.size() != 2 || !Is(a, 1, ValueKind::kString)) return std::nullopt;
+  if (a.size() != 2 || !ArgIs(a, 1, ValueKind::kString)) return std::nullopt;
   return Matches(a[0].string_value(), a[1].string_value(), ctx);
 }
 
 // matches(s, pattern): the member form, with the charge of a call on a string receiver.
 Result GlobalMatches(std::string_view, const CallArgs& a, CallContext& ctx) {
-  if (a.size() != 2 || !Is(a, 0, ValueKind::kString) || !Is(a, 1, ValueKind::kString)) return std::nullopt;
+  if (a.size() != 2 || !ArgIs(a, 0, ValueKind::kString) || !ArgIs(a, 1, ValueKind::kString)) return std::nullopt;
   const std::string& s = a[0].string_value();
   if (!ctx.Charge(static_cast<int64_t>(s.size() / 16))) return CallContext::CostError();
   return Matches(s, a[1].string_value(), ctx);
@@ -43,7 +41,7 @@ Result GlobalMatches(std::string_view, const CallArgs& a, CallContext& ctx) {
 Result Find(std::string_view fn, const CallArgs& a, CallContext& ctx) {
   size_t n = a.size();
   bool all = fn == "findAll";
-  if (!Is(a, 1, ValueKind::kString) || (all ? (n != 2 && n != 3) || (n == 3 && !Is(a, 2, ValueKind::kInt)) : n != 2)) {
+  if (!ArgIs(a, 1, ValueKind::kString) || (all ? (n != 2 && n != 3) || (n == 3 && !ArgIs(a, 2, ValueKind::kInt)) : n != 2)) {
     return std::nullopt;
   }
   const std::string& s = a[0].string_value();

@@ -13,8 +13,6 @@ namespace {
 using Result = std::optional<Value>;
 using CodePointString = std::vector<uint32_t>;
 
-bool Is(const CallArgs& a, size_t i, ValueKind k) { return i < a.size() && a[i].kind() == k; }
-
 Value OutOfRange(int64_t i) { return Value::Error("index out of range: " + std::to_string(i)); }
 
 bool IsSpaceCp(uint32_t c) {
@@ -38,7 +36,7 @@ int64_t FindCp(const CodePointString& s, const CodePointString& sub, int64_t sta
 }
 
 Result Contains(std::string_view fn, const CallArgs& a, CallContext&) {
-  if (a.size() != 2 || !Is(a, 1, ValueKind::kString)) return std::nullopt;
+  if (a.size() != 2 || !ArgIs(a, 1, ValueKind::kString)) return std::nullopt;
   const std::string& s = a[0].string_value();
   const std::string& t = a[1].string_value();
   if (fn == "contains") return Value::Bool(s.find(t) != std::string::npos);
@@ -47,7 +45,7 @@ Result Contains(std::string_view fn, const CallArgs& a, CallContext&) {
 }
 
 Result Format(std::string_view, const CallArgs& a, CallContext& ctx) {
-  if (a.size() != 2 || !Is(a, 1, ValueKind::kList)) return std::nullopt;
+  if (a.size() != 2 || !ArgIs(a, 1, ValueKind::kList)) return std::nullopt;
   if (!ctx.Charge(static_cast<int64_t>(a[1].list_value().size()))) return CallContext::CostError();
   return FormatString(a[0].string_value(), a[1].list_value());
 }
@@ -80,7 +78,7 @@ Result Reverse(std::string_view, const CallArgs& a, CallContext&) {
 }
 
 Result CharAt(std::string_view, const CallArgs& a, CallContext&) {
-  if (a.size() != 2 || !Is(a, 1, ValueKind::kInt)) return std::nullopt;
+  if (a.size() != 2 || !ArgIs(a, 1, ValueKind::kInt)) return std::nullopt;
   auto cps = DecodeUtf8(a[0].string_value());
   int64_t i = a[1].int_value();
   if (i < 0 || i > static_cast<int64_t>(cps.size())) return OutOfRange(i);
@@ -90,7 +88,7 @@ Result CharAt(std::string_view, const CallArgs& a, CallContext&) {
 
 Result IndexOf(std::string_view fn, const CallArgs& a, CallContext&) {
   size_t n = a.size();
-  if ((n != 2 && n != 3) || !Is(a, 1, ValueKind::kString) || (n == 3 && !Is(a, 2, ValueKind::kInt))) return std::nullopt;
+  if ((n != 2 && n != 3) || !ArgIs(a, 1, ValueKind::kString) || (n == 3 && !ArgIs(a, 2, ValueKind::kInt))) return std::nullopt;
   bool last = fn == "lastIndexOf";
   auto cps = DecodeUtf8(a[0].string_value());
   auto sub = DecodeUtf8(a[1].string_value());
@@ -103,7 +101,7 @@ Result IndexOf(std::string_view fn, const CallArgs& a, CallContext&) {
 
 Result Substring(std::string_view, const CallArgs& a, CallContext&) {
   size_t n = a.size();
-  if ((n != 2 && n != 3) || !Is(a, 1, ValueKind::kInt) || (n == 3 && !Is(a, 2, ValueKind::kInt))) return std::nullopt;
+  if ((n != 2 && n != 3) || !ArgIs(a, 1, ValueKind::kInt) || (n == 3 && !ArgIs(a, 2, ValueKind::kInt))) return std::nullopt;
   auto cps = DecodeUtf8(a[0].string_value());
   int64_t len = static_cast<int64_t>(cps.size());
   int64_t b = a[1].int_value(), e = n == 3 ? a[2].int_value() : len;
@@ -130,8 +128,8 @@ std::string ReplaceEmpty(const std::string& s, const std::string& to, int64_t li
 
 Result Replace(std::string_view, const CallArgs& a, CallContext& ctx) {
   size_t n = a.size();
-  if ((n != 3 && n != 4) || !Is(a, 1, ValueKind::kString) || !Is(a, 2, ValueKind::kString) ||
-      (n == 4 && !Is(a, 3, ValueKind::kInt))) {
+  if ((n != 3 && n != 4) || !ArgIs(a, 1, ValueKind::kString) || !ArgIs(a, 2, ValueKind::kString) ||
+      (n == 4 && !ArgIs(a, 3, ValueKind::kInt))) {
     return std::nullopt;
   }
   const std::string& s = a[0].string_value();
@@ -171,7 +169,7 @@ ListValue SplitCodePoints(const std::string& s, int64_t limit) {
 
 Result Split(std::string_view, const CallArgs& a, CallContext& ctx) {
   size_t n = a.size();
-  if ((n != 2 && n != 3) || !Is(a, 1, ValueKind::kString) || (n == 3 && !Is(a, 2, ValueKind::kInt))) return std::nullopt;
+  if ((n != 2 && n != 3) || !ArgIs(a, 1, ValueKind::kString) || (n == 3 && !ArgIs(a, 2, ValueKind::kInt))) return std::nullopt;
   const std::string& s = a[0].string_value();
   const std::string& sep = a[1].string_value();
   int64_t limit = n == 3 ? a[2].int_value() : -1;
@@ -197,7 +195,7 @@ Result Split(std::string_view, const CallArgs& a, CallContext& ctx) {
 }
 
 Result Quote(std::string_view, const CallArgs& a, CallContext&) {
-  if (a.size() != 1 || !Is(a, 0, ValueKind::kString)) return std::nullopt;
+  if (a.size() != 1 || !ArgIs(a, 0, ValueKind::kString)) return std::nullopt;
   return Value::String(QuoteString(a[0].string_value()));
 }
 

@@ -1,6 +1,8 @@
 // Arithmetic, relational, index and membership operators of the CEL evaluator. See builtins.h.
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <type_traits>
 
 #include "builtins.h"
 
@@ -9,36 +11,27 @@ namespace {
 
 Value IntOverflow() { return Value::Error("integer overflow"); }
 
-std::optional<Value> ArithInt(OpCode op, int64_t x, int64_t y) {
-  int64_t r = 0;
+// + - * / % of int64 or uint64 operands, with CEL's overflow and division errors.
+template <typename T>
+std::optional<Value> ArithInteger(OpCode op, T x, T y) {
+  constexpr bool kSigned = std::is_signed_v<T>;
+  auto make = [](T v) {
+    if constexpr (kSigned) return Value::Int(v);
+    else return Value::Uint(v);
+  };
+  T r = 0;
   switch (op) {
-    case OpCode::kAdd: return __builtin_add_overflow(x, y, &r) ? IntOverflow() : Value::Int(r);
-    case OpCode::kSub: return __builtin_sub_overflow(x, y, &r) ? IntOverflow() : Value::Int(r);
-    case OpCode::kMul: return __builtin_mul_overflow(x, y, &r) ? IntOverflow() : Value::Int(r);
+    case OpCode::kAdd: return __builtin_add_overflow(x, y, &r) ? IntOverflow() : make(r);
+    case OpCode::kSub: return __builtin_sub_overflow(x, y, &r) ? IntOverflow() : make(r);
+    case OpCode::kMul: return __builtin_mul_overflow(x, y, &r) ? IntOverflow() : make(r);
     case OpCode::kDiv:
       if (y == 0) return Value::Error("division by zero");
-      if (x == INT64_MIN && y == -1) return IntOverflow();
-      return Value::Int(x / y);
+      if (kSigned && x == std::numeric_limits<T>::min() && y == static_cast<T>(-1)) return IntOverflow();
+      return make(x / y);
     case OpCode::kMod:
       if (y == 0) return Value::Error("modulus by zero");
-      if (x == INT64_MIN && y == -1) return IntOverflow();
-      return Value::Int(x % y);
-    default: return std::nullopt;
-  }
-}
-
-std::optional<Value> ArithUint(OpCode op, uint64_t x, uint64_t y) {
-  uint64_t r = 0;
-  switch (op) {
-    case OpCode::kAdd: return __builtin_add_overflow(x, y, &r) ? IntOverflow() : Value::Uint(r);
-    case OpCode::kSub: return __builtin_sub_overflow(x, y, &r) ? IntOverflow() : Value::Uint(r);
-    case OpCode::kMul: return __builtin_mul_overflow(x, y, &r) ? IntOverflow() : Value::Uint(r);
-    case OpCode::kDiv:
-      if (y == 0) return Value::Error("division by zero");
-      return Value::Uint(x / y);
-    case OpCode::kMod:
-      if (y == 0) return Value::Error("modulus by zero");
-      return Value::Uint(x % y);
+      if (kSigned && x == std::numeric_limits<T>::min() && y == static_cast<T>(-1)) return IntOverflow();
+      return make(x % y);
     default: return std::nullopt;
   }
 }
@@ -148,8 +141,8 @@ Value Arith(OpCode op, std::string_view name, const Value& a, const Value& b, Ca
   if (a.kind() != b.kind()) return NoOverload(name, {a, b});
   std::optional<Value> r;
   switch (a.kind()) {
-    case ValueKind::kInt: r = ArithInt(op, a.int_value(), b.int_value()); break;
-    case ValueKind::kUint: r = ArithUint(op, a.uint_value(), b.uint_value()); break;
+    case ValueKind::kInt: r = ArithInteger(op, a.int_value(), b.int_value()); break;
+    case ValueKind::kUint: r = ArithInteger(op, a.uint_value(), b.uint_value()); break;
     case ValueKind::kDouble: r = ArithDouble(op, a.double_value(), b.double_value()); break;
     default:
       if (op == OpCode::kAdd) r = Concat(a, b, ctx);
