@@ -2,9 +2,10 @@
 //
 // Each library (builtins_<library>.cc) registers its overloads: a function name (namespaced
 // functions with their namespace, "sets.contains"), a call style (global, or member on a receiver
-// of one kind) and an implementation. Functions are numbered (FunctionId) and the evaluator calls
-// CallFunction with the id of a call's function. Within a function, the overload is picked by the
-// receiver's runtime kind, as arguments typed `dyn` need.
+// of one kind) and an implementation. Functions are numbered (FunctionId); the checker resolves
+// every call node to one and records it in the CheckedExpr (ResolvedCalls), and the evaluator calls
+// CallFunction with that id, resolving by name only expressions it runs unchecked. Within a
+// function, the overload is picked by the receiver's runtime kind, as arguments typed `dyn` need.
 #pragma once
 
 #include <re2/re2.h>
@@ -31,6 +32,15 @@ struct CompiledRegexes;
 using FunctionId = uint16_t;
 /// No builtin function (unknown name, an operator the evaluator handles itself, or not resolved).
 inline constexpr FunctionId kUnknownFunction = 0xFFFF;
+
+/// The checker's resolution of the call nodes of one expression, indexed by Expr::id.
+struct ResolvedCalls {
+  std::vector<FunctionId> by_id;  ///< kUnknownFunction where nothing was resolved
+  /// The function resolved for node `id`, or kUnknownFunction.
+  FunctionId Find(int64_t id) const {
+    return id >= 0 && static_cast<uint64_t>(id) < by_id.size() ? by_id[static_cast<size_t>(id)] : kUnknownFunction;
+  }
+};
 
 namespace internal {
 

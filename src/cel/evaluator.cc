@@ -3,7 +3,8 @@
 // Recursion follows the tree, whose depth the parser bounds (ParseOptions::max_depth), so it cannot
 // be driven into a stack overflow. Loops (comprehensions) are iterative and charged to the cost
 // budget, as are operations whose work grows with their operands (string / list concatenation,
-// string functions, regular expressions). Calls go to the builtin libraries (builtins.h).
+// string functions, regular expressions). Calls go to the builtin libraries (builtins.h) by the
+// function the checker resolved.
 #include "draguard/cel/evaluator.h"
 
 #include <algorithm>
@@ -84,8 +85,8 @@ Value SelectOptionalField(const Value& obj, const Expr& e) {
 
 class Interp {
  public:
-  Interp(const Activation& act, const EvalOptions& opts, const CompiledRegexes* regexes)
-      : act_(act), ctx_(opts.cost_limit, regexes) {}
+  Interp(const Activation& act, const EvalOptions& opts, const CompiledRegexes* regexes, const ResolvedCalls* calls)
+      : act_(act), ctx_(opts.cost_limit, regexes), calls_(calls) {}
 
   Value Eval(const Expr& e) {
     if (ctx_.exceeded() || !ctx_.Charge(1)) return CostError();
@@ -214,8 +215,8 @@ class Interp {
     return Value::Bool(true);
   }
 
-  // The callee of a call node: its name, with namespaced global functions written as receiver
-  // calls on an undeclared identifier folded.
+  // The callee of a call node: the checker's resolution, else (unchecked expressions) the name,
+  // with namespaced global functions written as receiver calls on an undeclared identifier folded.
   struct Callee {
     FunctionId id = kUnknownFunction;
     std::string_view name;
@@ -224,6 +225,12 @@ class Interp {
   };
 
   void Resolve(const Expr& e, Callee& c) const {
+    c.id = calls_ != nullptr ? calls_->Find(e.id) : kUnknownFunction;
+    if (c.id != kUnknownFunction) {
+      c.name = internal::FunctionName(c.id);
+      c.member = internal::IsMemberFunction(c.id);
+      return;
+    }
     c.name = e.name;
     c.member = e.operand != nullptr;
     if (c.member && e.operand->kind == ExprKind::kIdent && IsNamespace(e.operand->name) &&
@@ -327,12 +334,13 @@ class Interp {
 
   const Activation& act_;
   CallContext ctx_;
+  const ResolvedCalls* calls_;
   std::vector<std::pair<const std::string*, Value>> locals_;
 };
 
 EvalOutcome Run(const Ast& ast, const Activation& activation, const EvalOptions& options,
-                const CompiledRegexes* regexes) {
-  Interp in(activation, options, regexes);
+                const CompiledRegexes* regexes, const ResolvedCalls* calls) {
+  Interp in(activation, options, regexes, calls);
   EvalOutcome out;
   out.value = in.Eval(*ast.root);
   if (in.exceeded()) out.value = Interp::CostError();
@@ -343,7 +351,7 @@ EvalOutcome Run(const Ast& ast, const Activation& activation, const EvalOptions&
 }  // namespace
 
 EvalOutcome Evaluate(const Ast& ast, const Activation& activation, const EvalOptions& options) {
-  return Run(ast, activation, options, nullptr);
+  return Run(ast, activation, options, nullptr, nullptr);
 }
 
 Result<bool> EvaluateSelector(const CheckedExpr& selector, const Device& device, const EvalOptions& options) {
@@ -353,7 +361,7 @@ Result<bool> EvaluateSelector(const CheckedExpr& selector, const Device& device,
 Result<bool> EvaluateSelectorValue(const CheckedExpr& selector, const Value& device, const EvalOptions& options) {
   Activation act;
   act.vars.emplace_back("device", device);
-  EvalOutcome o = Run(selector.ast, act, options, selector.regexes.get());
+  EvalOutcome o = Run(selector.ast, act, options, selector.regexes.get(), selector.calls.get());
   if (o.value.is_error()) return Status::InvalidArgument(o.value.error_message());
   if (o.value.kind() != ValueKind::kBool) {
     return Status::InvalidArgument("selector evaluated to " + o.value.TypeName() + ", not bool");
