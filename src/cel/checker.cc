@@ -1,9 +1,11 @@
 // CEL type checker and DRA reference extraction. See include/draguard/cel/checker.h.
 #include "draguard/cel/checker.h"
 
+#include "builtins.h"
 #include "regex_cache.h"
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -115,98 +117,132 @@ struct Overload {
   K result;
 };
 
+// Declares one overload: function, member call, parameter kinds (receiver first), result kind.
+using AddOverload = std::function<void(const char*, bool, std::vector<K>, K)>;
+
+// Arithmetic, negation and ordering.
+void AddOperators(const AddOverload& add) {
+  for (K k : {K::kInt, K::kUint, K::kDouble}) {
+    for (const char* op : {"_+_", "_-_", "_*_", "_/_"}) add(op, false, {k, k}, k);
+  }
+  add("_%_", false, {K::kInt, K::kInt}, K::kInt);
+  add("_%_", false, {K::kUint, K::kUint}, K::kUint);
+  add("_+_", false, {K::kString, K::kString}, K::kString);
+  add("_+_", false, {K::kBytes, K::kBytes}, K::kBytes);
+  add("-_", false, {K::kInt}, K::kInt);
+  add("-_", false, {K::kDouble}, K::kDouble);
+  add("!_", false, {K::kBool}, K::kBool);
+  for (const char* op : {"_<_", "_<=_", "_>_", "_>=_"}) {
+    for (K a : {K::kInt, K::kUint, K::kDouble}) {
+      for (K b : {K::kInt, K::kUint, K::kDouble}) add(op, false, {a, b}, K::kBool);
+    }
+    for (K k : {K::kString, K::kBytes, K::kBool}) add(op, false, {k, k}, K::kBool);
+  }
+}
+
+// size and the type conversions.
+void AddConversions(const AddOverload& add) {
+  for (K k : {K::kString, K::kBytes, K::kList, K::kMap}) {
+    add("size", false, {k}, K::kInt);
+    add("size", true, {k}, K::kInt);
+  }
+  for (K k : {K::kInt, K::kUint, K::kDouble, K::kString}) add("int", false, {k}, K::kInt);
+  for (K k : {K::kInt, K::kUint, K::kDouble, K::kString}) add("uint", false, {k}, K::kUint);
+  for (K k : {K::kInt, K::kUint, K::kDouble, K::kString}) add("double", false, {k}, K::kDouble);
+  for (K k : {K::kInt, K::kUint, K::kDouble, K::kString, K::kBytes, K::kBool}) add("string", false, {k}, K::kString);
+  for (K k : {K::kString, K::kBytes}) add("bytes", false, {k}, K::kBytes);
+  for (K k : {K::kString, K::kBool}) add("bool", false, {k}, K::kBool);
+}
+
+// String functions (cel-go ext.Strings) and matches.
+void AddStrings(const AddOverload& add) {
+  for (const char* f : {"contains", "startsWith", "endsWith", "matches"}) add(f, true, {K::kString, K::kString}, K::kBool);
+  add("matches", false, {K::kString, K::kString}, K::kBool);
+  for (const char* f : {"lowerAscii", "upperAscii", "trim", "reverse"}) add(f, true, {K::kString}, K::kString);
+  add("charAt", true, {K::kString, K::kInt}, K::kString);
+  for (const char* f : {"indexOf", "lastIndexOf"}) {
+    add(f, true, {K::kString, K::kString}, K::kInt);
+    add(f, true, {K::kString, K::kString, K::kInt}, K::kInt);
+  }
+  add("substring", true, {K::kString, K::kInt}, K::kString);
+  add("substring", true, {K::kString, K::kInt, K::kInt}, K::kString);
+  add("replace", true, {K::kString, K::kString, K::kString}, K::kString);
+  add("replace", true, {K::kString, K::kString, K::kString, K::kInt}, K::kString);
+  add("split", true, {K::kString, K::kString}, K::kList);
+  add("split", true, {K::kString, K::kString, K::kInt}, K::kList);
+  add("join", true, {K::kList}, K::kString);
+  add("join", true, {K::kList, K::kString}, K::kString);
+  add("strings.quote", false, {K::kString}, K::kString);
+  add("format", true, {K::kString, K::kList}, K::kString);
+}
+
+// The Kubernetes Quantity and Semver libraries.
+void AddKubernetes(const AddOverload& add) {
+  add("quantity", false, {K::kString}, K::kQuantity);
+  add("isQuantity", false, {K::kString}, K::kBool);
+  add("semver", false, {K::kString}, K::kSemver);
+  add("semver", false, {K::kString, K::kBool}, K::kSemver);
+  add("isSemver", false, {K::kString}, K::kBool);
+  add("isSemver", false, {K::kString, K::kBool}, K::kBool);
+  for (K k : {K::kQuantity, K::kSemver}) {
+    add("compareTo", true, {k, k}, K::kInt);
+    add("isGreaterThan", true, {k, k}, K::kBool);
+    add("isLessThan", true, {k, k}, K::kBool);
+  }
+  add("add", true, {K::kQuantity, K::kQuantity}, K::kQuantity);
+  add("add", true, {K::kQuantity, K::kInt}, K::kQuantity);
+  add("sub", true, {K::kQuantity, K::kQuantity}, K::kQuantity);
+  add("sub", true, {K::kQuantity, K::kInt}, K::kQuantity);
+  add("asInteger", true, {K::kQuantity}, K::kInt);
+  add("isInteger", true, {K::kQuantity}, K::kBool);
+  add("asApproximateFloat", true, {K::kQuantity}, K::kDouble);
+  add("sign", true, {K::kQuantity}, K::kInt);
+  for (const char* f : {"major", "minor", "patch"}) add(f, true, {K::kSemver}, K::kInt);
+}
+
+// cel-go ext.Sets and the Kubernetes list library.
+void AddListsAndSets(const AddOverload& add) {
+  for (const char* f : {"sets.contains", "sets.equivalent", "sets.intersects"}) add(f, false, {K::kList, K::kList}, K::kBool);
+  add("isSorted", true, {K::kList}, K::kBool);
+  add("indexOf", true, {K::kList, K::kDyn}, K::kInt);
+  add("lastIndexOf", true, {K::kList, K::kDyn}, K::kInt);
+  for (const char* f : {"sum", "min", "max"}) add(f, true, {K::kList}, K::kDyn);
+}
+
+// cel-go OptionalTypes.
+void AddOptionals(const AddOverload& add) {
+  add("optional.of", false, {K::kDyn}, K::kOptional);
+  add("optional.ofNonZeroValue", false, {K::kDyn}, K::kOptional);
+  add("optional.none", false, {}, K::kOptional);
+  add("hasValue", true, {K::kOptional}, K::kBool);
+  add("value", true, {K::kOptional}, K::kDyn);
+  add("orValue", true, {K::kOptional, K::kDyn}, K::kDyn);
+  add("or", true, {K::kOptional, K::kOptional}, K::kOptional);
+}
+
+// cel-go ext.Lists (version 3) and the Kubernetes regex library.
+void AddExtLists(const AddOverload& add) {
+  add("slice", true, {K::kList, K::kInt, K::kInt}, K::kList);
+  add("flatten", true, {K::kList}, K::kList);
+  add("flatten", true, {K::kList, K::kInt}, K::kList);
+  add("distinct", true, {K::kList}, K::kList);
+  add("reverse", true, {K::kList}, K::kList);
+  add("sort", true, {K::kList}, K::kList);
+  add("lists.range", false, {K::kInt}, K::kList);
+  add("find", true, {K::kString, K::kString}, K::kString);
+  add("findAll", true, {K::kString, K::kString}, K::kList);
+  add("findAll", true, {K::kString, K::kString, K::kInt}, K::kList);
+}
+
 const std::vector<Overload>& Overloads() {
   static const std::vector<Overload> kTable = [] {
     std::vector<Overload> t;
-    auto add = [&](const char* fn, bool member, std::vector<K> p, K r) { t.push_back({fn, member, std::move(p), r}); };
-    for (K k : {K::kInt, K::kUint, K::kDouble}) {
-      for (const char* op : {"_+_", "_-_", "_*_", "_/_"}) add(op, false, {k, k}, k);
+    AddOverload add = [&](const char* fn, bool member, std::vector<K> p, K r) {
+      t.push_back({fn, member, std::move(p), r});
+    };
+    for (auto part : {AddOperators, AddConversions, AddStrings, AddKubernetes, AddListsAndSets, AddOptionals, AddExtLists}) {
+      part(add);
     }
-    add("_%_", false, {K::kInt, K::kInt}, K::kInt);
-    add("_%_", false, {K::kUint, K::kUint}, K::kUint);
-    add("_+_", false, {K::kString, K::kString}, K::kString);
-    add("_+_", false, {K::kBytes, K::kBytes}, K::kBytes);
-    add("-_", false, {K::kInt}, K::kInt);
-    add("-_", false, {K::kDouble}, K::kDouble);
-    add("!_", false, {K::kBool}, K::kBool);
-    for (const char* op : {"_<_", "_<=_", "_>_", "_>=_"}) {
-      for (K a : {K::kInt, K::kUint, K::kDouble}) {
-        for (K b : {K::kInt, K::kUint, K::kDouble}) add(op, false, {a, b}, K::kBool);
-      }
-      for (K k : {K::kString, K::kBytes, K::kBool}) add(op, false, {k, k}, K::kBool);
-    }
-    for (K k : {K::kString, K::kBytes, K::kList, K::kMap}) {
-      add("size", false, {k}, K::kInt);
-      add("size", true, {k}, K::kInt);
-    }
-    for (K k : {K::kInt, K::kUint, K::kDouble, K::kString}) add("int", false, {k}, K::kInt);
-    for (K k : {K::kInt, K::kUint, K::kDouble, K::kString}) add("uint", false, {k}, K::kUint);
-    for (K k : {K::kInt, K::kUint, K::kDouble, K::kString}) add("double", false, {k}, K::kDouble);
-    for (K k : {K::kInt, K::kUint, K::kDouble, K::kString, K::kBytes, K::kBool}) add("string", false, {k}, K::kString);
-    for (K k : {K::kString, K::kBytes}) add("bytes", false, {k}, K::kBytes);
-    for (K k : {K::kString, K::kBool}) add("bool", false, {k}, K::kBool);
-    for (const char* f : {"contains", "startsWith", "endsWith", "matches"}) add(f, true, {K::kString, K::kString}, K::kBool);
-    add("matches", false, {K::kString, K::kString}, K::kBool);
-    for (const char* f : {"lowerAscii", "upperAscii", "trim", "reverse"}) add(f, true, {K::kString}, K::kString);
-    add("charAt", true, {K::kString, K::kInt}, K::kString);
-    for (const char* f : {"indexOf", "lastIndexOf"}) {
-      add(f, true, {K::kString, K::kString}, K::kInt);
-      add(f, true, {K::kString, K::kString, K::kInt}, K::kInt);
-    }
-    add("substring", true, {K::kString, K::kInt}, K::kString);
-    add("substring", true, {K::kString, K::kInt, K::kInt}, K::kString);
-    add("replace", true, {K::kString, K::kString, K::kString}, K::kString);
-    add("replace", true, {K::kString, K::kString, K::kString, K::kInt}, K::kString);
-    add("split", true, {K::kString, K::kString}, K::kList);
-    add("split", true, {K::kString, K::kString, K::kInt}, K::kList);
-    add("join", true, {K::kList}, K::kString);
-    add("join", true, {K::kList, K::kString}, K::kString);
-    add("strings.quote", false, {K::kString}, K::kString);
-    add("format", true, {K::kString, K::kList}, K::kString);
-    add("quantity", false, {K::kString}, K::kQuantity);
-    add("isQuantity", false, {K::kString}, K::kBool);
-    add("semver", false, {K::kString}, K::kSemver);
-    add("semver", false, {K::kString, K::kBool}, K::kSemver);
-    add("isSemver", false, {K::kString}, K::kBool);
-    add("isSemver", false, {K::kString, K::kBool}, K::kBool);
-    for (K k : {K::kQuantity, K::kSemver}) {
-      add("compareTo", true, {k, k}, K::kInt);
-      add("isGreaterThan", true, {k, k}, K::kBool);
-      add("isLessThan", true, {k, k}, K::kBool);
-    }
-    add("add", true, {K::kQuantity, K::kQuantity}, K::kQuantity);
-    add("add", true, {K::kQuantity, K::kInt}, K::kQuantity);
-    add("sub", true, {K::kQuantity, K::kQuantity}, K::kQuantity);
-    add("sub", true, {K::kQuantity, K::kInt}, K::kQuantity);
-    add("asInteger", true, {K::kQuantity}, K::kInt);
-    add("isInteger", true, {K::kQuantity}, K::kBool);
-    add("asApproximateFloat", true, {K::kQuantity}, K::kDouble);
-    add("sign", true, {K::kQuantity}, K::kInt);
-    for (const char* f : {"major", "minor", "patch"}) add(f, true, {K::kSemver}, K::kInt);
-    for (const char* f : {"sets.contains", "sets.equivalent", "sets.intersects"}) add(f, false, {K::kList, K::kList}, K::kBool);
-    add("isSorted", true, {K::kList}, K::kBool);
-    add("indexOf", true, {K::kList, K::kDyn}, K::kInt);
-    add("lastIndexOf", true, {K::kList, K::kDyn}, K::kInt);
-    for (const char* f : {"sum", "min", "max"}) add(f, true, {K::kList}, K::kDyn);
-    // cel-go OptionalTypes.
-    add("optional.of", false, {K::kDyn}, K::kOptional);
-    add("optional.ofNonZeroValue", false, {K::kDyn}, K::kOptional);
-    add("optional.none", false, {}, K::kOptional);
-    add("hasValue", true, {K::kOptional}, K::kBool);
-    add("value", true, {K::kOptional}, K::kDyn);
-    add("orValue", true, {K::kOptional, K::kDyn}, K::kDyn);
-    add("or", true, {K::kOptional, K::kOptional}, K::kOptional);
-    // cel-go ext.Lists (version 3) and the Kubernetes regex library.
-    add("slice", true, {K::kList, K::kInt, K::kInt}, K::kList);
-    add("flatten", true, {K::kList}, K::kList);
-    add("flatten", true, {K::kList, K::kInt}, K::kList);
-    add("distinct", true, {K::kList}, K::kList);
-    add("reverse", true, {K::kList}, K::kList);
-    add("sort", true, {K::kList}, K::kList);
-    add("lists.range", false, {K::kInt}, K::kList);
-    add("find", true, {K::kString, K::kString}, K::kString);
-    add("findAll", true, {K::kString, K::kString}, K::kList);
-    add("findAll", true, {K::kString, K::kString, K::kInt}, K::kList);
     return t;
   }();
   return kTable;
@@ -295,6 +331,8 @@ class Checker {
   }
 
   std::vector<Diagnostic>& errors() { return errors_; }
+  /// The builtin resolved for each call node, by Expr::id.
+  std::vector<FunctionId> TakeCalls() { return std::move(calls_); }
 
   void Error(int32_t offset, std::string msg) { errors_.push_back({offset, 0, 0, std::move(msg)}); }
 
@@ -378,10 +416,18 @@ class Checker {
       fn = e.operand->name + "." + fn;
       member = false;
     }
+    Resolve(e.id, internal::ResolveFunction(fn, member));
     std::vector<Type> ts;
     if (member) ts.push_back(Check(*e.operand));
     for (const auto& a : e.args) ts.push_back(Check(*a));
+    if (auto t = LogicCall(e, fn, ts)) return *t;
+    if (auto t = OptionalCall(e, fn, member, ts)) return *t;
+    if (auto t = ContainerCall(e, fn, member, ts)) return *t;
+    return OverloadCall(e, fn, member, ts);
+  }
 
+  // &&, ||, ?: and equality.
+  std::optional<Type> LogicCall(const Expr& e, const std::string& fn, const std::vector<Type>& ts) {
     if (fn == "_&&_" || fn == "_||_" || fn == "@not_strictly_false") {
       for (const auto& t : ts) {
         if (t.kind != K::kBool && t.kind != K::kDyn) return NoOverload(e, fn, ts);
@@ -398,22 +444,12 @@ class Checker {
       if (!ok) return NoOverload(e, fn, ts);
       return Of(K::kBool);
     }
-    if (fn == "_?._" || fn == "_[?_]") {
-      Type c = ts[0].kind == K::kOptional ? (ts[0].elem ? *ts[0].elem : Dyn()) : ts[0];
-      if (c.kind == K::kMap) return Type::OptionalOf(c.elem ? *c.elem : Dyn());
-      if (fn == "_[?_]" && c.kind == K::kList) return Type::OptionalOf(c.elem ? *c.elem : Dyn());
-      if (c.kind == K::kDyn) return Type::OptionalOf(Dyn());
-      if (c.kind == K::kDevice && fn == "_?._" && e.args.size() == 2 && e.args[1]->kind == ExprKind::kConst) {
-        const std::string& f = e.args[1]->constant.s;
-        if (f == "driver") return Type::OptionalOf(Of(K::kString));
-        if (f == "attributes" || f == "capacity" || (f == "allowMultipleAllocations" && env_.allow_multiple_allocations())) {
-          return Type::OptionalOf(Dyn());
-        }
-        Error(e.offset, "undefined field '" + f + "'");
-        return Dyn();
-      }
-      return NoOverload(e, fn, ts);
-    }
+    return std::nullopt;
+  }
+
+  // Optional selections and the functions whose result type follows an optional's.
+  std::optional<Type> OptionalCall(const Expr& e, const std::string& fn, bool member, const std::vector<Type>& ts) {
+    if (fn == "_?._" || fn == "_[?_]") return OptionalSelect(e, fn, ts);
     if (fn == "_[_]" && ts[0].kind == K::kOptional) return Type::OptionalOf(Dyn());
     if (member && fn == "value" && ts.size() == 1 && ts[0].kind == K::kOptional) return ts[0].elem ? *ts[0].elem : Dyn();
     if (member && fn == "orValue" && ts.size() == 2 && ts[0].kind == K::kOptional) {
@@ -422,35 +458,30 @@ class Checker {
       return Join(inner, ts[1]);
     }
     if (!member && fn == "optional.of" && ts.size() == 1) return Type::OptionalOf(ts[0]);
-    if (fn == "_[_]") {
-      const Type& c = ts[0];
-      const Type& k = ts[1];
-      if (c.kind == K::kList) {
-        if (k.kind != K::kInt && k.kind != K::kDyn) return NoOverload(e, fn, ts);
-        return c.elem ? *c.elem : Dyn();
+    return std::nullopt;
+  }
+
+  Type OptionalSelect(const Expr& e, const std::string& fn, const std::vector<Type>& ts) {
+    Type c = ts[0].kind == K::kOptional ? (ts[0].elem ? *ts[0].elem : Dyn()) : ts[0];
+    if (c.kind == K::kMap) return Type::OptionalOf(c.elem ? *c.elem : Dyn());
+    if (fn == "_[?_]" && c.kind == K::kList) return Type::OptionalOf(c.elem ? *c.elem : Dyn());
+    if (c.kind == K::kDyn) return Type::OptionalOf(Dyn());
+    if (c.kind == K::kDevice && fn == "_?._" && e.args.size() == 2 && e.args[1]->kind == ExprKind::kConst) {
+      const std::string& f = e.args[1]->constant.s;
+      if (f == "driver") return Type::OptionalOf(Of(K::kString));
+      if (f == "attributes" || f == "capacity" || (f == "allowMultipleAllocations" && env_.allow_multiple_allocations())) {
+        return Type::OptionalOf(Dyn());
       }
-      if (c.kind == K::kMap) {
-        if (c.key && !Compatible(*c.key, k) && !(IsNumeric(c.key->kind) && IsNumeric(k.kind))) return NoOverload(e, fn, ts);
-        return c.elem ? *c.elem : Dyn();
-      }
-      if (c.kind == K::kDyn) return Dyn();
-      return NoOverload(e, fn, ts);
+      Error(e.offset, "undefined field '" + f + "'");
+      return Dyn();
     }
-    if (fn == "@in") {
-      const Type& c = ts[1];
-      if (c.kind == K::kList) {
-        if (c.elem && !Compatible(*c.elem, ts[0])) return NoOverload(e, fn, ts);
-        return Of(K::kBool);
-      }
-      if (c.kind == K::kMap) {
-        if (c.key && !Compatible(*c.key, ts[0]) && !(IsNumeric(c.key->kind) && IsNumeric(ts[0].kind))) {
-          return NoOverload(e, fn, ts);
-        }
-        return Of(K::kBool);
-      }
-      if (c.kind == K::kDyn) return Of(K::kBool);
-      return NoOverload(e, fn, ts);
-    }
+    return NoOverload(e, fn, ts);
+  }
+
+  // Indexing, membership, list concatenation and the functions typed by their arguments.
+  std::optional<Type> ContainerCall(const Expr& e, const std::string& fn, bool member, const std::vector<Type>& ts) {
+    if (fn == "_[_]") return IndexCall(e, fn, ts);
+    if (fn == "@in") return InCall(e, fn, ts);
     if (fn == "_+_" && ts[0].kind == K::kList && ts[1].kind == K::kList) {
       if (!Compatible(ts[0], ts[1])) return NoOverload(e, fn, ts);
       return Join(ts[0], ts[1]);
@@ -461,15 +492,51 @@ class Checker {
     if (fn == "cel.@mapInsert") return ts.empty() ? Dyn() : ts[0];
     if (!member && fn == "dyn" && ts.size() == 1) return Dyn();
     if (!member && fn == "type" && ts.size() == 1) return Of(K::kType);
+    return std::nullopt;
+  }
 
-    // Table-driven overload resolution.
-    std::optional<K> result;
-    bool ambiguous = false;
+  Type IndexCall(const Expr& e, const std::string& fn, const std::vector<Type>& ts) {
+    const Type& c = ts[0];
+    const Type& k = ts[1];
+    if (c.kind == K::kList) {
+      if (k.kind != K::kInt && k.kind != K::kDyn) return NoOverload(e, fn, ts);
+      return c.elem ? *c.elem : Dyn();
+    }
+    if (c.kind == K::kMap) {
+      if (c.key && !Compatible(*c.key, k) && !(IsNumeric(c.key->kind) && IsNumeric(k.kind))) return NoOverload(e, fn, ts);
+      return c.elem ? *c.elem : Dyn();
+    }
+    if (c.kind == K::kDyn) return Dyn();
+    return NoOverload(e, fn, ts);
+  }
+
+  Type InCall(const Expr& e, const std::string& fn, const std::vector<Type>& ts) {
+    const Type& c = ts[1];
+    if (c.kind == K::kList) {
+      if (c.elem && !Compatible(*c.elem, ts[0])) return NoOverload(e, fn, ts);
+      return Of(K::kBool);
+    }
+    if (c.kind == K::kMap) {
+      if (c.key && !Compatible(*c.key, ts[0]) && !(IsNumeric(c.key->kind) && IsNumeric(ts[0].kind))) {
+        return NoOverload(e, fn, ts);
+      }
+      return Of(K::kBool);
+    }
+    if (c.kind == K::kDyn) return Of(K::kBool);
+    return NoOverload(e, fn, ts);
+  }
+
+  // Table-driven overload resolution.
+  Type OverloadCall(const Expr& e, const std::string& fn, bool member, const std::vector<Type>& ts) {
     const auto& index = OverloadIndex();
     auto found = index.find(fn);
-    bool known = found != index.end();
-    static const std::vector<const Overload*> kNone;
-    for (const Overload* op : known ? found->second : kNone) {
+    if (found == index.end()) {
+      Error(e.offset, "undeclared reference to '" + fn + "' (in container '')");
+      return Dyn();
+    }
+    std::optional<K> result;
+    bool ambiguous = false;
+    for (const Overload* op : found->second) {
       const Overload& o = *op;
       if (o.member != member || o.params.size() != ts.size()) continue;
       bool match = true;
@@ -480,14 +547,6 @@ class Checker {
       if (!match) continue;
       if (result && *result != o.result) ambiguous = true;
       result = o.result;
-    }
-    if (!known) {
-      if (member) {
-        Error(e.offset, "undeclared reference to '" + fn + "' (in container '')");
-      } else {
-        Error(e.offset, "undeclared reference to '" + fn + "' (in container '')");
-      }
-      return Dyn();
     }
     if (!result) return NoOverload(e, fn, ts);
     if (ambiguous || *result == K::kDyn) return Dyn();
@@ -501,6 +560,14 @@ class Checker {
       return Type::ListOf(Dyn());
     }
     return Of(*result);
+  }
+
+  // Records the builtin a call node calls, for the evaluator.
+  void Resolve(int64_t id, FunctionId f) {
+    if (id < 0) return;
+    size_t i = static_cast<size_t>(id);
+    if (calls_.size() <= i) calls_.resize(i + 1, kUnknownFunction);
+    calls_[i] = f;
   }
 
   Type Comprehension(const Expr& e) {
@@ -543,6 +610,7 @@ class Checker {
   const Env& env_;
   std::vector<Diagnostic> errors_;
   std::vector<std::pair<std::string, Type>> scopes_;
+  std::vector<FunctionId> calls_;
 };
 
 // ---- DRA reference extraction ----
@@ -812,6 +880,9 @@ Result<CheckedExpr> Check(const Ast& ast, const Env& env) {
   out.ast = ast;
   out.result_type = t;
   out.regexes = PrecompileRegexes(*ast.root);
+  auto calls = std::make_shared<ResolvedCalls>();
+  calls->by_id = c.TakeCalls();
+  out.calls = std::move(calls);
   if (env.Lookup("device") != nullptr && env.Lookup("device")->kind == K::kDevice) {
     RefCollector rc(ast, RequiredDriver(*ast.root));
     rc.Walk(*ast.root, {});

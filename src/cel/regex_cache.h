@@ -10,7 +10,6 @@
 #include <string>
 
 #include "draguard/cel/ast.h"
-#include "draguard/cel/evaluator.h"
 
 namespace draguard::cel {
 
@@ -21,9 +20,5 @@ struct CompiledRegexes {
 
 /// Compiles every literal pattern of a `matches` call in `root`.
 std::shared_ptr<const CompiledRegexes> PrecompileRegexes(const Expr& root);
-
-/// Evaluate() with precompiled patterns (may be null).
-EvalOutcome EvaluateWithRegexes(const Ast& ast, const Activation& activation, const EvalOptions& options,
-                                const CompiledRegexes* regexes);
 
 }  // namespace draguard::cel

@@ -98,6 +98,8 @@ struct AttributeReference {
 
 /// Regular expressions compiled at check time (opaque; defined in the implementation).
 struct CompiledRegexes;
+/// The builtin function each call node resolves to (opaque; defined in the implementation).
+struct ResolvedCalls;
 
 /// A type-checked expression ready for evaluation.
 struct CheckedExpr {
@@ -106,6 +108,8 @@ struct CheckedExpr {
   std::vector<AttributeReference> references;  ///< DRA attribute / capacity reads, in source order
   /// Literal `matches` patterns, compiled once and shared by all evaluations.
   std::shared_ptr<const CompiledRegexes> regexes;
+  /// The checker's overload resolution, which the evaluator dispatches calls on.
+  std::shared_ptr<const ResolvedCalls> calls;
 };
 
 /// Type-checks `ast` in `env`. Errors are InvalidArgument with "ERROR: <input>:L:C: ..." lines.
