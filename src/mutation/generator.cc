@@ -64,14 +64,19 @@ struct View {
   mutable std::map<std::string, std::shared_ptr<const GeneratedTemplate>> templates;  // GUARDED_BY(mu)
 };
 
-// Everything GenerateTemplate reads besides the view: the profile, the namespace and the policy
-// fields it uses.
+// Everything GenerateTemplate reads besides the view: the policy (by its fingerprint, so every
+// field counts), the namespace and the profile. Empty, so nothing is remembered, for a policy
+// without a fingerprint.
 std::string MemoKey(const ClaimProfile& profile, std::string_view ns, const policy::Policy& policy) {
-  std::string k(ns);
+  if (policy.fingerprint.empty()) return "";
+  std::string k;
   auto add = [&k](std::string_view v) {
-    k += '\x1f';
+    k += std::to_string(v.size());
+    k += ':';
     k += v;
   };
+  add(policy.fingerprint);
+  add(ns);
   for (const auto& e : profile.entries) {
     const RequestProfile& p = e.profile;
     add(e.request);
@@ -84,13 +89,6 @@ std::string MemoKey(const ClaimProfile& profile, std::string_view ns, const poli
   }
   add(profile.nic ? "nic" : "-");
   add(profile.interconnect);
-  add(policy.device_classes.gpu.empty() ? "" : policy.device_classes.gpu[0]);
-  add(policy.device_classes.mig.empty() ? "" : policy.device_classes.mig[0]);
-  add(policy.mutation.nic.device_class);
-  add(policy.mutation.nic.driver);
-  add(policy.mutation.allow_unaligned ? "unaligned" : "-");
-  add(std::to_string(policy.mutation.hostname_affinity_limit));
-  for (const auto& [lk, lv] : policy.latency_sensitive.labels) add(lk + "=" + lv);
   return k;
 }
 
@@ -427,7 +425,9 @@ Result<GeneratedTemplate> GenerateTemplate(const ClaimProfile& profile, std::str
   std::string memo_key;
   if (topology != nullptr) {
     memo_key = MemoKey(profile, namespace_name, policy);
-    if (auto known = view.Remembered(memo_key)) return *known;
+    if (!memo_key.empty()) {
+      if (auto known = view.Remembered(memo_key)) return *known;
+    }
   }
   const std::string gpu_class = policy.device_classes.gpu.empty() ? "gpu.nvidia.com" : policy.device_classes.gpu[0];
   const std::string mig_class = policy.device_classes.mig.empty() ? "mig.nvidia.com" : policy.device_classes.mig[0];
