@@ -188,6 +188,108 @@ std::string Quoted(const std::vector<std::string>& items) {
   return out;
 }
 
+PodConversion Refused(std::string reason) {
+  PodConversion out;
+  out.outcome = PodConversion::Outcome::kRefused;
+  out.reason = std::move(reason);
+  return out;
+}
+
+// The names of the containers at `pointers` (the pointer for a container without a name).
+std::vector<std::string> ContainerNames(const Json& pod, const std::vector<std::string>& pointers) {
+  std::vector<std::string> names;
+  for (const auto& pointer : pointers) {
+    const Json& c = pod.at(Json::json_pointer(pointer));
+    names.push_back(c.contains("name") && c["name"].is_string() ? c["name"].get<std::string>() : pointer);
+  }
+  return names;
+}
+
+// Adds a claim from template `template_name` to `pod` and to its containers at `pointers`.
+void AddClaim(Json& pod, const std::vector<std::string>& pointers, const std::string& template_name) {
+  Json& spec = pod["spec"];
+  const std::string claim = FreeClaimName(spec);
+  for (const auto& pointer : pointers) {
+    Json& claims = pod[Json::json_pointer(pointer)]["resources"]["claims"];
+    if (!claims.is_array()) claims = Json::array();
+    claims.push_back({{"name", claim}, {"request", "gpu"}});
+  }
+  Json& rcs = spec["resourceClaims"];
+  if (!rcs.is_array()) rcs = Json::array();
+  rcs.push_back({{"name", claim}, {"resourceClaimTemplateName", template_name}});
+}
+
+// The templates of `names` (one per entry), from `templates`.
+std::vector<const GeneratedTemplate*> TemplatesNamed(const std::vector<std::string>& names,
+                                                     const std::vector<GeneratedTemplate>& templates) {
+  std::vector<const GeneratedTemplate*> out;
+  for (const auto& name : names) {
+    for (const auto& t : templates) {
+      if (t.name == name) out.push_back(&t);
+    }
+  }
+  return out;
+}
+
+// Gives every entry of `profile` its claim and template in `out.pod` (`covered`: per entry, the
+// containers it covers), and restricts the Pod to the nodes that can place them all. Returns why
+// the Pod is refused, or "".
+std::string ConvertEntries(const Json& pod, const ClaimProfile& profile,
+                           const std::vector<std::vector<std::string>>& covered, std::string_view namespace_name,
+                           const policy::Policy& policy, const topology::Snapshot* topology, PodConversion& out) {
+  // One claim and template per converted container (init containers that reuse a request share
+  // it): constraints never tie devices of different containers, and equal container profiles
+  // share one template across Pods.
+  std::optional<Restriction> where;  // the intersection of the templates' node restrictions
+  std::vector<std::string> parts;
+  std::vector<std::string> containers;
+  std::vector<std::string> entry_templates;  // per entry, the template's name
+  for (std::size_t e = 0; e < profile.entries.size(); ++e) {
+    const RequestProfile& rp = profile.entries[e].profile;
+    ClaimProfile one;
+    one.entries.push_back({"gpu", rp});
+    one.nic = profile.nic && rp.kind == RequestProfile::Kind::kGpu;
+    one.interconnect = profile.interconnect;
+    auto tmpl = GenerateTemplate(one, namespace_name, policy, topology);
+    std::vector<std::string> names = ContainerNames(pod, covered[e]);
+    if (!tmpl.ok()) return "container " + Quoted(names) + ": " + tmpl.status().message();
+    AddClaim(out.pod, covered[e], tmpl->name);
+    if (!tmpl->nodes.empty() || !tmpl->shapes.empty()) {
+      Restriction r{tmpl->nodes, tmpl->shapes};
+      where = where ? Intersect(*where, r, topology, policy) : r;
+      if (where->nodes.empty() && where->shapes.empty()) {
+        return "no single node can place the devices of every converted container (container " + Quoted(names) +
+               " needs " + tmpl->description + ")";
+      }
+    }
+    out.warnings.insert(out.warnings.end(), tmpl->notes.begin(), tmpl->notes.end());
+    containers.insert(containers.end(), names.begin(), names.end());
+    entry_templates.push_back(tmpl->name);
+    bool known = false;
+    for (const auto& t : out.templates) known = known || t.name == tmpl->name;
+    if (!known) {
+      parts.push_back(tmpl->name + " (" + tmpl->description + ")");
+      out.templates.push_back(std::move(*tmpl));
+    }
+  }
+  if (profile.entries.size() > 1 && topology != nullptr) {
+    auto per_entry = TemplatesNamed(entry_templates, out.templates);
+    if (std::string why = JointlyUnsatisfiable(per_entry, policy, *topology); !why.empty()) {
+      return "containers " + Quoted(containers) + " together: " + why;
+    }
+  }
+  if (where) {
+    RequireNodes(out.pod["spec"], *where);
+    out.warnings.push_back("restricted to " +
+                           (!where->nodes.empty() ? "nodes " + Join(where->nodes)
+                                                  : "topology shapes " + Join(where->shapes)) +
+                           ": the only nodes where the converted devices can be placed");
+  }
+  out.summary = "converted legacy GPU requests of " + Join(containers) + " into ResourceClaimTemplate" +
+                (parts.size() > 1 ? "s " : " ") + Join(parts);
+  return "";
+}
+
 }  // namespace
 
 PodConversion ConvertPod(const admission::Json& pod, std::string_view namespace_name, const policy::Policy& policy,
@@ -203,96 +305,15 @@ PodConversion ConvertPod(const admission::Json& pod, std::string_view namespace_
   }
   std::vector<std::vector<std::string>> covered;
   auto profile = ProfilePod(pod, policy, &covered);
-  if (!profile.ok()) {
-    out.outcome = PodConversion::Outcome::kRefused;
-    out.reason = profile.status().message();
-    return out;
-  }
+  if (!profile.ok()) return Refused(profile.status().message());
   out.warnings = profile->notes;
   out.pod = pod;
-  Json& mspec = out.pod["spec"];
-  StripLegacy(mspec, policy);
-  std::vector<std::string> containers;
-  if (!profile->entries.empty()) {
-    // One claim and template per converted container (init containers that reuse a request share
-    // it): constraints never tie devices of different containers, and equal container profiles
-    // share one template across Pods.
-    std::optional<Restriction> where;  // the intersection of the templates' node restrictions
-    std::vector<std::string> parts;
-    std::vector<std::string> entry_templates;  // per entry, the template's name
-    for (std::size_t e = 0; e < profile->entries.size(); ++e) {
-      const RequestProfile& rp = profile->entries[e].profile;
-      ClaimProfile one;
-      one.entries.push_back({"gpu", rp});
-      one.nic = profile->nic && rp.kind == RequestProfile::Kind::kGpu;
-      one.interconnect = profile->interconnect;
-      auto tmpl = GenerateTemplate(one, namespace_name, policy, topology);
-      std::vector<std::string> names;
-      for (const auto& pointer : covered[e]) {
-        const Json& c = pod.at(Json::json_pointer(pointer));
-        names.push_back(c.contains("name") && c["name"].is_string() ? c["name"].get<std::string>() : pointer);
-      }
-      if (!tmpl.ok()) {
-        out = PodConversion{};
-        out.outcome = PodConversion::Outcome::kRefused;
-        out.reason = "container " + Quoted(names) + ": " + tmpl.status().message();
-        return out;
-      }
-      const std::string claim = FreeClaimName(mspec);
-      for (const auto& pointer : covered[e]) {
-        Json& claims = out.pod[Json::json_pointer(pointer)]["resources"]["claims"];
-        if (!claims.is_array()) claims = Json::array();
-        claims.push_back({{"name", claim}, {"request", "gpu"}});
-      }
-      Json& rcs = mspec["resourceClaims"];
-      if (!rcs.is_array()) rcs = Json::array();
-      rcs.push_back({{"name", claim}, {"resourceClaimTemplateName", tmpl->name}});
-      if (!tmpl->nodes.empty() || !tmpl->shapes.empty()) {
-        Restriction r{tmpl->nodes, tmpl->shapes};
-        where = where ? Intersect(*where, r, topology, policy) : r;
-        if (where->nodes.empty() && where->shapes.empty()) {
-          out = PodConversion{};
-          out.outcome = PodConversion::Outcome::kRefused;
-          out.reason = "no single node can place the devices of every converted container (container " +
-                       Quoted(names) + " needs " + tmpl->description + ")";
-          return out;
-        }
-      }
-      out.warnings.insert(out.warnings.end(), tmpl->notes.begin(), tmpl->notes.end());
-      containers.insert(containers.end(), names.begin(), names.end());
-      entry_templates.push_back(tmpl->name);
-      bool known = false;
-      for (const auto& t : out.templates) known = known || t.name == tmpl->name;
-      if (!known) {
-        parts.push_back(tmpl->name + " (" + tmpl->description + ")");
-        out.templates.push_back(std::move(*tmpl));
-      }
-    }
-    if (profile->entries.size() > 1 && topology != nullptr) {
-      std::vector<const GeneratedTemplate*> per_entry;
-      for (const auto& name : entry_templates) {
-        for (const auto& t : out.templates) {
-          if (t.name == name) per_entry.push_back(&t);
-        }
-      }
-      if (std::string why = JointlyUnsatisfiable(per_entry, policy, *topology); !why.empty()) {
-        out = PodConversion{};
-        out.outcome = PodConversion::Outcome::kRefused;
-        out.reason = "containers " + Quoted(containers) + " together: " + why;
-        return out;
-      }
-    }
-    if (where) {
-      RequireNodes(mspec, *where);
-      out.warnings.push_back("restricted to " +
-                             (!where->nodes.empty() ? "nodes " + Join(where->nodes)
-                                                    : "topology shapes " + Join(where->shapes)) +
-                             ": the only nodes where the converted devices can be placed");
-    }
-    out.summary = "converted legacy GPU requests of " + Join(containers) + " into ResourceClaimTemplate" +
-                  (parts.size() > 1 ? "s " : " ") + Join(parts);
-  } else {
+  StripLegacy(out.pod["spec"], policy);
+  if (profile->entries.empty()) {
     out.summary = "removed legacy GPU entries that request no device";
+  } else if (std::string why = ConvertEntries(pod, *profile, covered, namespace_name, policy, topology, out);
+             !why.empty()) {
+    return Refused(std::move(why));
   }
   out.patch = Json::diff(pod, out.pod);
   out.outcome = out.patch.empty() ? PodConversion::Outcome::kUnchanged : PodConversion::Outcome::kConverted;

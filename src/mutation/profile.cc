@@ -27,14 +27,6 @@ std::map<std::string, std::string> StringMap(const Json& obj, const char* a, con
   return out;
 }
 
-bool IsDnsLabel(const std::string& s) {
-  if (s.empty() || s.size() > 63) return false;
-  for (char c : s) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
-  }
-  return s.front() != '-' && s.back() != '-';
-}
-
 // go-nvlib's MIG profile strings: "1g.10gb", "1c.3g.40gb", "1g.12gb+me", "3g.40gb-me".
 bool IsMigProfileName(const std::string& s) {
   if (s.empty() || s.size() > 32 || s.find("g.") == std::string::npos) return false;
@@ -58,6 +50,18 @@ Result<int64_t> DeviceCount(const Json& v, const std::string& what) {
     return Status::InvalidArgument(what + " asks for " + std::to_string(*n) + " devices; a DRA claim holds at most 32");
   }
   return *n;
+}
+
+// HAMi's gpumem: MiB per GPU, routinely larger than 32 (so not a DeviceCount).
+Result<uint64_t> HamiMib(const Json& v, const std::string& what) {
+  std::optional<int64_t> mib;
+  if (v.is_number_integer()) mib = v.get<int64_t>();
+  if (v.is_string()) {
+    auto q = k8s::Quantity::Parse(v.get<std::string>());
+    if (q.ok()) mib = q->AsInt64();
+  }
+  if (!mib || *mib <= 0) return Status::InvalidArgument(what + " is not a number of MiB");
+  return static_cast<uint64_t>(*mib);
 }
 
 // The legacy entries of one container: resource name -> value (limits win over requests).
@@ -132,15 +136,9 @@ Status ReadContainer(const Json& container, const PodSettings& pod, const policy
         return Status::InvalidArgument(what + ": \"" + prof.mig_profile + "\" is not a MIG profile name");
       }
     } else if (name == "nvidia.com/gpumem") {
-      // HAMi's gpumem is MiB per GPU and is routinely larger than 32: read it directly.
-      std::optional<int64_t> mib;
-      if (value.is_number_integer()) mib = value.get<int64_t>();
-      if (value.is_string()) {
-        auto q = k8s::Quantity::Parse(value.get<std::string>());
-        if (q.ok()) mib = q->AsInt64();
-      }
-      if (!mib || *mib <= 0) return Status::InvalidArgument(what + " is not a number of MiB");
-      hami_mib = static_cast<uint64_t>(*mib);
+      auto mib = HamiMib(value, what);
+      if (!mib.ok()) return mib.status();
+      hami_mib = *mib;
     } else if (name == "nvidia.com/gpucores" || name == "nvidia.com/gpumem-percentage") {
       notes->push_back(who + ": " + name + " (a soft share of one GPU) has no DRA equivalent and was dropped; the "
                                           "container gets whole GPUs");
@@ -167,29 +165,18 @@ Status ReadContainer(const Json& container, const PodSettings& pod, const policy
   return Status::Ok();
 }
 
-}  // namespace
+using Annotations = std::map<std::string, std::string>;
 
-Result<ClaimProfile> ProfilePod(const admission::Json& pod, const policy::Policy& policy,
-                                std::vector<std::vector<std::string>>* containers) {
-  if (!pod.is_object()) return Status::InvalidArgument("the object is not a Pod");
-  auto ann = StringMap(pod, "metadata", "annotations");
-  auto labels = StringMap(pod, "metadata", "labels");
-  const Json* spec = nullptr;
-  if (auto it = pod.find("spec"); it != pod.end() && it->is_object()) spec = &*it;
-  if (spec == nullptr) return Status::InvalidArgument("the Pod has no spec");
+// The annotation `key` of the Pod, or null.
+const std::string* Annotation(const Annotations& ann, std::string_view key) {
+  auto it = ann.find(std::string(key));
+  return it == ann.end() ? nullptr : &it->second;
+}
 
-  ClaimProfile out;
-  PodSettings settings;
-  std::string priority;
-  if (auto it = spec->find("priorityClassName"); it != spec->end() && it->is_string()) priority = it->get<std::string>();
-  settings.latency_sensitive = dra::IsLatencySensitive(policy, labels, priority);
-
-  auto annotation = [&](std::string_view key) -> const std::string* {
-    auto it = ann.find(std::string(key));
-    return it == ann.end() ? nullptr : &it->second;
-  };
-  settings.memory = !policy.mutation.default_memory.empty() ? policy.mutation.default_memory : policy.memory_minimum;
-  if (const std::string* m = annotation(kMemoryAnnotation)) {
+// The memory floor and product of full GPUs: the policy's default floor, or the annotations.
+Status ReadGpuSettings(const Annotations& ann, const policy::Policy& policy, PodSettings* settings) {
+  settings->memory = !policy.mutation.default_memory.empty() ? policy.mutation.default_memory : policy.memory_minimum;
+  if (const std::string* m = Annotation(ann, kMemoryAnnotation)) {
     if (!internal::QuantityBytes(*m)) {
       return Status::InvalidArgument(std::string(kMemoryAnnotation) + " \"" + *m + "\" is not a quantity (e.g. 80G)");
     }
@@ -199,42 +186,46 @@ Result<ClaimProfile> ProfilePod(const admission::Json& pod, const policy::Policy
       return Status::InvalidArgument(std::string(kMemoryAnnotation) + " \"" + *m +
                                      "\" is below the policy's memoryReservation.minimum " + policy.memory_minimum);
     }
-    settings.memory = *m;
+    settings->memory = *m;
   }
-  if (const std::string* p = annotation(kProductAnnotation)) {
+  if (const std::string* p = Annotation(ann, kProductAnnotation)) {
     if (p->empty() || !internal::CelString(*p)) {
       return Status::InvalidArgument(std::string(kProductAnnotation) + " \"" + *p + "\" is not a product name");
     }
-    settings.product = *p;
+    settings->product = *p;
   }
-  settings.mps_threads = policy.mutation.mps.active_thread_percentage;
-  settings.mps_memory = policy.mutation.mps.pinned_memory_limit;
-  if (const std::string* t = annotation(kMpsThreadsAnnotation)) {
+  return Status::Ok();
+}
+
+// The MPS limits of shared GPUs: the policy's, or the annotations.
+Status ReadMpsSettings(const Annotations& ann, const policy::Policy& policy, PodSettings* settings) {
+  settings->mps_threads = policy.mutation.mps.active_thread_percentage;
+  settings->mps_memory = policy.mutation.mps.pinned_memory_limit;
+  if (const std::string* t = Annotation(ann, kMpsThreadsAnnotation)) {
     char* end = nullptr;
     long v = std::strtol(t->c_str(), &end, 10);
     if (t->empty() || end != t->c_str() + t->size() || v < 1 || v > 100) {
       return Status::InvalidArgument(std::string(kMpsThreadsAnnotation) + " \"" + *t + "\" must be 1..100");
     }
-    settings.mps_threads = v;
+    settings->mps_threads = v;
   }
-  if (const std::string* m = annotation(kMpsMemoryAnnotation)) {
+  if (const std::string* m = Annotation(ann, kMpsMemoryAnnotation)) {
     if (!internal::QuantityBytes(*m)) {
       return Status::InvalidArgument(std::string(kMpsMemoryAnnotation) + " \"" + *m + "\" is not a quantity");
     }
-    settings.mps_memory = *m;
+    settings->mps_memory = *m;
   }
-  if (const std::string* i = annotation(kInterconnectAnnotation)) {
-    if (*i != "nvlink" && *i != "pcie" && *i != "any") {
-      return Status::InvalidArgument(std::string(kInterconnectAnnotation) + " \"" + *i + "\" must be nvlink, pcie or any");
-    }
-    out.interconnect = *i;
-  }
+  return Status::Ok();
+}
 
-  // Containers, then init containers (restartable ones are sidecars that run alongside).
+// The containers, then init containers, with legacy GPU requests (restartable init containers are
+// sidecars that run alongside).
+Result<std::vector<ContainerInfo>> ReadContainers(const Json& spec, const PodSettings& settings,
+                                                  const policy::Policy& policy, std::vector<std::string>* notes) {
   std::vector<ContainerInfo> infos;
   for (const char* list : {"containers", "initContainers"}) {
-    auto it = spec->find(list);
-    if (it == spec->end() || !it->is_array()) continue;
+    auto it = spec.find(list);
+    if (it == spec.end() || !it->is_array()) continue;
     for (std::size_t i = 0; i < it->size(); ++i) {
       const Json& c = (*it)[i];
       if (!c.is_object()) continue;
@@ -245,20 +236,24 @@ Result<ClaimProfile> ProfilePod(const admission::Json& pod, const policy::Policy
         auto rp = c.find("restartPolicy");
         info.init = !(rp != c.end() && rp->is_string() && rp->get<std::string>() == "Always");
       }
-      DRAGUARD_RETURN_IF_ERROR(ReadContainer(c, settings, policy, &info, &out.notes));
+      DRAGUARD_RETURN_IF_ERROR(ReadContainer(c, settings, policy, &info, notes));
       if (info.has_request) infos.push_back(std::move(info));
     }
   }
+  return infos;
+}
 
-  // One request per container; a plain init container that needs exactly what a regular container
-  // needs reuses that request (it finishes before the regular containers start).
-  std::vector<std::vector<std::string>> covered;
+// One request per container in `out`; a plain init container that needs exactly what a regular
+// container needs reuses that request (it finishes before the regular containers start).
+// `covered` receives, per request, the containers it covers.
+void AssignRequests(const std::vector<ContainerInfo>& infos, ClaimProfile* out,
+                    std::vector<std::vector<std::string>>* covered) {
   for (const auto& info : infos) {
     if (info.init) {
       bool shared = false;
-      for (std::size_t e = 0; e < out.entries.size(); ++e) {
-        if (out.entries[e].profile == info.profile) {
-          covered[e].push_back(info.pointer);
+      for (std::size_t e = 0; e < out->entries.size(); ++e) {
+        if (out->entries[e].profile == info.profile) {
+          (*covered)[e].push_back(info.pointer);
           shared = true;
           break;
         }
@@ -267,16 +262,47 @@ Result<ClaimProfile> ProfilePod(const admission::Json& pod, const policy::Policy
     }
     // Request names depend only on the position, so equal profiles give equal templates whatever
     // the containers are called.
-    std::string name = out.entries.empty() ? "gpu" : "gpu-" + std::to_string(out.entries.size());
-    out.entries.push_back({name, info.profile});
-    covered.push_back({info.pointer});
+    std::string name = out->entries.empty() ? "gpu" : "gpu-" + std::to_string(out->entries.size());
+    out->entries.push_back({name, info.profile});
+    covered->push_back({info.pointer});
   }
+}
+
+}  // namespace
+
+Result<ClaimProfile> ProfilePod(const admission::Json& pod, const policy::Policy& policy,
+                                std::vector<std::vector<std::string>>* containers) {
+  if (!pod.is_object()) return Status::InvalidArgument("the object is not a Pod");
+  const Annotations ann = StringMap(pod, "metadata", "annotations");
+  auto labels = StringMap(pod, "metadata", "labels");
+  const Json* spec = nullptr;
+  if (auto it = pod.find("spec"); it != pod.end() && it->is_object()) spec = &*it;
+  if (spec == nullptr) return Status::InvalidArgument("the Pod has no spec");
+
+  ClaimProfile out;
+  PodSettings settings;
+  std::string priority;
+  if (auto it = spec->find("priorityClassName"); it != spec->end() && it->is_string()) priority = it->get<std::string>();
+  settings.latency_sensitive = dra::IsLatencySensitive(policy, labels, priority);
+  DRAGUARD_RETURN_IF_ERROR(ReadGpuSettings(ann, policy, &settings));
+  DRAGUARD_RETURN_IF_ERROR(ReadMpsSettings(ann, policy, &settings));
+  if (const std::string* i = Annotation(ann, kInterconnectAnnotation)) {
+    if (*i != "nvlink" && *i != "pcie" && *i != "any") {
+      return Status::InvalidArgument(std::string(kInterconnectAnnotation) + " \"" + *i + "\" must be nvlink, pcie or any");
+    }
+    out.interconnect = *i;
+  }
+
+  auto infos = ReadContainers(*spec, settings, policy, &out.notes);
+  if (!infos.ok()) return infos.status();
+  std::vector<std::vector<std::string>> covered;
+  AssignRequests(*infos, &out, &covered);
 
   int64_t gpus = 0;
   for (const auto& e : out.entries) {
     if (e.profile.kind == RequestProfile::Kind::kGpu) gpus += e.profile.count;
   }
-  const std::string* nic = annotation(kNicAnnotation);
+  const std::string* nic = Annotation(ann, kNicAnnotation);
   if (nic != nullptr && *nic != "rdma" && *nic != "none") {
     return Status::InvalidArgument(std::string(kNicAnnotation) + " \"" + *nic + "\" must be rdma or none");
   }

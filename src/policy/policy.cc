@@ -1,6 +1,7 @@
 #include "draguard/policy/policy.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <set>
 #include <sstream>
@@ -468,6 +469,18 @@ Result<Policy> ParseDocument(const YAML::Node& root, const Parser& p) {
   return pol;
 }
 
+// FNV-1a 64-bit of `text` and its length, as hex: equal documents give equal fingerprints.
+std::string SourceFingerprint(std::string_view text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%016llx-%zx", static_cast<unsigned long long>(h), text.size());
+  return buf;
+}
+
 }  // namespace
 
 const char* ActionName(Action action) {
@@ -563,7 +576,9 @@ Result<Policy> ParsePolicy(std::string_view yaml, std::string_view source) {
   Parser parser(source);
   try {
     YAML::Node root = YAML::Load(std::string(yaml));
-    return ParseDocument(root, parser);
+    auto policy = ParseDocument(root, parser);
+    if (policy.ok()) policy->fingerprint = SourceFingerprint(yaml);
+    return policy;
   } catch (const YAML::Exception& e) {
     std::ostringstream os;
     os << source;

@@ -112,6 +112,7 @@ TEST(GenerateTemplate, EightT4sCannotBeAlignedAndSayWhy) {
   EXPECT_NE(t.status().message().find("no node can place 8 GPUs"), std::string::npos) << t.status().message();
   EXPECT_NE(t.status().message().find("at most 4"), std::string::npos) << t.status().message();
   pol.mutation.allow_unaligned = true;
+  pol.fingerprint.clear();  // changed in code: no longer the parsed document
   auto u = GenerateTemplate(Gpus(8), "ml", pol, Topo(testing::kG4dn).get());
   ASSERT_TRUE(u.ok()) << u.status().message();
   EXPECT_EQ(u->placements[0], Placement::kUnaligned);
@@ -245,6 +246,58 @@ TEST(GenerateTemplate, MixedClusterRestrictsToTheShapesThatCanAlign) {
   EXPECT_EQ(t->shapes[0], snap->Find("dgx-a")->shape->fingerprint);
 }
 
+// The default policy with `from` replaced by `to` in its source, parsed.
+policy::Policy DefaultPolicyWith(const std::string& from, const std::string& to) {
+  std::string yaml(policy::DefaultPolicyYaml());
+  const std::size_t at = yaml.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) yaml.replace(at, from.size(), to);
+  auto p = policy::ParsePolicy(yaml);
+  EXPECT_TRUE(p.ok()) << p.status().message();
+  return p.ok() ? *p : policy::Policy{};
+}
+
+// Templates are remembered per topology snapshot: a policy that differs in any field the generator
+// reads gets its own template under the same snapshot, not the one generated for the other policy.
+TEST(GenerateTemplate, AnotherPolicyIsNotServedTheTemplateOfTheFirstUnderTheSameSnapshot) {
+  // Templates are remembered by the policy's fingerprint: equal documents share them.
+  EXPECT_FALSE(DefaultPolicy().fingerprint.empty());
+  EXPECT_EQ(DefaultPolicy().fingerprint, DefaultPolicy().fingerprint);
+  EXPECT_NE(DefaultPolicyWith("unaligned: deny", "unaligned: allow").fingerprint, DefaultPolicy().fingerprint);
+  auto mixed = testing::Mixed();
+  ASSERT_TRUE(mixed);
+  // A field the generator writes into its output: node names up to the limit, else shapes.
+  auto pinned = GenerateTemplate(Gpus(4), "ml", DefaultPolicy(), mixed.get());
+  auto by_shape = GenerateTemplate(Gpus(4), "ml", DefaultPolicyWith("hostnameAffinityLimit: 8",
+                                                                     "hostnameAffinityLimit: 0"), mixed.get());
+  ASSERT_TRUE(pinned.ok() && by_shape.ok());
+  EXPECT_EQ(pinned->nodes, std::vector<std::string>{"dgx-a"});
+  EXPECT_TRUE(by_shape->nodes.empty());
+  EXPECT_EQ(by_shape->shapes, pinned->shapes);
+
+  // A field only the satisfiability check reads: listing the NIC class among the GPU classes makes
+  // the NIC request a GPU request, which no GPU can satisfy.
+  auto pascal = Topo(testing::kPascal);
+  ASSERT_TRUE(GenerateTemplate(Gpus(2, "1Gi", true), "ml", DefaultPolicy(), pascal.get()).ok());
+  auto nic_as_gpu = GenerateTemplate(Gpus(2, "1Gi", true), "ml",
+                                     DefaultPolicyWith("gpu: [gpu.nvidia.com]", "gpu: [gpu.nvidia.com, dranet]"),
+                                     pascal.get());
+  ASSERT_FALSE(nic_as_gpu.ok());
+  EXPECT_NE(nic_as_gpu.status().message().find("cannot be satisfied"), std::string::npos)
+      << nic_as_gpu.status().message();
+
+  // Label maps that flatten to the same "key=value" text are different policies.
+  ClaimProfile latency = Gpus(1);
+  latency.entries[0].profile.latency_sensitive = true;
+  const std::string labels = "labels: {draguard.io/workload-class: latency-sensitive}";
+  auto a = GenerateTemplate(latency, "ml", DefaultPolicyWith(labels, "labels: {a=b: c}"), pascal.get());
+  auto b = GenerateTemplate(latency, "ml", DefaultPolicyWith(labels, "labels: {a: b=c}"), pascal.get());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->object["spec"]["metadata"]["labels"]["a=b"], "c");
+  EXPECT_EQ(b->object["spec"]["metadata"]["labels"]["a"], "b=c");
+  EXPECT_NE(a->name, b->name);
+}
+
 TEST(RenderCatalogue, OneTemplatePerProfileAndErrorsForImpossibleOnes) {
   auto pol = DefaultPolicy();
   policy::CatalogueProfile a;
@@ -254,6 +307,7 @@ TEST(RenderCatalogue, OneTemplatePerProfileAndErrorsForImpossibleOnes) {
   policy::CatalogueProfile c;
   c.gpus = 32;
   pol.mutation.catalogue = {a, b, a, c};
+  pol.fingerprint.clear();  // changed in code: no longer the parsed document
   std::vector<std::string> errors;
   auto ts = RenderCatalogue(pol, Topo(testing::kG4dn).get(), "", &errors);
   EXPECT_EQ(ts.size(), 2u);  // duplicates collapse

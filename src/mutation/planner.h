@@ -1,0 +1,89 @@
+// The claim generator's placement planner (planner.cc), read by the template writer
+// (template_writer.cc): which GPUs and NICs, and which nodes, a generated template asks for.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "draguard/cel/checker.h"
+#include "draguard/dra/devices.h"
+#include "draguard/mutation/mutation.h"
+#include "draguard/policy/policy.h"
+#include "draguard/status.h"
+#include "draguard/topology/snapshot.h"
+
+namespace draguard::mutation::internal {
+
+/// One distinct shape with its simulated devices (from its first node).
+struct ShapeDevices {
+  const topology::ShapeGroup* group = nullptr;  ///< the shape and its nodes
+  std::shared_ptr<const std::vector<dra::Device>> simulated;  ///< shared with the snapshot's memo
+  /// The simulated devices.
+  const std::vector<dra::Device>& devices() const { return *simulated; }
+};
+
+/// The topology as the planner needs it. Built once per snapshot and NIC driver (GetView) and
+/// immutable afterwards, except for the cache of compiled selectors.
+struct View {
+  const topology::Snapshot* snapshot = nullptr;  ///< null: no topology
+  std::vector<ShapeDevices> shapes;  ///< shapes with at least one NVIDIA GPU
+  std::size_t gpu_nodes = 0;         ///< nodes of those shapes
+  std::set<uint64_t> memories;       ///< GPU memory the simulated devices report
+
+  /// Compiles a selector once per view.
+  Result<std::shared_ptr<const cel::CheckedExpr>> Compile(const std::string& text) const;
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::map<std::string, std::shared_ptr<const cel::CheckedExpr>> compiled_;  // GUARDED_BY(mu_)
+};
+
+/// The view of `snap` (null: no topology), built on first use and kept with the snapshot.
+std::shared_ptr<const View> GetView(const topology::Snapshot* snap, const policy::Policy& policy);
+
+/// One firstAvailable alternative: a selector restriction and the nodes where it is valid.
+struct Alternative {
+  std::string name;                    ///< "numa-1", "nvlink-1"
+  std::string restriction;             ///< extra selector
+  std::vector<std::string> values;     ///< roots or UUIDs, for matching and messages
+  std::size_t fit = 0;                 ///< qualifying GPUs it offers (smaller = tighter)
+  std::set<std::string> nodes;         ///< NVLink: the node it names
+  std::set<const ShapeDevices*> from;  ///< NUMA: the shapes it was derived from
+};
+
+/// The placement of one entry of a claim profile.
+struct Plan {
+  Placement placement = Placement::kNone;  ///< how the devices are placed
+  std::vector<Alternative> alternatives;   ///< kNuma / kNvlink with cliques
+  bool constraint = false;                 ///< pcieRoot matchAttribute over the entry's requests
+  std::optional<std::set<std::size_t>> shapes;  ///< restriction to View::shapes indexes; nullopt = any
+  std::optional<std::set<std::string>> nodes;   ///< restriction to named nodes (NVLink cliques)
+  std::string note;                        ///< for warnings
+};
+
+/// Plans a full-GPU or shared entry `p` whose selectors are `selectors` (with an RDMA NIC when
+/// `nic`). Fails when the selectors do not compile, or when no node can place the devices as
+/// required: then the message starts with `who` ("request \"gpu\" (2x full GPU >= 1Gi)").
+Result<Plan> PlanEntry(const std::string& who, const RequestProfile& p, bool nic, const std::string& interconnect,
+                       const std::vector<std::string>& selectors, const View& view, const policy::Policy& policy);
+
+/// Where a Pod using the template may run: the intersection of its entries' restrictions.
+struct NodeRestriction {
+  std::optional<std::set<std::size_t>> shapes;  ///< View::shapes indexes; nullopt = any
+  std::optional<std::set<std::string>> nodes;   ///< node names; nullopt = any
+  /// Narrows the restriction to what `plan` allows as well.
+  void Add(const Plan& plan);
+};
+
+/// Writes `where` into `out->nodes` and `out->shapes` (see GeneratedTemplate). Fails when no node
+/// is left.
+Status ResolveRestriction(const NodeRestriction& where, const View& view, const policy::Policy& policy,
+                          GeneratedTemplate* out);
+
+}  // namespace draguard::mutation::internal

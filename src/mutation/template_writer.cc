@@ -1,0 +1,319 @@
+// The claim generator's template writer: one ResourceClaimTemplate per converted Pod, written from
+// the planner's placements (planner.h), named by a hash of its content and remembered per
+// topology snapshot.
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include "draguard/dra/satisfiability.h"
+#include "draguard/mutation/mutation.h"
+#include "draguard/topology/snapshot.h"
+#include "internal.h"
+#include "planner.h"
+
+namespace draguard::mutation {
+namespace {
+
+using admission::Json;
+
+constexpr const char* kPcieRootAttr = "resource.kubernetes.io/pcieRoot";
+
+// Templates generated on one snapshot, by MemoKey; kept with the snapshot (Snapshot::Memo).
+class TemplateMemo {
+ public:
+  std::shared_ptr<const GeneratedTemplate> Find(const std::string& key) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = templates_.find(key);
+    return it == templates_.end() ? nullptr : it->second;
+  }
+  void Remember(const std::string& key, const GeneratedTemplate& t) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (templates_.size() >= 4096) templates_.clear();  // bounded; rebuilt on demand
+    templates_.emplace(key, std::make_shared<const GeneratedTemplate>(t));
+  }
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::map<std::string, std::shared_ptr<const GeneratedTemplate>> templates_;  // GUARDED_BY(mu_)
+};
+
+std::shared_ptr<const TemplateMemo> MemoOf(const topology::Snapshot& snap) {
+  return std::static_pointer_cast<const TemplateMemo>(
+      snap.Memo("mutation.templates", [] { return std::make_shared<const TemplateMemo>(); }));
+}
+
+// Everything GenerateTemplate reads besides the snapshot: the policy (by its fingerprint, so every
+// field counts), the namespace and the profile. Empty, so nothing is remembered, for a policy
+// without a fingerprint.
+std::string MemoKey(const ClaimProfile& profile, std::string_view ns, const policy::Policy& policy) {
+  if (policy.fingerprint.empty()) return "";
+  std::string k;
+  auto add = [&k](std::string_view v) {
+    k += std::to_string(v.size());
+    k += ':';
+    k += v;
+  };
+  add(policy.fingerprint);
+  add(ns);
+  for (const auto& e : profile.entries) {
+    const RequestProfile& p = e.profile;
+    add(e.request);
+    add(std::to_string(static_cast<int>(p.kind)) + "/" + std::to_string(p.count) + "/" + std::to_string(p.mps_threads) +
+        (p.latency_sensitive ? "/ls" : "/-"));
+    add(p.mig_profile);
+    add(p.memory);
+    add(p.product);
+    add(p.mps_memory);
+  }
+  add(profile.nic ? "nic" : "-");
+  add(profile.interconnect);
+  return k;
+}
+
+// The RDMA NIC request next to a full-GPU request.
+Json NicRequest(const std::string& name, const policy::Policy& policy) {
+  return {{"name", name},
+          {"exactly",
+           {{"deviceClassName", policy.mutation.nic.device_class},
+            {"allocationMode", "ExactCount"},
+            {"count", 1},
+            {"selectors", Json::array({{{"cel", {{"expression", internal::NicSelector(policy)}}}}})}}}};
+}
+
+// The GPU request: `exactly`, or one firstAvailable alternative per planned alternative.
+Json GpuRequest(const std::string& name, Json exactly, const Json& selectors, const internal::Plan& plan) {
+  if (plan.alternatives.empty()) {
+    exactly["selectors"] = selectors;
+    return {{"name", name}, {"exactly", exactly}};
+  }
+  Json alts = Json::array();
+  for (const auto& alt : plan.alternatives) {
+    Json sub = exactly;
+    sub["name"] = alt.name;
+    Json sel = selectors;
+    sel.push_back({{"cel", {{"expression", alt.restriction}}}});
+    sub["selectors"] = sel;
+    alts.push_back(sub);
+  }
+  return {{"name", name}, {"firstAvailable", alts}};
+}
+
+// The MPS sharing config of a shared GPU request.
+Json MpsConfig(const std::string& request, const RequestProfile& p) {
+  return {{"requests", {request}},
+          {"opaque",
+           {{"driver", "gpu.nvidia.com"},
+            {"parameters",
+             {{"apiVersion", "resource.nvidia.com/v1beta1"},
+              {"kind", "GpuConfig"},
+              {"sharing",
+               {{"strategy", "MPS"},
+                {"mpsConfig",
+                 {{"defaultActiveThreadPercentage", p.mps_threads},
+                  {"defaultPinnedDeviceMemoryLimit", p.mps_memory}}}}}}}}}};
+}
+
+// The placement in words, appended to the profile's description.
+std::string PlacementWords(const internal::Plan& plan, bool nic) {
+  switch (plan.placement) {
+    case Placement::kPcieRoot:
+      return nic ? ", same PCIe root as 1 RDMA NIC" : ", same PCIe root";
+    case Placement::kNuma:
+      return ", NUMA-local (" + std::to_string(plan.alternatives.size()) + " PCIe root set" +
+             (plan.alternatives.size() == 1 ? ")" : "s, first available)");
+    case Placement::kNvlink:
+      return ", NVLink-connected";
+    case Placement::kUnaligned:
+      return ", unaligned";
+    case Placement::kNone:
+      return nic ? " + 1 RDMA NIC" : "";
+  }
+  return "";
+}
+
+std::string Join(const std::vector<std::string>& items, const char* separator) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? separator : "") + items[i];
+  return out;
+}
+
+// Writes one template, entry by entry, from the planner's placements.
+class Writer {
+ public:
+  Writer(const ClaimProfile& profile, const policy::Policy& policy, const internal::View& view)
+      : profile_(profile), policy_(policy), view_(view) {}
+
+  // Adds the requests, constraints and configs of `entry`.
+  Status Add(const ClaimProfile::Entry& entry) {
+    RequestProfile p = entry.profile;
+    std::string note;
+    if (p.kind != RequestProfile::Kind::kMig && !p.memory.empty()) {
+      p.memory = internal::ResolveMemoryFloor(p.memory, view_.memories, &note);
+      if (!note.empty()) out_.notes.push_back("request \"" + entry.request + "\": " + note);
+    }
+    std::string words = internal::DescribeProfile(p);
+    Json exactly = {{"allocationMode", "ExactCount"}, {"count", p.count}};
+    Placement placement = Placement::kNone;
+    if (p.kind == RequestProfile::Kind::kMig) {
+      placement = AddMig(entry.request, p, std::move(exactly), words);
+    } else {
+      auto planned = AddGpus(entry.request, p, std::move(exactly), words);
+      if (!planned.ok()) return planned.status();
+      placement = *planned;
+    }
+    out_.placements.push_back(placement);
+    words_.push_back(profile_.entries.size() == 1 ? words : entry.request + ": " + words);
+    return Status::Ok();
+  }
+
+  // The template in `namespace_name`, once every entry is added.
+  Result<GeneratedTemplate> Finish(std::string_view namespace_name) {
+    DRAGUARD_RETURN_IF_ERROR(internal::ResolveRestriction(where_, view_, policy_, &out_));
+    Json devices = {{"requests", requests_}};
+    if (!constraints_.empty()) devices["constraints"] = constraints_;
+    if (!configs_.empty()) devices["config"] = configs_;
+    out_.description = Join(words_, "; ");
+    Json object = {{"apiVersion", "resource.k8s.io/v1"},
+                   {"kind", "ResourceClaimTemplate"},
+                   {"metadata",
+                    {{"labels", {{"app.kubernetes.io/managed-by", "draguard"}}},
+                     {"annotations", {{std::string(kProfileAnnotation), out_.description}}}}},
+                   {"spec", {{"metadata", ClaimMetadata()}, {"spec", {{"devices", devices}}}}}};
+    // Content address: everything but name and namespace (nlohmann objects dump with sorted keys).
+    out_.name = std::string(kNamePrefix) + internal::Sha256Hex(object.dump(), 10);
+    object["metadata"]["name"] = out_.name;
+    if (!namespace_name.empty()) object["metadata"]["namespace"] = std::string(namespace_name);
+    out_.object = std::move(object);
+    return std::move(out_);
+  }
+
+ private:
+  // A MIG entry: the profile's selector, on one PCIe root when it asks for several devices.
+  Placement AddMig(const std::string& request, const RequestProfile& p, Json exactly, std::string& words) {
+    const auto& classes = policy_.device_classes.mig;
+    exactly["deviceClassName"] = classes.empty() ? "mig.nvidia.com" : classes[0];
+    Placement placement = Placement::kNone;
+    if (p.count >= 2) {
+      placement = Placement::kPcieRoot;
+      constraints_.push_back({{"requests", {request}}, {"matchAttribute", kPcieRootAttr}});
+      words += ", same PCIe root";
+    }
+    exactly["selectors"] = Json::array({{{"cel", {{"expression", internal::MigSelector(p)}}}}});
+    requests_.push_back({{"name", request}, {"exactly", exactly}});
+    return placement;
+  }
+
+  // A full-GPU or shared entry, placed by the planner, with its NIC and MPS config.
+  Result<Placement> AddGpus(const std::string& request, const RequestProfile& p, Json exactly, std::string& words) {
+    const auto& classes = policy_.device_classes.gpu;
+    exactly["deviceClassName"] = classes.empty() ? "gpu.nvidia.com" : classes[0];
+    const std::vector<std::string> texts = internal::GpuSelectors(p);
+    Json selectors = Json::array();
+    for (const auto& t : texts) selectors.push_back({{"cel", {{"expression", t}}}});
+    gpus_ += p.count;
+    const bool nic = profile_.nic && p.kind == RequestProfile::Kind::kGpu;
+    const std::string who = "request \"" + request + "\" (" + words + ")";
+    auto plan = internal::PlanEntry(who, p, nic, profile_.interconnect, texts, view_, policy_);
+    if (!plan.ok()) return plan.status();
+    if (!plan->note.empty()) out_.notes.push_back("request \"" + request + "\": " + plan->note);
+    where_.Add(*plan);
+    requests_.push_back(GpuRequest(request, std::move(exactly), selectors, *plan));
+    std::vector<std::string> covered = {request};
+    if (nic) {
+      requests_.push_back(NicRequest(request + "-nic", policy_));
+      covered.push_back(request + "-nic");
+    }
+    if (plan->constraint) constraints_.push_back({{"requests", covered}, {"matchAttribute", kPcieRootAttr}});
+    nvlink_ = nvlink_ || plan->placement == Placement::kNvlink;
+    words += PlacementWords(*plan, nic);
+    if (p.kind == RequestProfile::Kind::kShared) configs_.push_back(MpsConfig(request, p));
+    return plan->placement;
+  }
+
+  // The claims' metadata: draguard's label, the latency-sensitive class labels, the interconnect.
+  Json ClaimMetadata() const {
+    Json meta = {{"labels", {{"app.kubernetes.io/managed-by", "draguard"}}}};
+    bool latency = false;
+    for (const auto& e : profile_.entries) latency = latency || e.profile.latency_sensitive;
+    if (latency) {
+      for (const auto& [k, v] : policy_.latency_sensitive.labels) meta["labels"][k] = v;
+    }
+    if (gpus_ >= 2) meta["annotations"] = {{std::string(kInterconnectAnnotation), nvlink_ ? "nvlink" : "pcie"}};
+    return meta;
+  }
+
+  const ClaimProfile& profile_;
+  const policy::Policy& policy_;
+  const internal::View& view_;
+  GeneratedTemplate out_;
+  Json requests_ = Json::array();
+  Json constraints_ = Json::array();
+  Json configs_ = Json::array();
+  std::vector<std::string> words_;  // per entry, in words
+  internal::NodeRestriction where_;
+  bool nvlink_ = false;
+  int64_t gpus_ = 0;
+};
+
+}  // namespace
+
+const char* PlacementName(Placement placement) {
+  switch (placement) {
+    case Placement::kNone: return "none";
+    case Placement::kPcieRoot: return "pcieRoot";
+    case Placement::kNuma: return "numa";
+    case Placement::kNvlink: return "nvlink";
+    case Placement::kUnaligned: return "unaligned";
+  }
+  return "none";
+}
+
+Result<GeneratedTemplate> GenerateTemplate(const ClaimProfile& profile, std::string_view namespace_name,
+                                           const policy::Policy& policy, const topology::Snapshot* topology) {
+  if (profile.entries.empty()) return Status::InvalidArgument("nothing to convert");
+  std::shared_ptr<const TemplateMemo> memo;
+  std::string memo_key;
+  if (topology != nullptr) {
+    memo_key = MemoKey(profile, namespace_name, policy);
+    if (!memo_key.empty()) memo = MemoOf(*topology);
+    if (memo) {
+      if (auto known = memo->Find(memo_key)) return *known;
+    }
+  }
+  const std::shared_ptr<const internal::View> view = internal::GetView(topology, policy);
+  Writer writer(profile, policy, *view);
+  for (const auto& entry : profile.entries) DRAGUARD_RETURN_IF_ERROR(writer.Add(entry));
+  auto out = writer.Finish(namespace_name);
+  if (!out.ok()) return out;
+  // The generated claim must be satisfiable on the topology (as DG014 would judge it).
+  if (topology != nullptr && !view->shapes.empty()) {
+    auto report = dra::CheckSatisfiable(out->object, policy, *topology);
+    if (report.verdict == dra::SatisfiabilityReport::Verdict::kUnsatisfiable) {
+      return Status::FailedPrecondition("the generated claim (" + out->description +
+                                        ") cannot be satisfied by any node: " + report.message);
+    }
+  }
+  if (memo) memo->Remember(memo_key, *out);
+  return out;
+}
+
+std::vector<GeneratedTemplate> RenderCatalogue(const policy::Policy& policy, const topology::Snapshot* topology,
+                                               std::string_view namespace_name, std::vector<std::string>* errors) {
+  std::vector<GeneratedTemplate> out;
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < policy.mutation.catalogue.size(); ++i) {
+    auto t = GenerateTemplate(ProfileFromCatalogue(policy.mutation.catalogue[i], policy), namespace_name, policy,
+                              topology);
+    if (!t.ok()) {
+      if (errors != nullptr) {
+        errors->push_back("mutation.catalogue[" + std::to_string(i) + "]: " + t.status().message());
+      }
+      continue;
+    }
+    if (names.insert(t->name).second) out.push_back(std::move(*t));
+  }
+  return out;
+}
+
+}  // namespace draguard::mutation
