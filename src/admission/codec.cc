@@ -1,6 +1,7 @@
 #include "draguard/admission/codec.h"
 
 #include "draguard/admission/response.h"
+#include "draguard/base64.h"
 
 #include <utility>
 
@@ -262,7 +263,7 @@ std::string EncodeReview(const AdmissionResponse& response, std::string_view api
   if (!response.patch.empty()) {
     // The builder guarantees patch is only set on mutating responses.
     r["patchType"] = "JSONPatch";
-    r["patch"] = Base64Encode(response.patch);
+    r["patch"] = draguard::Base64Encode(response.patch);
   }
   Json doc = Json::object();
   doc["apiVersion"] = api_version.empty() ? std::string(kAdmissionV1) : std::string(api_version);

@@ -1,6 +1,5 @@
 #include "draguard/admission/response.h"
 
-#include "draguard/base64.h"
 
 #include <set>
 #include <utility>
@@ -138,15 +137,6 @@ AdmissionResponse Complete(AdmissionResponse response, std::string_view uid, Web
   response.audit_annotations = std::move(annotations);
   if (webhook == WebhookKind::kValidating || IsEmptyPatch(response.patch)) response.patch.clear();
   return response;
-}
-
-std::string Base64Encode(std::string_view data) { return draguard::Base64Encode(data); }
-
-bool Base64Decode(std::string_view data, std::string* out) {
-  auto decoded = draguard::Base64Decode(data, /*require_padding=*/true);
-  if (!decoded.ok()) return false;
-  *out = std::move(decoded).value();
-  return true;
 }
 
 }  // namespace draguard::admission

@@ -46,22 +46,22 @@ std::string Sentence(const DenyEntry& e, bool compact) {
   return s;
 }
 
-// Every denying rule, most important first, within kMaxDenyMessage bytes: full sentences when they
+// Every denying rule, most important first, within admission::kMaxDenyMessageBytes bytes: full sentences when they
 // fit, else one finding per rule, else the first rule's sentence cut short plus the other IDs.
 std::string DenyMessage(const std::vector<DenyEntry>& entries) {
   for (bool compact : {false, true}) {
     std::string msg;
     for (const auto& e : entries) msg += (msg.empty() ? "" : " ") + Sentence(e, compact);
-    if (msg.size() <= kMaxDenyMessage) return msg;
+    if (msg.size() <= admission::kMaxDenyMessageBytes) return msg;
   }
   std::string tail;
   for (std::size_t i = 1; i < entries.size(); ++i) {
     tail += (tail.empty() ? " Also denied by: " : ", ") + std::string(entries[i].rule->id());
   }
   std::string first = Sentence(entries.front(), true);
-  std::size_t room = kMaxDenyMessage > tail.size() + 4 ? kMaxDenyMessage - tail.size() - 4 : 0;
+  std::size_t room = admission::kMaxDenyMessageBytes > tail.size() + 4 ? admission::kMaxDenyMessageBytes - tail.size() - 4 : 0;
   if (first.size() > room) first = admission::TruncateUtf8(first, room) + "...";
-  return admission::TruncateUtf8(first + tail, kMaxDenyMessage);
+  return admission::TruncateUtf8(first + tail, admission::kMaxDenyMessageBytes);
 }
 
 // A request /mutate could not carry out, judged under the mutation rule: deny when the rule

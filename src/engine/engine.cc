@@ -7,6 +7,7 @@
 
 #include "draguard/dra/pod_specs.h"
 #include "draguard/glob.h"
+#include "draguard/trim.h"
 
 namespace draguard::engine {
 namespace {
@@ -44,13 +45,6 @@ std::string Exemption(const admission::AdmissionRequest& req, const policy::Poli
     }
   }
   return "";
-}
-
-std::string Trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  std::size_t i = 0;
-  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-  return s.substr(i);
 }
 
 // Reads the draguard.io/exempt annotations; fills out->exempted_rules / rule_exemption / notes.

@@ -17,6 +17,7 @@
 
 #include "draguard/base64.h"
 #include "draguard/read_file.h"
+#include "draguard/trim.h"
 
 namespace draguard::kube {
 namespace {
@@ -27,13 +28,6 @@ using std::chrono::steady_clock;
 constexpr std::size_t kMaxErrorBody = 1 << 20;     // error bodies are Status objects: small
 constexpr std::size_t kMaxBody = 256u << 20;       // a LIST page of up to page_size 1 MiB objects
 constexpr std::size_t kMaxTokenBytes = 64 << 10;
-
-std::string Trim(std::string s) {
-  auto not_space = [](unsigned char c) { return !std::isspace(c); };
-  s.erase(s.begin(), std::find_if(s.begin(), s.end(), not_space));
-  s.erase(std::find_if(s.rbegin(), s.rend(), not_space).base(), s.end());
-  return s;
-}
 
 std::string StripBrackets(std::string host) {
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') return host.substr(1, host.size() - 2);
@@ -190,9 +184,6 @@ std::string UrlEncode(std::string_view s) {
   return out;
 }
 
-Result<std::string> DecodeBase64(std::string_view in) {
-  return draguard::Base64Decode(in, /*require_padding=*/false);
-}
 
 // ---- token ------------------------------------------------------------------------------------
 

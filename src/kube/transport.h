@@ -97,7 +97,5 @@ std::string UrlEncode(std::string_view s);
 /// Fills an ApiError from a Kubernetes Status body (or the raw body when it is not one).
 ApiError ParseApiError(int http_status, std::string_view body);
 
-/// Decodes standard base64 (with or without padding). InvalidArgument on bad input.
-Result<std::string> DecodeBase64(std::string_view in);
 
 }  // namespace draguard::kube

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "draguard/base64.h"
 #include "transport.h"
 
 namespace draguard::kube {
@@ -40,7 +41,7 @@ Result<ConfigMap> FromJson(const json& j) {
   std::map<std::string, std::string> encoded;
   StringMap(j, "binaryData", encoded);
   for (auto& [k, v] : encoded) {
-    auto decoded = DecodeBase64(v);
+    auto decoded = Base64Decode(v, /*require_padding=*/false);
     if (!decoded.ok()) {
       return Status::InvalidArgument("ConfigMap " + cm.namespace_name + "/" + cm.name + ": binaryData." + k +
                                      ": " + decoded.status().message());

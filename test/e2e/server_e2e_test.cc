@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "draguard/admission/response.h"
+#include "draguard/base64.h"
 #include "draguard/engine/registry.h"
 #include "draguard/metrics/metrics.h"
 #include "draguard/mutation/provisioner.h"
@@ -213,9 +214,9 @@ TEST_F(ServerTest, MutateConvertsALegacyPodWithAPatchThatApplies) {
   auto m = Post(*c, "/mutate", body);
   ASSERT_EQ(m["response"]["allowed"], true) << m.dump();
   ASSERT_EQ(m["response"]["patchType"], "JSONPatch");
-  std::string raw;
-  ASSERT_TRUE(admission::Base64Decode(m["response"]["patch"].get<std::string>(), &raw));
-  auto patch = nlohmann::json::parse(raw);
+  auto raw = Base64Decode(m["response"]["patch"].get<std::string>());
+  ASSERT_TRUE(raw.ok()) << raw.status().message();
+  auto patch = nlohmann::json::parse(*raw);
   auto pod = nlohmann::json::parse(body)["request"]["object"];
   auto converted = pod.patch(patch);
   EXPECT_EQ(converted["spec"]["resourceClaims"][0]["name"], "draguard-gpu");

@@ -57,10 +57,4 @@ std::vector<std::string> LimitWarnings(const std::vector<std::string>& warnings)
 /// Cuts `text` to at most `max_bytes` bytes on a UTF-8 boundary, ending with "..." when cut.
 std::string TruncateUtf8(std::string_view text, std::size_t max_bytes);
 
-/// Standard base64 (RFC 4648, with padding).
-std::string Base64Encode(std::string_view data);
-
-/// Decodes standard base64; returns false on malformed input.
-bool Base64Decode(std::string_view data, std::string* out);
-
 }  // namespace draguard::admission

@@ -43,8 +43,6 @@ inline constexpr const char* kExemptUntilAnnotation = "draguard.io/exempt-until"
 /// Parses an RFC 3339 timestamp ("2026-01-31T00:00:00Z", offsets and fractions allowed).
 std::optional<std::chrono::system_clock::time_point> ParseRfc3339(std::string_view text);
 
-/// Maximum length of a deny message (kubectl shows it on one screen).
-inline constexpr std::size_t kMaxDenyMessage = 1024;
 
 /// Runs every enabled rule. A rule that throws is reported as kError (never propagates).
 EngineResult Evaluate(const RuleInput& input, const Registry& registry);

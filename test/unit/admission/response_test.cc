@@ -1,4 +1,5 @@
 #include "draguard/admission/response.h"
+#include "draguard/base64.h"
 
 #include <gtest/gtest.h>
 
@@ -54,9 +55,9 @@ TEST(Complete, MutatingWebhookSendsNonEmptyPatchBase64) {
   auto c = Complete(r, "u", WebhookKind::kMutating);
   auto j = nlohmann::json::parse(EncodeReview(c, kAdmissionV1));
   EXPECT_EQ(j["response"]["patchType"], "JSONPatch");
-  std::string decoded;
-  ASSERT_TRUE(Base64Decode(j["response"]["patch"].get<std::string>(), &decoded));
-  EXPECT_EQ(decoded, patch);
+  auto decoded = Base64Decode(j["response"]["patch"].get<std::string>());
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  EXPECT_EQ(*decoded, patch);
 }
 
 TEST(Complete, EmptyPatchIsDropped) {
@@ -113,20 +114,6 @@ TEST(AuditAnnotations, KeysAreValidatedAndNormalised) {
   auto c = Complete(r, "u", WebhookKind::kValidating);
   ASSERT_EQ(c.audit_annotations.count("bad-key"), 1u);
   for (const auto& [k, v] : c.audit_annotations) EXPECT_TRUE(IsValidAuditAnnotationKey(k)) << k;
-}
-
-TEST(Base64, RoundTripsAndRejectsGarbage) {
-  for (std::string s : {"", "f", "fo", "foo", "foob", "fooba", "foobar"}) {
-    std::string d;
-    ASSERT_TRUE(Base64Decode(Base64Encode(s), &d));
-    EXPECT_EQ(d, s);
-  }
-  EXPECT_EQ(Base64Encode("foobar"), "Zm9vYmFy");
-  EXPECT_EQ(Base64Encode("fo"), "Zm8=");
-  std::string d;
-  EXPECT_FALSE(Base64Decode("Zm8", &d));
-  EXPECT_FALSE(Base64Decode("Z=m8", &d));
-  EXPECT_FALSE(Base64Decode("Zm8*", &d));
 }
 
 }  // namespace

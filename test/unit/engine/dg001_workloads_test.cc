@@ -183,7 +183,7 @@ TEST(Decision, DenyMessageStaysUnderOneKiBAndListsEveryRule) {
   auto d = Review(Request(R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[)" + containers + "]}}"), DefaultPolicy());
   ASSERT_TRUE(d.response.status.has_value());
   const auto& msg = d.response.status->message;
-  EXPECT_LE(msg.size(), kMaxDenyMessage);
+  EXPECT_LE(msg.size(), admission::kMaxDenyMessageBytes);
   EXPECT_EQ(msg.rfind("DG001", 0), 0u);
   EXPECT_NE(msg.find("DG015"), std::string::npos);
 }

@@ -115,7 +115,7 @@ std::map<std::string, Row> Outcomes(const Registry& reg, const policy::Policy& p
         }
         (*kinds)[key] = req.kind.kind;
         if (d.response.status) {
-          EXPECT_LE(d.response.status->message.size(), kMaxDenyMessage) << key;
+          EXPECT_LE(d.response.status->message.size(), admission::kMaxDenyMessageBytes) << key;
         }
       }
     }

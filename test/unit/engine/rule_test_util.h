@@ -99,7 +99,7 @@ inline void ExpectActionsAndExemption(const std::string& id, const admission::Ad
         EXPECT_TRUE(denied) << id << " deny";
         ASSERT_TRUE(d.response.status.has_value());
         EXPECT_NE(d.response.status->message.find(id), std::string::npos);
-        EXPECT_LE(d.response.status->message.size(), kMaxDenyMessage);
+        EXPECT_LE(d.response.status->message.size(), admission::kMaxDenyMessageBytes);
         break;
       case policy::Action::kWarn:
         EXPECT_TRUE(warned && !denied) << id << " warn";

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "draguard/admission/response.h"
+#include "draguard/base64.h"
 #include "draguard/engine/registry.h"
 #include "draguard/mutation/provisioner.h"
 #include "draguard/webhook/reviewer.h"
@@ -74,9 +75,9 @@ Answer Mutate(const Reviewer& r, const std::string& body, const policy::Policy& 
   a.verdict = out.verdict;
   a.rules = out.rules;
   if (a.response.contains("patch")) {
-    std::string raw;
-    EXPECT_TRUE(admission::Base64Decode(a.response["patch"].get<std::string>(), &raw));
-    a.patch = Json::parse(raw);
+    auto raw = Base64Decode(a.response["patch"].get<std::string>());
+    EXPECT_TRUE(raw.ok());
+    a.patch = Json::parse(raw.ok() ? *raw : std::string("null"));
   }
   return a;
 }
