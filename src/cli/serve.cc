@@ -357,6 +357,7 @@ int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream&
     err << "draguard serve: " << st.message() << "\n";
     return st.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitRuntime;
   }
+  policies.Watch(opt.reload_interval);
   std::string ca_hint = f.Has("--tls-cert") ? "<your CA>" : f.Get("--state-dir", ".draguard") + "/ca.crt";
   logger->Info("listening", {{"address", opt.host + ":" + std::to_string(srv.port())},
                              {"metrics", opt.metrics_host.empty()
