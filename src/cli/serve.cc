@@ -211,8 +211,8 @@ std::unique_ptr<provision::KubeTemplateProvisioner> MakeProvisioner(const kube::
   return provisioner;
 }
 
-// SIGTERM and SIGINT are taken by sigwait() (WaitForShutdown); blocked before the server's threads
-// start. A peer closing its socket must never kill the process.
+// SIGTERM and SIGINT are taken by sigwait() (WaitForShutdown); blocked before any thread starts so
+// that every thread inherits the mask. A peer closing its socket must never kill the process.
 sigset_t BlockShutdownSignals() {
   sigset_t sigs;
   sigemptyset(&sigs);
@@ -255,6 +255,7 @@ int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream&
   if (!parsed.ok()) return Fail(err, kExitUsage, parsed.status().message());
   ServeConfig cfg = std::move(parsed).value();
   const server::ServerOptions& opt = cfg.server;
+  const sigset_t sigs = BlockShutdownSignals();
   auto logger = logging::Logger::Stdout(cfg.log_level);
 
   metrics::Registry registry;
@@ -276,7 +277,6 @@ int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream&
   auto provisioner = MakeProvisioner(kube_client->get(), policies, registry, *logger);
   webhook::Reviewer reviewer(rules, admission::DecodeLimits{opt.max_body, 128}, provisioner.get());
 
-  const sigset_t sigs = BlockShutdownSignals();
   server::ServerDeps deps;
   deps.policies = &policies;
   deps.reviewer = &reviewer;
