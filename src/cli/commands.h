@@ -37,6 +37,17 @@ int Convert(const std::vector<std::string>& args, std::istream& in, std::ostream
 /// `draguard render [--config F] [--topology-dir DIR|FILE] [--namespace NS]... [-o yaml|json]`.
 /// Exit codes: 0 ok (also for an empty catalogue), 1 a profile cannot be generated, 2 usage error.
 int Render(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+/// `draguard cel check EXPR [--allow-multiple-allocations]`: compiles EXPR as a DRA device selector;
+/// prints "OK" and one line per attribute/capacity reference, or the error with a caret.
+/// `draguard cel eval EXPR --device JSON|@FILE [--allow-multiple-allocations] [--cost-limit N]`:
+/// prints true, false or "error: CEL runtime error: ...".
+/// `draguard cel eval EXPR --topology FILE|DIR --node NAME`: one line per simulated device of NAME.
+/// Exit codes: 0 ok (also when eval prints false), 1 usage error, 2 parse, check, evaluation or
+/// topology error.
+int Cel(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+/// `draguard topology show -f FILE|DIR [-o json|table] [--node NAME]`.
+/// Exit codes: 0 ok, 1 usage error, 2 nothing loadable, an unreadable path or an unknown --node.
+int Topology(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 // ---- Shared by the offline commands (review, convert, render); defined in offline_io.cc. ----
 struct Flags;
@@ -58,7 +69,5 @@ std::string CliOutputFormat(const Flags& f, const std::string& command, std::ost
 void PrintObjects(std::ostream& out, const std::string& format, std::vector<nlohmann::json> objects,
                   const std::vector<std::string>& comments = {});
 
-/// `draguard cel eval EXPR --topology FILE|DIR --node NAME`.
-int CelEvalOnTopology(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace draguard::cli

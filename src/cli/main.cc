@@ -4,8 +4,6 @@
 #include <vector>
 
 #include "commands.h"
-#include "draguard/cel/cli.h"
-#include "draguard/topology/cli.h"
 
 namespace {
 
@@ -101,15 +99,8 @@ int main(int argc, char** argv) {
   if (cmd == "review") return draguard::cli::Review(rest, std::cin, std::cout, std::cerr);
   if (cmd == "convert") return draguard::cli::Convert(rest, std::cin, std::cout, std::cerr);
   if (cmd == "render") return draguard::cli::Render(rest, std::cout, std::cerr);
-  if (cmd == "cel") {
-    for (const auto& a : rest) {
-      if (a == "--topology" || a.rfind("--topology=", 0) == 0) {
-        return draguard::cli::CelEvalOnTopology(rest, std::cout, std::cerr);
-      }
-    }
-    return draguard::cel::RunCelCommand(rest, std::cout, std::cerr);
-  }
-  if (cmd == "topology") return draguard::topology::RunTopologyCommand(rest, std::cout, std::cerr);
+  if (cmd == "cel") return draguard::cli::Cel(rest, std::cout, std::cerr);
+  if (cmd == "topology") return draguard::cli::Topology(rest, std::cout, std::cerr);
   std::cerr << "draguard: unknown command \"" << cmd << "\"\n\n" << kUsage;
   return draguard::cli::kExitUsage;
 }

@@ -251,4 +251,15 @@ ServerMetrics::ServerMetrics(Registry& r)
                      "Connections answered 503 because the worker queue was full.")),
       ready(r.Gauge("draguard_ready", "1 when /readyz reports ready.")) {}
 
+TopologyMetrics::TopologyMetrics(Registry& r)
+    : nodes(r.Gauge("draguard_topology_nodes", "Nodes in the topology model.")),
+      shapes(r.Gauge("draguard_topology_shapes", "Distinct hardware shapes in the topology model.")),
+      reloads(r.Counter("draguard_topology_reload_total", "Topology reloads by result.", {"result"})),
+      last_reload(r.Gauge("draguard_topology_last_reload_timestamp_seconds",
+                          "Unix time of the last topology reload.")),
+      reload_duration(r.Gauge("draguard_topology_last_reload_duration_seconds",
+                              "Duration of the last topology reload.")),
+      load_errors(r.Counter("draguard_topology_load_errors_total", "Refused hwloc exports by reason.",
+                            {"reason"})) {}
+
 }  // namespace draguard::metrics

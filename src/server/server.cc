@@ -186,7 +186,6 @@ struct Server::Impl {
   std::unique_ptr<httplib::SSLServer> https;
   std::unique_ptr<httplib::Server> metrics_http;
   std::unique_ptr<FileWatcher> cert_watcher;
-  std::unique_ptr<FileWatcher> policy_watcher;
   std::thread https_thread, metrics_thread, shutdown_thread;
   std::atomic<std::thread::id> shed_thread_id{};
   int bound_port = 0;
@@ -495,13 +494,6 @@ Status Server::Start() {
       std::vector<std::string>{m.opt.tls_cert, m.opt.tls_key}, m.opt.reload_interval,
       [&m] { (void)m.certs->Reload(); });
   m.cert_watcher->Start();
-  std::string policy_path = m.deps.policies->path();
-  if (!policy_path.empty()) {
-    m.policy_watcher = std::make_unique<FileWatcher>(
-        std::vector<std::string>{policy_path}, m.opt.reload_interval,
-        [&m] { (void)m.deps.policies->Reload(); });
-    m.policy_watcher->Start();
-  }
   m.started = true;
   return Status::Ok();
 }
@@ -530,7 +522,6 @@ void Server::BeginShutdown() {
       m.cv.wait_for(lk, m.opt.shutdown_delay, [&m] { return m.skip_delay; });
     }
     if (m.cert_watcher) m.cert_watcher->Stop();
-    if (m.policy_watcher) m.policy_watcher->Stop();
     m.https->stop();
     if (m.metrics_http) m.metrics_http->stop();
     if (m.https_thread.joinable()) m.https_thread.join();  // waits for in-flight requests

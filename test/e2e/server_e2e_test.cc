@@ -550,6 +550,7 @@ TEST_F(ServerTest, ManyConcurrentKeepAliveConnections) {
 TEST_F(ServerTest, PolicyFileIsHotReloadedAndABadOneIsRefused) {
   std::ofstream(Path("policy.yaml")) << "apiVersion: draguard.io/v1alpha1\nkind: Policy\nmode: enforce\n";
   ASSERT_TRUE(policies_.LoadFile(Path("policy.yaml")).ok());
+  policies_.Watch(opt_.reload_interval);
   Start();
   auto c = Connect();
   EXPECT_EQ(Post(*c, "/validate", ReviewData("DG001/legacy-limit"))["response"]["allowed"], false);

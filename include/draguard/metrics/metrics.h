@@ -117,7 +117,7 @@ class Registry {
 /// Escapes a label value for the exposition format (\\, \", \n).
 std::string EscapeLabelValue(const std::string& v);
 
-/// The metrics draguard exports, created in one place.
+/// The server's metrics, created in one place.
 struct ServerMetrics {
   explicit ServerMetrics(Registry& r);
   CounterFamily& requests;        ///< draguard_admission_requests_total{webhook,operation,kind,decision}
@@ -130,6 +130,18 @@ struct ServerMetrics {
   CounterFamily& http_errors;     ///< draguard_http_errors_total{code}
   CounterFamily& shed;            ///< draguard_connections_shed_total
   GaugeFamily& ready;             ///< draguard_ready
+};
+
+/// The topology model's families; their values are copied from the topology store by a
+/// collector (Registry::AddCollector) at every Render().
+struct TopologyMetrics {
+  explicit TopologyMetrics(Registry& r);
+  GaugeFamily& nodes;             ///< draguard_topology_nodes
+  GaugeFamily& shapes;            ///< draguard_topology_shapes
+  CounterFamily& reloads;         ///< draguard_topology_reload_total{result}
+  GaugeFamily& last_reload;       ///< draguard_topology_last_reload_timestamp_seconds
+  GaugeFamily& reload_duration;   ///< draguard_topology_last_reload_duration_seconds
+  CounterFamily& load_errors;     ///< draguard_topology_load_errors_total{reason}
 };
 
 }  // namespace draguard::metrics

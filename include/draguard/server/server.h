@@ -41,7 +41,7 @@ struct ServerOptions {
   std::size_t workers = 0;                ///< 0 = max(64, 8 × cores)
   std::size_t max_queued = 1024;          ///< accepted connections waiting for a worker
   std::chrono::milliseconds shutdown_delay{5000};    ///< keep serving after SIGTERM
-  std::chrono::milliseconds reload_interval{1000};   ///< cert/policy file polling
+  std::chrono::milliseconds reload_interval{1000};   ///< certificate file polling
   std::string metrics_host;               ///< plain-HTTP metrics listener ("" = none)
   int metrics_port = 0;
 };

@@ -59,5 +59,29 @@ TEST(Metrics, ServerMetricsHaveTheDocumentedNames) {
   }
 }
 
+TEST(Metrics, TopologyMetricsHaveTheDocumentedNamesAndHelp) {
+  Registry r;
+  TopologyMetrics m(r);
+  m.nodes.Set({}, 3);
+  m.reloads.SetTotal({"success"}, 2);
+  m.load_errors.SetTotal({"parse"}, 1);
+  std::string text = r.Render();
+  for (const char* line :
+       {"# HELP draguard_topology_nodes Nodes in the topology model.\n# TYPE draguard_topology_nodes gauge\n"
+        "draguard_topology_nodes 3\n",
+        "# HELP draguard_topology_shapes Distinct hardware shapes in the topology model.\n"
+        "# TYPE draguard_topology_shapes gauge\n",
+        "# HELP draguard_topology_reload_total Topology reloads by result.\n"
+        "# TYPE draguard_topology_reload_total counter\ndraguard_topology_reload_total{result=\"success\"} 2\n",
+        "# HELP draguard_topology_last_reload_timestamp_seconds Unix time of the last topology reload.\n"
+        "# TYPE draguard_topology_last_reload_timestamp_seconds gauge\n",
+        "# HELP draguard_topology_last_reload_duration_seconds Duration of the last topology reload.\n"
+        "# TYPE draguard_topology_last_reload_duration_seconds gauge\n",
+        "# HELP draguard_topology_load_errors_total Refused hwloc exports by reason.\n"
+        "# TYPE draguard_topology_load_errors_total counter\ndraguard_topology_load_errors_total{reason=\"parse\"} 1\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
+}
+
 }  // namespace
 }  // namespace draguard::metrics

@@ -1,10 +1,9 @@
-// `draguard topology show`.
-#include "draguard/topology/cli.h"
-
+// `draguard topology show`: the topology model of hwloc exports as JSON or a table.
+#include "commands.h"
 #include "draguard/topology/format.h"
 #include "draguard/topology/snapshot.h"
 
-namespace draguard::topology {
+namespace draguard::cli {
 namespace {
 
 constexpr const char* kUsage =
@@ -39,57 +38,57 @@ int Show(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
       node = a.substr(7);
     } else if (a == "-h" || a == "--help") {
       out << kUsage;
-      return 0;
+      return kExitOk;
     } else {
       err << "topology show: unknown argument \"" << a << "\"\n" << kUsage;
-      return 1;
+      return kExitUsage;
     }
     if (!ok) {
       err << "topology show: " << a << " needs a value\n" << kUsage;
-      return 1;
+      return kExitUsage;
     }
   }
   if (path.empty()) {
     err << "topology show: -f FILE|DIR is required\n" << kUsage;
-    return 1;
+    return kExitUsage;
   }
   if (output != "json" && output != "table") {
     err << "topology show: unknown output format \"" << output << "\" (json or table)\n";
-    return 1;
+    return kExitUsage;
   }
-  std::vector<LoadProblem> problems;
-  Result<std::shared_ptr<const Snapshot>> snap = LoadSnapshot(path, LoaderLimits{}, &problems);
+  std::vector<topology::LoadProblem> problems;
+  auto snap = topology::LoadSnapshot(path, topology::LoaderLimits{}, &problems);
   if (!snap.ok()) {
     err << "topology show: " << snap.status().message() << "\n";
-    return 2;
+    return kExitRuntime;
   }
-  for (const LoadProblem& p : problems) {
-    err << "topology show: warning: " << (p.reason == LoadErrorReason::kConflict ? "" : "skipped ")
+  for (const topology::LoadProblem& p : problems) {
+    err << "topology show: warning: " << (p.reason == topology::LoadErrorReason::kConflict ? "" : "skipped ")
         << p.status.message() << "\n";
   }
-  const Snapshot& s = *snap.value();
+  const topology::Snapshot& s = *snap.value();
   if (!node.empty() && s.Find(node) == nullptr) {
     err << "topology show: node \"" << node << "\" not found in " << path << "\n";
-    return 2;
+    return kExitRuntime;
   }
   if (s.node_count() == 0) {
     err << "topology show: no loadable hwloc export in " << path << "\n";
-    return 2;
+    return kExitRuntime;
   }
-  out << (output == "json" ? FormatJson(s, node) : FormatTable(s, node));
-  return 0;
+  out << (output == "json" ? topology::FormatJson(s, node) : topology::FormatTable(s, node));
+  return kExitOk;
 }
 
 }  // namespace
 
-int RunTopologyCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int Topology(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
     (args.empty() ? err : out) << kUsage;
-    return args.empty() ? 1 : 0;
+    return args.empty() ? kExitUsage : kExitOk;
   }
   if (args[0] == "show") return Show(args, out, err);
   err << "topology: unknown subcommand \"" << args[0] << "\"\n" << kUsage;
-  return 1;
+  return kExitUsage;
 }
 
-}  // namespace draguard::topology
+}  // namespace draguard::cli

@@ -1,11 +1,11 @@
-// `draguard cel check|eval` through RunCelCommand: outputs and exit codes.
-#include "draguard/cel/cli.h"
-
+// `draguard cel check|eval` through cli::Cel: outputs and exit codes.
 #include <gtest/gtest.h>
 
 #include <sstream>
 
-namespace draguard::cel {
+#include "commands.h"
+
+namespace draguard::cli {
 namespace {
 
 struct CliRun {
@@ -16,7 +16,7 @@ struct CliRun {
 
 CliRun Cel(const std::vector<std::string>& args) {
   std::ostringstream out, err;
-  int code = RunCelCommand(args, out, err);
+  int code = cli::Cel(args, out, err);
   return {code, out.str(), err.str()};
 }
 
@@ -92,4 +92,4 @@ TEST(CelCli, CostLimitFlagAndGate) {
 }
 
 }  // namespace
-}  // namespace draguard::cel
+}  // namespace draguard::cli

@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "draguard/topology/cli.h"
+#include "commands.h"
 
-namespace draguard::topology {
+namespace draguard::cli {
 namespace {
 
 namespace fs = std::filesystem;
@@ -27,7 +27,7 @@ struct CliRun {
 
 CliRun Cli(std::vector<std::string> args) {
   std::ostringstream out, err;
-  const int code = RunTopologyCommand(args, out, err);
+  const int code = Topology(args, out, err);
   return {code, out.str(), err.str()};
 }
 
@@ -162,4 +162,4 @@ TEST(TopologyCliTest, DirectoryWithBadFilesAndNodeFilter) {
 }
 
 }  // namespace
-}  // namespace draguard::topology
+}  // namespace draguard::cli

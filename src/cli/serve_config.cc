@@ -1,0 +1,182 @@
+#include "serve_config.h"
+
+#include <cstdint>
+#include <cstdlib>
+
+#include "flags.h"
+
+namespace draguard::cli {
+namespace {
+
+bool ParseSeconds(const std::string& s, double* out) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size() || v < 0 || v > 86400) return false;
+  *out = v;
+  return true;
+}
+
+bool ParseCount(const std::string& s, std::size_t* out) {
+  if (s.empty() || s.size() > 12) return false;
+  std::size_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<std::size_t>(c - '0');
+  }
+  *out = v;
+  return true;
+}
+
+std::chrono::milliseconds Millis(double secs) {
+  return std::chrono::milliseconds(static_cast<int64_t>(secs * 1000));
+}
+
+// --listen, --metrics-listen.
+Status ParseAddresses(const Flags& f, server::ServerOptions* opt) {
+  if (auto st = server::ParseHostPort(f.Get("--listen", "127.0.0.1:8443"), &opt->host, &opt->port); !st.ok()) {
+    return Status::InvalidArgument("--listen: " + st.message());
+  }
+  if (!f.Has("--metrics-listen")) return Status::Ok();
+  if (auto st = server::ParseHostPort(f.Get("--metrics-listen"), &opt->metrics_host, &opt->metrics_port);
+      !st.ok()) {
+    return Status::InvalidArgument("--metrics-listen: " + st.message());
+  }
+  return Status::Ok();
+}
+
+// The durations in seconds; --keep-alive-timeout is rounded down to whole seconds, at least 1.
+Status ParseDurations(const Flags& f, server::ServerOptions* opt) {
+  struct SecondsFlag {
+    const char* name;
+    std::chrono::milliseconds* target;
+  };
+  std::chrono::milliseconds keep_alive{opt->keep_alive_timeout};
+  for (SecondsFlag sf : {SecondsFlag{"--shutdown-delay", &opt->shutdown_delay},
+                         SecondsFlag{"--read-timeout", &opt->read_timeout},
+                         SecondsFlag{"--request-timeout", &opt->request_deadline},
+                         SecondsFlag{"--keep-alive-timeout", &keep_alive},
+                         SecondsFlag{"--reload-interval", &opt->reload_interval}}) {
+    if (!f.Has(sf.name)) continue;
+    double secs = 0;
+    if (!ParseSeconds(f.Get(sf.name), &secs)) {
+      return Status::InvalidArgument(std::string(sf.name) + " must be a number of seconds");
+    }
+    *sf.target = Millis(secs);
+  }
+  opt->keep_alive_timeout = std::chrono::duration_cast<std::chrono::seconds>(keep_alive);
+  if (opt->keep_alive_timeout.count() < 1) opt->keep_alive_timeout = std::chrono::seconds(1);
+  opt->write_timeout = opt->read_timeout;
+  return Status::Ok();
+}
+
+// --max-body, --workers, --max-queued.
+Status ParseCounts(const Flags& f, server::ServerOptions* opt) {
+  for (auto [name, target] : {std::pair<const char*, std::size_t*>{"--max-body", &opt->max_body},
+                              {"--workers", &opt->workers},
+                              {"--max-queued", &opt->max_queued}}) {
+    if (f.Has(name) && !ParseCount(f.Get(name), target)) {
+      return Status::InvalidArgument(std::string(name) + " must be a non-negative integer");
+    }
+  }
+  if (opt->max_body < 1024) return Status::InvalidArgument("--max-body must be at least 1024");
+  return Status::Ok();
+}
+
+// --client-ca and --client-cn (repeatable, comma-separated).
+Status ParseClientCertificates(const Flags& f, server::ServerOptions* opt) {
+  opt->client_ca = f.Get("--client-ca");
+  if (auto it = f.values.find("--client-cn"); it != f.values.end()) {
+    for (const auto& v : it->second) {
+      std::size_t start = 0;
+      while (start <= v.size()) {
+        std::size_t comma = v.find(',', start);
+        std::string cn = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        if (!cn.empty()) opt->client_cns.push_back(cn);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+    }
+  }
+  if (!opt->client_cns.empty() && opt->client_ca.empty()) {
+    return Status::InvalidArgument("--client-cn needs --client-ca");
+  }
+  return Status::Ok();
+}
+
+// --kube, --kube-timeout, and the topology source (--topology-configmaps, --topology-dir).
+Status ParseKubeAndTopology(const Flags& f, ServeConfig* cfg) {
+  const std::string kube_mode = f.Get("--kube", "auto");
+  if (kube_mode == "auto") {
+    cfg->kube = KubeMode::kAuto;
+  } else if (kube_mode == "on") {
+    cfg->kube = KubeMode::kOn;
+  } else if (kube_mode == "off") {
+    cfg->kube = KubeMode::kOff;
+  } else {
+    return Status::InvalidArgument("--kube must be auto, on or off");
+  }
+  if (f.Has("--kube-timeout")) {
+    double secs = 0;
+    if (!ParseSeconds(f.Get("--kube-timeout"), &secs) || secs <= 0) {
+      return Status::InvalidArgument("--kube-timeout must be a positive number of seconds");
+    }
+    cfg->kube_timeout = Millis(secs);
+  }
+  cfg->topology_configmaps = f.Get("--topology-configmaps");
+  cfg->topology_dir = f.Get("--topology-dir");
+  if (f.Has("--topology-configmaps") && cfg->topology_configmaps.empty()) {
+    return Status::InvalidArgument("--topology-configmaps needs a namespace");
+  }
+  if (!cfg->topology_configmaps.empty() && f.Has("--topology-dir")) {
+    return Status::InvalidArgument("--topology-configmaps and --topology-dir exclude each other");
+  }
+  if (!cfg->topology_configmaps.empty() && cfg->kube == KubeMode::kOff) {
+    return Status::InvalidArgument("--topology-configmaps needs Kubernetes API access (not --kube=off)");
+  }
+  return Status::Ok();
+}
+
+// --tls-cert and --tls-key (together, or neither: then generated in --state-dir).
+Status ParseTls(const Flags& f, ServeConfig* cfg) {
+  if (f.Has("--tls-cert") != f.Has("--tls-key")) {
+    return Status::InvalidArgument("--tls-cert and --tls-key go together");
+  }
+  cfg->tls_from_flags = f.Has("--tls-cert");
+  cfg->server.tls_cert = f.Get("--tls-cert");
+  cfg->server.tls_key = f.Get("--tls-key");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ServeConfig> ParseServeConfig(const std::vector<std::string>& args) {
+  Flags f = ParseFlags(args,
+                       {"--listen", "--state-dir", "--service-name", "--namespace", "--tls-cert",
+                        "--tls-key", "--client-ca", "--client-cn", "--config", "--topology-dir",
+                        "--metrics-listen", "--shutdown-delay", "--log-level", "--max-body",
+                        "--read-timeout", "--request-timeout", "--keep-alive-timeout",
+                        "--workers", "--max-queued", "--reload-interval", "--kube", "--kube-timeout",
+                        "--topology-configmaps"},
+                       {});
+  if (!f.error.empty() || !f.positional.empty()) {
+    return Status::InvalidArgument(
+        (f.error.empty() ? "unexpected argument " + f.positional.front() : f.error) + " (see draguard help)");
+  }
+  ServeConfig cfg;
+  auto level = logging::ParseLevel(f.Get("--log-level", "info"));
+  if (!level.ok()) return Status::InvalidArgument("--log-level: " + level.status().message());
+  cfg.log_level = *level;
+  DRAGUARD_RETURN_IF_ERROR(ParseAddresses(f, &cfg.server));
+  DRAGUARD_RETURN_IF_ERROR(ParseDurations(f, &cfg.server));
+  DRAGUARD_RETURN_IF_ERROR(ParseCounts(f, &cfg.server));
+  DRAGUARD_RETURN_IF_ERROR(ParseClientCertificates(f, &cfg.server));
+  DRAGUARD_RETURN_IF_ERROR(ParseKubeAndTopology(f, &cfg));
+  DRAGUARD_RETURN_IF_ERROR(ParseTls(f, &cfg));
+  cfg.namespace_name = f.Get("--namespace", "draguard");
+  cfg.service_name = f.Get("--service-name", "draguard");
+  cfg.state_dir = f.Get("--state-dir", ".draguard");
+  if (f.Has("--config")) cfg.policy_file = f.Get("--config");
+  return cfg;
+}
+
+}  // namespace draguard::cli

@@ -1,0 +1,40 @@
+// The configuration of `draguard serve`, read from its flags: defaults and validation, no I/O.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "draguard/logging/logger.h"
+#include "draguard/server/server.h"
+#include "draguard/status.h"
+
+namespace draguard::cli {
+
+/// `--kube`: auto uses the in-cluster configuration when KUBERNETES_SERVICE_HOST is set; on
+/// requires it; off never calls the API.
+enum class KubeMode { kAuto, kOn, kOff };
+
+/// Everything `draguard serve` takes from its flags (defaults = the documented defaults).
+struct ServeConfig {
+  /// --listen, --metrics-listen, the timeouts, --max-body, --workers, --max-queued,
+  /// --reload-interval, --tls-cert/--tls-key, --client-ca, --client-cn.
+  server::ServerOptions server;
+  logging::Level log_level = logging::Level::kInfo;  ///< --log-level
+  std::string namespace_name = "draguard";          ///< --namespace (SANs, always exempt)
+  std::string service_name = "draguard";            ///< --service-name (SANs)
+  std::string state_dir = ".draguard";              ///< --state-dir (generated CA and certificate)
+  bool tls_from_flags = false;                      ///< --tls-cert/--tls-key given: nothing generated
+  std::optional<std::string> policy_file;           ///< --config; unset = the bundled policy
+  std::string topology_dir;                         ///< --topology-dir; "" = the bundled examples
+  std::string topology_configmaps;                  ///< --topology-configmaps namespace; "" = none
+  KubeMode kube = KubeMode::kAuto;                  ///< --kube
+  std::chrono::milliseconds kube_timeout{10000};    ///< --kube-timeout
+};
+
+/// Parses the words after `serve`. Pure: reads no file and no environment. A failure's message
+/// names the flag and is meant to follow "draguard serve: ".
+Result<ServeConfig> ParseServeConfig(const std::vector<std::string>& args);
+
+}  // namespace draguard::cli

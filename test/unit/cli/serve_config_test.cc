@@ -1,0 +1,158 @@
+// ParseServeConfig: the defaults, every flag of `draguard serve`, and a message naming the flag
+// for every bad value.
+#include "serve_config.h"
+
+#include <gtest/gtest.h>
+
+namespace draguard::cli {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+ServeConfig Parse(const std::vector<std::string>& args) {
+  auto cfg = ParseServeConfig(args);
+  EXPECT_TRUE(cfg.ok()) << cfg.status().message();
+  return cfg.ok() ? *cfg : ServeConfig{};
+}
+
+TEST(ParseServeConfig, DefaultsAreTheDocumentedOnes) {
+  const ServeConfig c = Parse({});
+  const server::ServerOptions& s = c.server;
+  EXPECT_EQ(s.host, "127.0.0.1");
+  EXPECT_EQ(s.port, 8443);
+  EXPECT_EQ(s.metrics_host, "");
+  EXPECT_EQ(s.metrics_port, 0);
+  EXPECT_EQ(s.shutdown_delay, milliseconds(5000));
+  EXPECT_EQ(s.read_timeout, milliseconds(10000));
+  EXPECT_EQ(s.write_timeout, milliseconds(10000));
+  EXPECT_EQ(s.request_deadline, milliseconds(10000));
+  EXPECT_EQ(s.keep_alive_timeout, seconds(30));
+  EXPECT_EQ(s.reload_interval, milliseconds(1000));
+  EXPECT_EQ(s.max_body, 7340032u);
+  EXPECT_EQ(s.workers, 0u);
+  EXPECT_EQ(s.max_queued, 1024u);
+  EXPECT_EQ(s.tls_cert, "");
+  EXPECT_EQ(s.tls_key, "");
+  EXPECT_EQ(s.client_ca, "");
+  EXPECT_TRUE(s.client_cns.empty());
+  EXPECT_EQ(c.log_level, logging::Level::kInfo);
+  EXPECT_EQ(c.namespace_name, "draguard");
+  EXPECT_EQ(c.service_name, "draguard");
+  EXPECT_EQ(c.state_dir, ".draguard");
+  EXPECT_FALSE(c.tls_from_flags);
+  EXPECT_FALSE(c.policy_file.has_value());
+  EXPECT_EQ(c.topology_dir, "");
+  EXPECT_EQ(c.topology_configmaps, "");
+  EXPECT_EQ(c.kube, KubeMode::kAuto);
+  EXPECT_EQ(c.kube_timeout, milliseconds(10000));
+}
+
+TEST(ParseServeConfig, EveryFlag) {
+  // Files are only named, never opened: parsing has no I/O.
+  const ServeConfig c = Parse({"--listen", "[::1]:9443", "--state-dir", "/var/lib/dg", "--service-name", "hook",
+                               "--namespace", "gpu-system", "--tls-cert", "/no/tls.crt", "--tls-key", "/no/tls.key",
+                               "--client-ca", "/no/ca.crt", "--client-cn", "kube-apiserver", "--client-cn=a,,b",
+                               "--config", "/no/policy.yaml", "--topology-dir", "/no/topology",
+                               "--kube", "on", "--kube-timeout", "2.5", "--metrics-listen", "0.0.0.0:9090",
+                               "--shutdown-delay", "0", "--max-body", "1024", "--read-timeout", "1.5",
+                               "--request-timeout=3", "--keep-alive-timeout", "60", "--workers", "16",
+                               "--max-queued", "0", "--reload-interval", "0.02", "--log-level", "debug"});
+  const server::ServerOptions& s = c.server;
+  EXPECT_EQ(s.host, "::1");
+  EXPECT_EQ(s.port, 9443);
+  EXPECT_EQ(c.state_dir, "/var/lib/dg");
+  EXPECT_EQ(c.service_name, "hook");
+  EXPECT_EQ(c.namespace_name, "gpu-system");
+  EXPECT_TRUE(c.tls_from_flags);
+  EXPECT_EQ(s.tls_cert, "/no/tls.crt");
+  EXPECT_EQ(s.tls_key, "/no/tls.key");
+  EXPECT_EQ(s.client_ca, "/no/ca.crt");
+  EXPECT_EQ(s.client_cns, (std::vector<std::string>{"kube-apiserver", "a", "b"}));
+  EXPECT_EQ(c.policy_file, std::optional<std::string>("/no/policy.yaml"));
+  EXPECT_EQ(c.topology_dir, "/no/topology");
+  EXPECT_EQ(c.kube, KubeMode::kOn);
+  EXPECT_EQ(c.kube_timeout, milliseconds(2500));
+  EXPECT_EQ(s.metrics_host, "0.0.0.0");
+  EXPECT_EQ(s.metrics_port, 9090);
+  EXPECT_EQ(s.shutdown_delay, milliseconds(0));
+  EXPECT_EQ(s.max_body, 1024u);
+  EXPECT_EQ(s.read_timeout, milliseconds(1500));
+  EXPECT_EQ(s.write_timeout, milliseconds(1500));  // follows --read-timeout
+  EXPECT_EQ(s.request_deadline, milliseconds(3000));
+  EXPECT_EQ(s.keep_alive_timeout, seconds(60));
+  EXPECT_EQ(s.workers, 16u);
+  EXPECT_EQ(s.max_queued, 0u);
+  EXPECT_EQ(s.reload_interval, milliseconds(20));
+  EXPECT_EQ(c.log_level, logging::Level::kDebug);
+
+  const ServeConfig cm = Parse({"--topology-configmaps", "topo", "--kube=off", "--kube", "auto", "--log-level=off"});
+  EXPECT_EQ(cm.topology_configmaps, "topo");
+  EXPECT_EQ(cm.kube, KubeMode::kAuto);  // the last value counts
+  EXPECT_EQ(cm.log_level, logging::Level::kOff);
+  EXPECT_EQ(Parse({"--kube", "off"}).kube, KubeMode::kOff);
+  EXPECT_EQ(Parse({"--log-level", "warning"}).log_level, logging::Level::kWarn);
+  EXPECT_EQ(Parse({"--log-level", "error"}).log_level, logging::Level::kError);
+  EXPECT_EQ(Parse({"--listen", "0.0.0.0:0"}).server.port, 0);
+  EXPECT_EQ(Parse({"--config="}).policy_file, std::optional<std::string>(""));  // given, empty: refused when loaded
+  EXPECT_EQ(Parse({"--topology-dir="}).topology_dir, "");                        // the bundled examples
+}
+
+TEST(ParseServeConfig, KeepAliveIsWholeSecondsAndAtLeastOne) {
+  EXPECT_EQ(Parse({"--keep-alive-timeout", "2.9"}).server.keep_alive_timeout, seconds(2));
+  EXPECT_EQ(Parse({"--keep-alive-timeout", "0"}).server.keep_alive_timeout, seconds(1));
+  EXPECT_EQ(Parse({"--keep-alive-timeout", "86400"}).server.keep_alive_timeout, seconds(86400));
+}
+
+struct BadCase {
+  std::vector<std::string> args;
+  std::string flag;     // named in the message
+  std::string message;  // printed after "draguard serve: "
+};
+
+TEST(ParseServeConfig, EveryBadValueIsRefusedNamingItsFlag) {
+  const std::vector<BadCase> cases = {
+      {{"--bogus"}, "--bogus", "unknown flag --bogus (see draguard help)"},
+      {{"--listen"}, "--listen", "flag --listen needs a value (see draguard help)"},
+      {{"--log-level", "loud"}, "--log-level",
+       "--log-level: log level \"loud\" is not one of debug, info, warn, error, off"},
+      {{"--listen", "8443"}, "--listen", "--listen: address \"8443\" is not HOST:PORT"},
+      {{"--listen", "[]:1"}, "--listen", "--listen: address \"[]:1\" has no host"},
+      {{"--listen", "h:99999"}, "--listen", "--listen: port in \"h:99999\" is out of range"},
+      {{"--metrics-listen", "h:x"}, "--metrics-listen", "--metrics-listen: port in \"h:x\" is not a number"},
+      {{"--metrics-listen="}, "--metrics-listen", "--metrics-listen: address \"\" is not HOST:PORT"},
+      {{"--shutdown-delay", "soon"}, "--shutdown-delay", "--shutdown-delay must be a number of seconds"},
+      {{"--read-timeout", "-1"}, "--read-timeout", "--read-timeout must be a number of seconds"},
+      {{"--request-timeout", "86401"}, "--request-timeout", "--request-timeout must be a number of seconds"},
+      {{"--keep-alive-timeout", "10s"}, "--keep-alive-timeout", "--keep-alive-timeout must be a number of seconds"},
+      {{"--reload-interval="}, "--reload-interval", "--reload-interval must be a number of seconds"},
+      {{"--max-body", "7M"}, "--max-body", "--max-body must be a non-negative integer"},
+      {{"--max-body", "1023"}, "--max-body", "--max-body must be at least 1024"},
+      {{"--workers", "-1"}, "--workers", "--workers must be a non-negative integer"},
+      {{"--max-queued", "1234567890123"}, "--max-queued", "--max-queued must be a non-negative integer"},
+      {{"--client-cn", "kube-apiserver"}, "--client-cn", "--client-cn needs --client-ca"},
+      {{"--kube", "maybe"}, "--kube", "--kube must be auto, on or off"},
+      {{"--kube-timeout", "0"}, "--kube-timeout", "--kube-timeout must be a positive number of seconds"},
+      {{"--kube-timeout", "x"}, "--kube-timeout", "--kube-timeout must be a positive number of seconds"},
+      {{"--topology-configmaps="}, "--topology-configmaps", "--topology-configmaps needs a namespace"},
+      {{"--topology-configmaps", "t", "--topology-dir", "d"}, "--topology-dir",
+       "--topology-configmaps and --topology-dir exclude each other"},
+      {{"--topology-configmaps", "t", "--kube", "off"}, "--kube",
+       "--topology-configmaps needs Kubernetes API access (not --kube=off)"},
+      {{"--tls-cert", "tls.crt"}, "--tls-key", "--tls-cert and --tls-key go together"},
+      {{"--tls-key", "tls.key"}, "--tls-cert", "--tls-cert and --tls-key go together"},
+  };
+  for (const BadCase& c : cases) {
+    auto cfg = ParseServeConfig(c.args);
+    ASSERT_FALSE(cfg.ok()) << c.message;
+    EXPECT_EQ(cfg.status().code(), StatusCode::kInvalidArgument) << c.message;
+    EXPECT_EQ(cfg.status().message(), c.message);
+    EXPECT_NE(cfg.status().message().find(c.flag), std::string::npos) << c.message;
+  }
+  auto positional = ParseServeConfig({"now"});
+  ASSERT_FALSE(positional.ok());
+  EXPECT_EQ(positional.status().message(), "unexpected argument now (see draguard help)");
+}
+
+}  // namespace
+}  // namespace draguard::cli
