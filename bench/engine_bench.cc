@@ -114,7 +114,7 @@ void Run(benchmark::State& state, const Json& object) {
     engine::RuleInput in{req, pol, nullptr, {}};
     engine::Decision d = engine::Decide(engine::Evaluate(in, registry), pol);
     benchmark::DoNotOptimize(d.response.allowed);
-    verdict = d.verdict;
+    verdict = engine::VerdictName(d.verdict);
   }
   state.SetLabel(verdict);
 }

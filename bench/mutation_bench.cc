@@ -88,7 +88,8 @@ void BM_Review(benchmark::State& state, const char* topo_file, int gpus, bool mu
   const std::string body = Review(LegacyPod(gpus));
   auto kind = mutate ? dg::admission::WebhookKind::kMutating : dg::admission::WebhookKind::kValidating;
   for (auto _ : state) {
-    auto out = reviewer.Review(body, kind, Policy(), topo.get(), std::chrono::system_clock::time_point{});
+    auto out = reviewer.Review(body, kind, Policy(), topo.get(), std::chrono::system_clock::time_point{},
+                               std::chrono::steady_clock::now() + dg::webhook::kDefaultReviewTimeout);
     benchmark::DoNotOptimize(out);
   }
 }

@@ -61,7 +61,8 @@ void BM_Review(benchmark::State& state, PodKind kind, std::size_t bytes) {
   const std::string body = MakeReview(kind, bytes);
   for (auto _ : state) {
     auto out = reviewer.Review(body, draguard::admission::WebhookKind::kValidating, policy, nullptr,
-                               std::chrono::system_clock::time_point{});
+                               std::chrono::system_clock::time_point{},
+                               std::chrono::steady_clock::now() + draguard::webhook::kDefaultReviewTimeout);
     benchmark::DoNotOptimize(out);
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * body.size()));
