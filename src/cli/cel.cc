@@ -1,10 +1,10 @@
 // `draguard cel`: compiles a DRA device selector (check) and evaluates it against one device
 // (eval --device) or against every simulated device of a topology node (eval --topology --node).
-#include <fstream>
 #include <optional>
 #include <sstream>
 
 #include "commands.h"
+#include "draguard/read_file.h"
 #include "draguard/cel/checker.h"
 #include "draguard/cel/device.h"
 #include "draguard/cel/evaluator.h"
@@ -111,14 +111,12 @@ void PrintReferences(const cel::CheckedExpr& c, std::ostream& out) {
 // `--device JSON|@FILE`: the JSON text itself, or the file's contents.
 std::optional<std::string> DeviceText(const std::string& arg, std::ostream& err) {
   if (arg.empty() || arg[0] != '@') return arg;
-  std::ifstream f(arg.substr(1));
-  if (!f) {
-    err << "draguard cel eval: cannot read " << arg.substr(1) << "\n";
+  auto text = ReadFile(arg.substr(1));
+  if (!text.ok()) {
+    err << "draguard cel eval: " << text.status().message() << "\n";
     return std::nullopt;
   }
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  return *std::move(text);
 }
 
 // `cel check EXPR` and `cel eval EXPR --device JSON|@FILE`.

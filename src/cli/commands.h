@@ -59,7 +59,10 @@ bool LoadCliPolicy(const Flags& f, policy::PolicyStore& policies, const std::str
 /// file, or (no flag) the bundled examples; loaded once, not watched. On failure prints
 /// "draguard COMMAND: --topology-dir: <why>" to `err` and returns null.
 std::unique_ptr<topology::Store> LoadCliTopology(const Flags& f, const std::string& command, std::ostream& err);
-/// The input of `-f FILE`: the file's bytes, or all of `in` for "-". Error: "cannot open FILE".
+/// Largest `-f FILE` the offline commands read.
+inline constexpr std::size_t kMaxCliInputBytes = std::size_t{256} << 20;
+/// The input of `-f FILE`: the file's bytes (at most kMaxCliInputBytes, regular files only; errors
+/// from ReadFile), or all of `in` for "-".
 Result<std::string> ReadCliInput(const std::string& file, std::istream& in);
 /// The `-o` / `--output` format (default yaml). Anything but yaml or json: prints
 /// `draguard COMMAND: -o must be yaml or json, not "X"` to `err` and returns "".

@@ -1,13 +1,13 @@
 // Input, policy, topology and output handling shared by the offline commands (review, convert,
 // render): see commands.h.
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "draguard/read_file.h"
 #include "draguard/policy/store.h"
 #include "draguard/topology/store.h"
 #include "draguard/yamljson/yamljson.h"
@@ -57,10 +57,7 @@ Result<std::string> ReadCliInput(const std::string& file, std::istream& in) {
     text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     return text;
   }
-  std::ifstream fin(file, std::ios::binary);
-  if (!fin) return Status::NotFound("cannot open " + file);
-  text.assign(std::istreambuf_iterator<char>(fin), std::istreambuf_iterator<char>());
-  return text;
+  return ReadFile(file, kMaxCliInputBytes);
 }
 
 std::string CliOutputFormat(const Flags& f, const std::string& command, std::ostream& err) {

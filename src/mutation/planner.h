@@ -41,7 +41,7 @@ struct View {
 
  private:
   mutable std::mutex mu_;
-  mutable std::map<std::string, std::shared_ptr<const cel::CheckedExpr>> compiled_;  // GUARDED_BY(mu_)
+  mutable std::map<std::string, std::shared_ptr<const cel::CheckedExpr>> compiled_;  // guarded by mu_
 };
 
 /// The view of `snap` (null: no topology), built on first use and kept with the snapshot.

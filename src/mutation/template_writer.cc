@@ -35,7 +35,7 @@ class TemplateMemo {
 
  private:
   mutable std::mutex mu_;
-  mutable std::map<std::string, std::shared_ptr<const GeneratedTemplate>> templates_;  // GUARDED_BY(mu_)
+  mutable std::map<std::string, std::shared_ptr<const GeneratedTemplate>> templates_;  // guarded by mu_
 };
 
 std::shared_ptr<const TemplateMemo> MemoOf(const topology::Snapshot& snap) {

@@ -10,10 +10,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <mutex>
 #include <thread>
 
+#include "draguard/read_file.h"
 #include "draguard/topology/store.h"
 
 namespace draguard::topology {
@@ -54,18 +54,7 @@ class DirectorySource : public Source {
   }
 
   Result<std::string> Read(const SourceEntry& entry, size_t max_bytes) override {
-    struct stat st {};
-    if (::stat(entry.origin.c_str(), &st) != 0) return Status::NotFound(entry.origin + ": " + std::strerror(errno));
-    if (static_cast<uint64_t>(st.st_size) > max_bytes) {
-      return Status::ResourceExhausted(entry.origin + ": export is " + std::to_string(st.st_size) +
-                                       " bytes, over the " + std::to_string(max_bytes) + "-byte limit");
-    }
-    std::ifstream in(entry.origin, std::ios::binary);
-    if (!in) return Status::Unavailable(entry.origin + ": cannot open");
-    std::string bytes(static_cast<size_t>(st.st_size), '\0');
-    in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    bytes.resize(static_cast<size_t>(in.gcount()));
-    return bytes;
+    return ReadFile(entry.origin, max_bytes);
   }
 
   Status Watch(std::function<void()> on_change) override {
@@ -161,9 +150,9 @@ class DirectorySource : public Source {
   std::string dir_;
   DirectorySourceOptions options_;
   std::mutex mu_;
-  std::thread thread_;   // GUARDED_BY(mu_)
-  int inotify_fd_ = -1;  // GUARDED_BY(mu_)
-  int stop_fd_ = -1;     // GUARDED_BY(mu_)
+  std::thread thread_;   // guarded by mu_
+  int inotify_fd_ = -1;  // guarded by mu_
+  int stop_fd_ = -1;     // guarded by mu_
 };
 
 }  // namespace

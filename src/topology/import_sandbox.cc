@@ -247,7 +247,7 @@ struct ImportPool::Impl {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<Worker> workers;  // a taken worker is owned by the thread that took it
-  std::vector<size_t> free;     // GUARDED_BY(mu)
+  std::vector<size_t> free;     // guarded by mu
 
   size_t Take() {
     std::unique_lock<std::mutex> lock(mu);

@@ -1,12 +1,13 @@
 // Store: reload orchestration, last-good retention, conflicts, metrics; in-memory and file sources.
 #include "draguard/topology/store.h"
 
+#include "draguard/read_file.h"
+
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <set>
 #include <thread>
 
@@ -34,22 +35,6 @@ int64_t NowUnixMs() {
 }
 
 // Reads a regular file, refusing it before reading when it is over max_bytes.
-Result<std::string> ReadFileCapped(const std::string& path, size_t max_bytes) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return Status::NotFound(path + ": " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(path + ": not a regular file");
-  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
-    return Status::ResourceExhausted(path + ": export is " + std::to_string(st.st_size) + " bytes, over the " +
-                                     std::to_string(max_bytes) + "-byte limit");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Unavailable(path + ": cannot open");
-  std::string bytes(static_cast<size_t>(st.st_size), '\0');
-  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  bytes.resize(static_cast<size_t>(in.gcount()));
-  return bytes;
-}
-
 class FileSource : public Source {
  public:
   explicit FileSource(std::string path) : path_(std::move(path)) {}
@@ -65,7 +50,7 @@ class FileSource : public Source {
     return std::vector<SourceEntry>{e};
   }
   Result<std::string> Read(const SourceEntry& entry, size_t max_bytes) override {
-    return ReadFileCapped(entry.origin, max_bytes);
+    return ReadFile(entry.origin, max_bytes);
   }
 
  private:

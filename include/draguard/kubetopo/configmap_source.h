@@ -90,12 +90,12 @@ class ConfigMapSource : public topology::Source, private kube::ConfigMapHandler 
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::map<std::string, kube::ConfigMap> maps_;  // by origin; GUARDED_BY(mu_)
-  bool synced_ = false;                          // GUARDED_BY(mu_)
-  Status last_error_;                            // GUARDED_BY(mu_)
-  bool dirty_ = false;                           // GUARDED_BY(mu_)
-  bool stop_notify_ = false;                     // GUARDED_BY(mu_)
-  std::function<void()> on_change_;              // GUARDED_BY(mu_)
+  std::map<std::string, kube::ConfigMap> maps_;  // by origin; guarded by mu_
+  bool synced_ = false;                          // guarded by mu_
+  Status last_error_;                            // guarded by mu_
+  bool dirty_ = false;                           // guarded by mu_
+  bool stop_notify_ = false;                     // guarded by mu_
+  std::function<void()> on_change_;              // guarded by mu_
   std::thread notifier_;
   std::mutex watch_mu_;  // serialises Watch/StopWatching
 };

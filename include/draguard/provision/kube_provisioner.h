@@ -107,10 +107,10 @@ class KubeTemplateProvisioner : public mutation::TemplateProvisioner {
   const kube::Client& client_;
   ProvisionerOptions options_;
   mutable std::mutex mu_;
-  std::map<std::string, CacheEntry> cache_;                 // GUARDED_BY(mu_)
-  std::list<std::string> order_;                            // insertion order; GUARDED_BY(mu_)
-  std::map<std::string, std::shared_ptr<Flight>> flights_;  // in-flight keys; GUARDED_BY(mu_)
-  ProvisionerCounters counters_;                            // GUARDED_BY(mu_)
+  std::map<std::string, CacheEntry> cache_;                 // guarded by mu_
+  std::list<std::string> order_;                            // insertion order; guarded by mu_
+  std::map<std::string, std::shared_ptr<Flight>> flights_;  // in-flight keys; guarded by mu_
+  ProvisionerCounters counters_;                            // guarded by mu_
   metrics::HistogramFamily* latency_ = nullptr;             // set once before use
 };
 

@@ -65,7 +65,7 @@ class Snapshot {
   std::vector<ShapeGroup> shapes_;
   uint64_t generation_ = 0;
   mutable std::mutex memo_mu_;
-  mutable std::unordered_map<std::string, std::shared_ptr<const void>> memo_;  // GUARDED_BY(memo_mu_)
+  mutable std::unordered_map<std::string, std::shared_ptr<const void>> memo_;  // guarded by memo_mu_
 };
 
 /// Deduplicates shapes: identical hardware yields the same shared object. Thread-safe.
@@ -81,7 +81,7 @@ class ShapeInterner {
 
  private:
   mutable std::mutex mu_;
-  std::unordered_map<std::string, std::vector<std::weak_ptr<const Shape>>> by_fingerprint_;  // GUARDED_BY(mu_)
+  std::unordered_map<std::string, std::vector<std::weak_ptr<const Shape>>> by_fingerprint_;  // guarded by mu_
 };
 
 /// Builds a NodeTopology from a parsed export (interning its shape).

@@ -102,8 +102,8 @@ class InMemorySource : public Source {
 
  private:
   mutable std::mutex mu_;
-  std::vector<InMemoryExport> exports_;  // GUARDED_BY(mu_)
-  std::function<void()> on_change_;      // GUARDED_BY(mu_)
+  std::vector<InMemoryExport> exports_;  // guarded by mu_
+  std::function<void()> on_change_;      // guarded by mu_
 };
 
 /// The bundled example exports (a DGX-2H and a PCIe server with 2x P100), embedded in the binary
@@ -199,15 +199,15 @@ class Store {
   std::atomic<std::shared_ptr<const Snapshot>> current_;
 
   std::mutex reload_mu_;  // serialises Start/Reload/Stop
-  std::unique_ptr<Source> source_;                          // GUARDED_BY(reload_mu_)
-  std::map<std::string, std::shared_ptr<Cached>> cache_;    // by origin; GUARDED_BY(reload_mu_)
-  uint64_t generation_ = 0;                                 // GUARDED_BY(reload_mu_)
-  std::set<std::string> conflicts_;  // conflicts already counted; GUARDED_BY(reload_mu_)
+  std::unique_ptr<Source> source_;                          // guarded by reload_mu_
+  std::map<std::string, std::shared_ptr<Cached>> cache_;    // by origin; guarded by reload_mu_
+  uint64_t generation_ = 0;                                 // guarded by reload_mu_
+  std::set<std::string> conflicts_;  // conflicts already counted; guarded by reload_mu_
 
   mutable std::mutex stats_mu_;
-  StoreMetrics metrics_;                           // GUARDED_BY(stats_mu_)
-  std::vector<StoreProblem> problems_;             // GUARDED_BY(stats_mu_)
-  std::function<void(uint64_t)> on_reload_;        // GUARDED_BY(stats_mu_)
+  StoreMetrics metrics_;                           // guarded by stats_mu_
+  std::vector<StoreProblem> problems_;             // guarded by stats_mu_
+  std::function<void(uint64_t)> on_reload_;        // guarded by stats_mu_
 };
 
 }  // namespace draguard::topology
