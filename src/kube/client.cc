@@ -319,9 +319,11 @@ HttpResponse ClientImpl::DoOnce(const HttpRequest& request, const std::string& t
     req.method = request.method;
     req.path = request.path;
     req.headers = headers;
-    if (request.method == "POST") {
+    if (request.method == "POST" || request.method == "PUT" || request.method == "PATCH" ||
+        (request.method == "DELETE" && !request.body.empty())) {
       req.body = request.body;
-      req.headers.emplace("Content-Type", "application/json");
+      req.headers.emplace("Content-Type",
+                          request.content_type.empty() ? "application/json" : request.content_type);
     }
     req.response_handler = on_response;
     req.content_receiver = [&](const char* data, std::size_t n, uint64_t, uint64_t) {
@@ -376,6 +378,23 @@ Client::Client(std::string host, int port, std::string ca_file, std::string toke
 Client::~Client() = default;
 
 const ClientConfig& Client::config() const { return impl_->config(); }
+
+std::string PathEscape(std::string_view s) { return UrlEncode(s); }
+
+ApiResult Client::Call(const ApiCall& call) const {
+  HttpRequest req;
+  req.method = call.method;
+  req.path = call.path;
+  req.body = call.body;
+  req.content_type = call.content_type;
+  req.deadline = call.deadline.value_or(config().request_timeout);
+  HttpResponse res = impl_->Do(req);
+  ApiResult out;
+  out.status = res.status;
+  out.body = std::move(res.body);
+  out.error = std::move(res.error);
+  return out;
+}
 
 CreateResult Client::CreateResourceClaimTemplate(std::string_view namespace_name,
                                                  std::string_view template_json,

@@ -56,9 +56,10 @@ class HttpConnection {
 
 /// One request.
 struct HttpRequest {
-  std::string method = "GET";                ///< GET or POST
+  std::string method = "GET";                ///< GET, POST, PUT, PATCH or DELETE
   std::string path;                          ///< path + encoded query
-  std::string body;                          ///< POST body (JSON)
+  std::string body;                          ///< request body (JSON)
+  std::string content_type = "application/json";  ///< Content-Type of the body
   std::chrono::milliseconds deadline{10000};  ///< whole-call bound
   std::chrono::milliseconds read_timeout{0};  ///< per-read bound; 0 = config.read_timeout
   /// When set and the status is 200, body bytes go here instead of HttpResponse::body;

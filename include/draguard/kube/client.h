@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "draguard/status.h"
 
@@ -84,6 +85,39 @@ struct GetResult {
   ApiError error;                     ///< set when kError (and the 404 Status when kNotFound)
 };
 
+/// One API call for Client::Call: any verb on any path.
+struct ApiCall {
+  /// An empty GET.
+  ApiCall() = default;
+  /// `method` on `path` with an optional body of `content_type`.
+  ApiCall(std::string method_name, std::string path_and_query, std::string request_body = {},
+          std::string body_type = "application/json")
+      : method(std::move(method_name)),
+        path(std::move(path_and_query)),
+        body(std::move(request_body)),
+        content_type(std::move(body_type)) {}
+
+  std::string method = "GET";  ///< GET, POST, PUT, PATCH or DELETE
+  /// Absolute path with an already encoded query ("/api/v1/namespaces/ns/secrets/x?limit=5");
+  /// build segments and query values with PathEscape.
+  std::string path;
+  std::string body;                                ///< request body (POST, PUT, PATCH)
+  std::string content_type = "application/json";  ///< e.g. application/merge-patch+json for PATCH
+  std::optional<std::chrono::milliseconds> deadline;  ///< whole-call bound; unset = request_timeout
+};
+
+/// What Client::Call got back.
+struct ApiResult {
+  int status = 0;     ///< HTTP status; 0 when no response arrived (see error)
+  std::string body;   ///< the response body (2xx: the object or list; capped at 256 MiB)
+  ApiError error;     ///< set for status 0 and for every non-2xx answer (from its Status object)
+  /// True for a 2xx answer.
+  bool ok() const { return status >= 200 && status < 300; }
+};
+
+/// Percent-encodes a path segment or query value (RFC 3986 unreserved characters kept).
+std::string PathEscape(std::string_view s);
+
 class ClientImpl;        // internal (src/kube/transport.h)
 class ConfigMapWatcher;  // watch.h
 
@@ -110,6 +144,10 @@ class Client {
   GetResult GetResourceClaimTemplate(
       std::string_view namespace_name, std::string_view name,
       std::optional<std::chrono::milliseconds> deadline = std::nullopt) const;
+
+  /// Performs one call with the client's TLS, token (re-read after a 401) and deadline rules.
+  /// Never throws; a transport failure is status 0 with error.reason saying which.
+  ApiResult Call(const ApiCall& call) const;
 
   /// The configuration in use.
   const ClientConfig& config() const;

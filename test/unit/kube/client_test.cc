@@ -299,5 +299,56 @@ TEST(InClusterConfigTest, ReadsEnvironmentAndFiles) {
   EXPECT_EQ(InClusterConfig(o).status().code(), StatusCode::kNotFound);
 }
 
+// Client::Call against the fake's generic object store: every verb, preconditions, pagination.
+TEST_F(ClientTest, CallCoversTheVerbsTheConventionsAndPagination) {
+  Client client(Config());
+  const std::string secrets = "/api/v1/namespaces/draguard/secrets";
+  json secret = {{"apiVersion", "v1"}, {"kind", "Secret"}, {"metadata", {{"name", "tls"}}}};
+  ApiResult created = client.Call({"POST", secrets, secret.dump()});
+  ASSERT_EQ(created.status, 201) << created.error.message;
+  std::string rv = json::parse(created.body)["metadata"]["resourceVersion"];
+  EXPECT_EQ(client.Call({"POST", secrets, secret.dump()}).error.reason, "AlreadyExists");
+
+  ApiResult got = client.Call({"GET", secrets + "/tls"});
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(json::parse(got.body)["metadata"]["name"], "tls");
+  EXPECT_EQ(client.Call({"GET", secrets + "/" + PathEscape("no such")}).status, 404);
+
+  json update = json::parse(got.body);
+  update["data"] = {{"k", "dg=="}};
+  ApiResult put = client.Call({"PUT", secrets + "/tls", update.dump()});
+  ASSERT_EQ(put.status, 200) << put.error.message;
+  update["metadata"]["resourceVersion"] = rv;  // stale
+  ApiResult stale = client.Call({"PUT", secrets + "/tls", update.dump()});
+  EXPECT_EQ(stale.status, 409);
+  EXPECT_EQ(stale.error.reason, "Conflict");
+
+  ApiResult patched = client.Call({"PATCH", secrets + "/tls", R"({"metadata":{"labels":{"a":"b"}}})",
+                                   "application/merge-patch+json"});
+  ASSERT_EQ(patched.status, 200) << patched.error.message;
+  EXPECT_EQ(json::parse(patched.body)["data"]["k"], "dg==");
+  EXPECT_EQ(json::parse(patched.body)["metadata"]["labels"]["a"], "b");
+
+  for (int i = 0; i < 5; ++i) {
+    server_->PutObject("/api/v1/namespaces/ns" + std::to_string(i % 2) + "/pods/p" + std::to_string(i),
+                       {{"kind", "Pod"}});
+  }
+  ApiResult page = client.Call({"GET", "/api/v1/pods?limit=3"});
+  ASSERT_TRUE(page.ok());
+  json first = json::parse(page.body);
+  EXPECT_EQ(first["items"].size(), 3u);
+  std::string cont = first["metadata"]["continue"];
+  json rest = json::parse(client.Call({"GET", "/api/v1/pods?limit=3&continue=" + PathEscape(cont)}).body);
+  EXPECT_EQ(rest["items"].size(), 2u);
+  EXPECT_FALSE(rest["metadata"].contains("continue"));
+  server_->ExpireContinueTokens();
+  EXPECT_EQ(client.Call({"GET", "/api/v1/pods?limit=3&continue=" + PathEscape(cont)}).status, 410);
+
+  server_->InjectFault("DELETE", secrets + "/tls", kubetest::Reply(500, kubetest::StatusBody(500, "InternalError", "boom")));
+  EXPECT_EQ(client.Call({"DELETE", secrets + "/tls"}).error.reason, "InternalError");
+  EXPECT_EQ(client.Call({"DELETE", secrets + "/tls"}).status, 200);
+  EXPECT_TRUE(server_->GetObject(secrets + "/tls").is_null());
+}
+
 }  // namespace
 }  // namespace draguard::kube

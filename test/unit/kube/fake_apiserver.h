@@ -1,6 +1,9 @@
 // Test helpers: a throwaway PKI (EC P-256 CA + serving cert for 127.0.0.1, made at test time) and
 // a scripted HTTPS fake of the Kubernetes API server that follows its conventions: Status objects,
 // 201/409/401/403/404/410/500, chunked watch streams with one JSON event per line, bookmarks.
+// Paths without a scripted route go to a generic object store (ObjectStore below): create, get,
+// list with labelSelector/limit/continue, update with resourceVersion preconditions, merge and
+// JSON patch, delete, with injectable faults.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -20,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <regex>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -204,6 +208,12 @@ class FakeApiServer {
                 [this](const httplib::Request& req, httplib::Response& res) { ConfigMaps(req, res); });
     server_.Get(R"(/api/v1/namespaces/([^/]+)/configmaps)",
                 [this](const httplib::Request& req, httplib::Response& res) { ConfigMaps(req, res); });
+    auto generic = [this](const httplib::Request& req, httplib::Response& res) { Generic(req, res); };
+    server_.Get(".*", generic);
+    server_.Post(".*", generic);
+    server_.Put(".*", generic);
+    server_.Patch(".*", generic);
+    server_.Delete(".*", generic);
     port_ = server_.bind_to_any_port(bind_host);
     if (port_ <= 0) throw std::runtime_error("cannot bind " + bind_host);
     thread_ = std::thread([this] { server_.listen_after_bind(); });
@@ -252,6 +262,53 @@ class FakeApiServer {
   std::vector<Seen> seen() const {
     std::lock_guard<std::mutex> l(mu_);
     return seen_;
+  }
+
+  // ---- generic object store (every path without a scripted route) ----
+  // Objects are keyed by their full path, e.g. /api/v1/namespaces/ns/secrets/name or
+  // /api/v1/nodes/n. resourceVersions come from one counter, as in etcd.
+
+  // Stores `object` at `path` (no checks), stamping resourceVersion, uid and name; returns it.
+  json PutObject(const std::string& path, json object) {
+    std::lock_guard<std::mutex> l(mu_);
+    return StoreLocked(path, std::move(object));
+  }
+  // The object at `path`, or null.
+  json GetObject(const std::string& path) const {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = store_.find(path);
+    return it == store_.end() ? json() : it->second;
+  }
+  // Removes the object at `path` (no-op when absent).
+  void RemoveObject(const std::string& path) {
+    std::lock_guard<std::mutex> l(mu_);
+    store_.erase(path);
+  }
+  // Paths of stored objects that start with `prefix`.
+  std::vector<std::string> ObjectPaths(const std::string& prefix = "") const {
+    std::lock_guard<std::mutex> l(mu_);
+    std::vector<std::string> out;
+    for (const auto& [k, v] : store_)
+      if (k.rfind(prefix, 0) == 0) out.push_back(k);
+    return out;
+  }
+  // The next request with this method whose path (without query) matches `path_regex` gets
+  // `reply` instead of the store's answer. Faults are used in the order they were added.
+  void InjectFault(const std::string& method, const std::string& path_regex, Reply reply) {
+    std::lock_guard<std::mutex> l(mu_);
+    faults_.push_back(Fault{method, std::regex(path_regex), std::move(reply)});
+  }
+  // Continue tokens issued so far stop working: the next list with one answers 410 Gone.
+  void ExpireContinueTokens() {
+    std::lock_guard<std::mutex> l(mu_);
+    ++continue_epoch_;
+  }
+  // Number of requests seen with `method` whose path starts with `prefix`.
+  int Count(const std::string& method, const std::string& prefix) const {
+    std::lock_guard<std::mutex> l(mu_);
+    int n = 0;
+    for (const auto& x : seen_) n += x.method == method && x.path.rfind(prefix, 0) == 0;
+    return n;
   }
   // Waits until `pred(seen)` holds; false after `timeout`.
   bool WaitSeen(const std::function<bool(const std::vector<Seen>&)>& pred,
@@ -399,6 +456,237 @@ class FakeApiServer {
         });
   }
 
+  struct Fault {
+    std::string method;
+    std::regex path;
+    Reply reply;
+  };
+
+  static std::string LastSegment(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
+  // Resource kind for messages: the collection segment ("secrets").
+  static std::string Resource(const std::vector<std::string>& segs, bool object) {
+    if (segs.size() < (object ? 2u : 1u)) return "objects";
+    return segs[segs.size() - (object ? 2 : 1)];
+  }
+
+  static std::vector<std::string> Split(const std::string& path) {
+    std::vector<std::string> out;
+    std::size_t i = 1;
+    while (i <= path.size()) {
+      std::size_t j = path.find('/', i);
+      if (j == std::string::npos) j = path.size();
+      if (j > i) out.push_back(path.substr(i, j - i));
+      i = j + 1;
+    }
+    return out;
+  }
+
+  // True when `segs` name a collection (not one object): /api/v1/X, /api/v1/namespaces/N/X,
+  // /apis/G/V/X, /apis/G/V/namespaces/N/X.
+  static bool IsCollection(const std::vector<std::string>& segs) {
+    std::size_t base = (!segs.empty() && segs[0] == "api") ? 2 : 3;  // api/v1 | apis/g/v
+    if (segs.size() == base + 1) return true;
+    if (segs.size() == base + 3 && segs[base] == "namespaces") return true;
+    return false;
+  }
+
+  json StoreLocked(const std::string& path, json object) {
+    if (!object.is_object()) object = json::object();
+    auto& meta = object["metadata"];
+    if (!meta.is_object()) meta = json::object();
+    meta["resourceVersion"] = std::to_string(++rv_);
+    if (!meta.contains("uid")) meta["uid"] = "uid-" + std::to_string(rv_);
+    if (!meta.contains("name")) meta["name"] = LastSegment(path);
+    store_[path] = object;
+    return object;
+  }
+
+  static bool MatchesSelector(const json& obj, const std::string& selector) {
+    if (selector.empty()) return true;
+    const json* labels = nullptr;
+    if (obj.contains("metadata") && obj["metadata"].contains("labels")) labels = &obj["metadata"]["labels"];
+    std::size_t i = 0;
+    while (i <= selector.size()) {
+      std::size_t j = selector.find(',', i);
+      if (j == std::string::npos) j = selector.size();
+      std::string term = selector.substr(i, j - i);
+      i = j + 1;
+      if (term.empty()) continue;
+      std::size_t eq = term.find('=');
+      std::string key = term.substr(0, eq == std::string::npos ? term.size() : eq);
+      bool has = labels != nullptr && labels->contains(key);
+      if (eq == std::string::npos) {
+        if (!has) return false;
+        continue;
+      }
+      std::string value = term.substr(eq + (term.compare(eq, 2, "==") == 0 ? 2 : 1));
+      if (!has || !(*labels)[key].is_string() || (*labels)[key].get<std::string>() != value) return false;
+    }
+    return true;
+  }
+
+  void Reject(httplib::Response& res, int code, const std::string& reason, const std::string& message) {
+    res.status = code;
+    res.set_content(StatusBody(code, reason, message), "application/json");
+  }
+
+  void Generic(const httplib::Request& req, httplib::Response& res) {
+    if (!Admit(req, res)) return;
+    std::unique_lock<std::mutex> l(mu_);
+    for (auto it = faults_.begin(); it != faults_.end(); ++it) {
+      if (it->method == req.method && std::regex_match(req.path, it->path)) {
+        Reply r = std::move(it->reply);
+        faults_.erase(it);
+        res.status = r.status;
+        res.set_content(r.body, "application/json");
+        return;
+      }
+    }
+    auto segs = Split(req.path);
+    if (segs.size() < 3 || (segs[0] != "api" && segs[0] != "apis")) {
+      Reject(res, 404, "NotFound", "the server could not find the requested resource");
+      return;
+    }
+    bool collection = IsCollection(segs);
+    const std::string& path = req.path;
+    if (req.method == "GET" && collection) {
+      // A cluster-wide list of a namespaced resource spans every namespace.
+      std::size_t base = segs[0] == "api" ? 2 : 3;
+      std::string prefix = path + "/";
+      std::string any_ns;  // "/api/v1/namespaces/" + "*" + "/X/"
+      if (segs.size() == base + 1) {
+        any_ns = path.substr(0, path.size() - segs.back().size()) + "namespaces/";
+      }
+      std::vector<const json*> items;
+      for (const auto& [k, v] : store_) {
+        bool direct = k.rfind(prefix, 0) == 0 && k.find('/', prefix.size()) == std::string::npos;
+        bool across = false;
+        if (!any_ns.empty() && k.rfind(any_ns, 0) == 0) {
+          auto ks = Split(k);
+          across = ks.size() == base + 4 && ks[base + 2] == segs.back();
+        }
+        if ((direct || across) && MatchesSelector(v, req.get_param_value("labelSelector"))) items.push_back(&v);
+      }
+      std::size_t offset = 0;
+      std::string cont = req.get_param_value("continue");
+      if (!cont.empty()) {
+        auto colon = cont.find(':');
+        if (colon == std::string::npos || std::stoi(cont.substr(0, colon)) != continue_epoch_) {
+          Reject(res, 410, "Expired",
+                 "The provided continue parameter is too old to display a consistent list result. You can "
+                 "start a new list without the continue parameter.");
+          return;
+        }
+        offset = std::stoul(cont.substr(colon + 1));
+      }
+      std::size_t limit = req.has_param("limit") ? std::stoul(req.get_param_value("limit")) : 0;
+      json list = {{"apiVersion", segs[0] == "api" ? "v1" : segs[1] + "/" + segs[2]},
+                   {"kind", "List"},
+                   {"metadata", {{"resourceVersion", std::to_string(rv_)}}},
+                   {"items", json::array()}};
+      std::size_t end = limit == 0 ? items.size() : std::min(items.size(), offset + limit);
+      for (std::size_t i = offset; i < end; ++i) list["items"].push_back(*items[i]);
+      if (end < items.size()) {
+        list["metadata"]["continue"] = std::to_string(continue_epoch_) + ":" + std::to_string(end);
+        list["metadata"]["remainingItemCount"] = items.size() - end;
+      }
+      res.status = 200;
+      res.set_content(list.dump(), "application/json");
+      return;
+    }
+    if (req.method == "POST" && collection) {
+      auto obj = json::parse(req.body, nullptr, false);
+      if (obj.is_discarded() || !obj.is_object()) {
+        Reject(res, 400, "BadRequest", "the body of the request was in an unknown format");
+        return;
+      }
+      std::string name = obj.contains("metadata") ? obj["metadata"].value("name", "") : "";
+      if (name.empty()) {
+        Reject(res, 422, "Invalid", Resource(segs, false) + " is invalid: metadata.name: Required value");
+        return;
+      }
+      std::string key = path + "/" + name;
+      if (store_.count(key) != 0) {
+        Reject(res, 409, "AlreadyExists", Resource(segs, false) + " \"" + name + "\" already exists");
+        return;
+      }
+      if (obj["metadata"].contains("resourceVersion")) obj["metadata"].erase("resourceVersion");
+      res.status = 201;
+      res.set_content(StoreLocked(key, std::move(obj)).dump(), "application/json");
+      return;
+    }
+    if (collection) {
+      Reject(res, 405, "MethodNotAllowed", "the server does not allow this method on the requested resource");
+      return;
+    }
+    auto it = store_.find(path);
+    std::string name = LastSegment(path);
+    if (it == store_.end()) {
+      Reject(res, 404, "NotFound", Resource(segs, true) + " \"" + name + "\" not found");
+      return;
+    }
+    if (req.method == "GET") {
+      res.status = 200;
+      res.set_content(it->second.dump(), "application/json");
+      return;
+    }
+    if (req.method == "DELETE") {
+      store_.erase(it);
+      res.status = 200;
+      res.set_content(json{{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Success"}}.dump(),
+                      "application/json");
+      return;
+    }
+    auto body = json::parse(req.body, nullptr, false);
+    if (body.is_discarded()) {
+      Reject(res, 400, "BadRequest", "the body of the request was in an unknown format");
+      return;
+    }
+    json updated;
+    std::string current_rv = it->second["metadata"].value("resourceVersion", "");
+    if (req.method == "PUT") {
+      std::string rv = body.contains("metadata") ? body["metadata"].value("resourceVersion", "") : "";
+      if (!rv.empty() && rv != current_rv) {
+        Reject(res, 409, "Conflict",
+               "Operation cannot be fulfilled on " + Resource(segs, true) + " \"" + name +
+                   "\": the object has been modified; please apply your changes to the latest version and try again");
+        return;
+      }
+      updated = std::move(body);
+      if (it->second["metadata"].contains("uid")) updated["metadata"]["uid"] = it->second["metadata"]["uid"];
+    } else if (req.method == "PATCH") {
+      std::string type = req.get_header_value("Content-Type");
+      updated = it->second;
+      try {
+        if (type == "application/json-patch+json") {
+          updated = updated.patch(body);
+        } else if (type == "application/merge-patch+json" || type == "application/strategic-merge-patch+json") {
+          std::string rv = body.contains("metadata") && body["metadata"].is_object()
+                               ? body["metadata"].value("resourceVersion", "")
+                               : "";
+          if (!rv.empty() && rv != current_rv) {
+            Reject(res, 409, "Conflict", "Operation cannot be fulfilled on " + Resource(segs, true) + " \"" +
+                                             name + "\": the object has been modified");
+            return;
+          }
+          updated.merge_patch(body);
+        } else {
+          Reject(res, 415, "UnsupportedMediaType", "the body of the request was in an unknown format");
+          return;
+        }
+      } catch (const std::exception& e) {
+        Reject(res, 422, "Invalid", e.what());
+        return;
+      }
+    } else {
+      Reject(res, 405, "MethodNotAllowed", "method not allowed");
+      return;
+    }
+    res.status = 200;
+    res.set_content(StoreLocked(path, std::move(updated)).dump(), "application/json");
+  }
+
   httplib::SSLServer server_;
   int port_ = 0;
   std::thread thread_;
@@ -413,6 +701,10 @@ class FakeApiServer {
   std::string default_list_ =
       R"({"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]})";
   std::vector<Seen> seen_;
+  std::map<std::string, json> store_;
+  std::vector<Fault> faults_;
+  long rv_ = 100;
+  int continue_epoch_ = 0;
 };
 
 // Test fixture base: a throwaway PKI in a temporary directory (ca.crt, tls.crt, tls.key and a
