@@ -140,4 +140,5 @@ ok "SIGTERM: clean exit"
 "${p[@]}" rm "$server" >/dev/null
 server=""
 
-say "$passed passed, 0 failed"
+say "done in $(( $(date +%s) - start ))s"
+echo "smoke-image: $passed passed, 0 failed"
