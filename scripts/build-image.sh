@@ -15,9 +15,11 @@
 #
 # Defaults: the binary is $BUILD_DIR/src/cli/draguard (build/ when unset; built with scripts/build.sh
 # when missing), the tag is the chart's appVersion, the archive is $BUILD_DIR/draguard-image.oci.tar.
-# Installs its tools (mmdebstrap, buildah, binutils) with apt-get when they are missing.
+# Runs as root (mmdebstrap --mode=root, chroot). Installs its tools (mmdebstrap, buildah,
+# binutils) with apt-get when they are missing.
 # Storage is a private directory removed on exit (vfs driver), so nothing is left in
-# /var/lib/containers.
+# /var/lib/containers. DRAGUARD_IMAGE_MIRROR: a mirror URL or sources file for mmdebstrap
+# (default: deb.debian.org with the release's updates and security suites).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=../deploy/image/image.env
@@ -33,7 +35,7 @@ while [ $# -gt 0 ]; do
     --output) output=$2; shift 2 ;;
     --tag) tag=$2; shift 2 ;;
     --rootfs) rootfs_only=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "build-image: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -107,6 +109,7 @@ trap cleanup EXIT
 rootfs=${rootfs_only:-$work/rootfs}
 mkdir -p "$rootfs"
 
+# No mounts (the extract variant runs nothing in the root filesystem; a Docker build cannot mount).
 # The extract variant runs no maintainer scripts, so the CA bundle that update-ca-certificates
 # would generate is assembled here from the certificates the package ships.
 ca_hook='set -e; mkdir -p "$1/etc/ssl/certs";
@@ -115,7 +118,7 @@ ca_hook='set -e; mkdir -p "$1/etc/ssl/certs";
 include=$(IFS=,; echo "${packages[*]}")
 say "extracting the root filesystem"
 mmdebstrap --quiet --mode=root --variant=extract --include="$include" \
-  --skip=check/empty --extract-hook="$ca_hook" \
+  --skip=check/empty,chroot/mount --extract-hook="$ca_hook" \
   "$suite" "$rootfs" ${DRAGUARD_IMAGE_MIRROR:+"$DRAGUARD_IMAGE_MIRROR"}
 
 # What a static image needs and nothing else: drop package metadata, docs (copyright files
