@@ -35,7 +35,7 @@ while [ $# -gt 0 ]; do
     --output) output=$2; shift 2 ;;
     --tag) tag=$2; shift 2 ;;
     --rootfs) rootfs_only=$2; shift 2 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "build-image: unknown argument $1" >&2; exit 2 ;;
   esac
 done
