@@ -121,10 +121,10 @@ ok "TLS is refused without the generated CA"
 # has that command, and read its output back with `draguard topology show`.
 if "${run[@]}" --rm "$image" help 2>/dev/null | grep -q 'draguard topology export'; then
   mkdir -p "$work/export"
-  "${run[@]}" --rm "$image" topology export > "$work/export/node.xml" 2> "$work/export.log" \
-    || fail "draguard topology export: $(tail -n 5 "$work/export.log")"
-  chmod 0644 "$work/export/node.xml"
-  chmod 0755 "$work/export"
+  chmod 0777 "$work/export"   # writable by the image user
+  "${run[@]}" --rm -v "$work/export:/export" "$image" topology export -o /export/node.xml \
+    > "$work/export.log" 2>&1 || fail "draguard topology export: $(tail -n 5 "$work/export.log")"
+  [ -s "$work/export/node.xml" ] || fail "draguard topology export wrote no file"
   out=$("${run[@]}" --rm -v "$work/export:/export:ro" "$image" topology show -f /export/node.xml 2>&1) \
     || fail "draguard topology show of the export: $out"
   ok "draguard topology export in the container; topology show reads it"
