@@ -1,5 +1,6 @@
 // `draguard audit` throughput: streaming a kubectl-style List dump (JSON and YAML) through the
 // reader and judging every item, and the judgement alone. Items per second are reported.
+#include <cstdlib>
 #include <sstream>
 #include <string>
 
@@ -37,8 +38,9 @@ json Object(int i) {
                    {"labels", {{"app", "app"}, {"pod-template-hash", "5d8f7c9b4"}}},
                    {"resourceVersion", std::to_string(1000 + i)}};
   if (i % 10 == 5) {
+    json tmpl = {{"metadata", {{"labels", {{"app", "app"}}}}}, {"spec", spec}};
     return {{"apiVersion", "apps/v1"}, {"kind", "Deployment"}, {"metadata", metadata},
-            {"spec", {{"replicas", 2}, {"template", {{"metadata", {{"labels", {{"app", "app"}}}}}, {"spec", spec}}}}}}};
+            {"spec", {{"replicas", 2}, {"template", tmpl}}}};
   }
   return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", metadata}, {"spec", spec},
           {"status", {{"phase", "Running"}, {"podIP", "10.0.0.1"}, {"qosClass", "Guaranteed"}}}};
@@ -65,7 +67,7 @@ std::string Dump(int n, bool as_yaml) {
 
 struct Fixture {
   Fixture() {
-    store.LoadDefault();
+    if (!store.LoadDefault().ok()) std::abort();
     policy = store.Current();
   }
   draguard::policy::PolicyStore store;

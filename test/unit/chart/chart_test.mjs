@@ -249,7 +249,8 @@ function commonChecks(r, label, { mutation = true, tlsMode = "cert-manager", rep
   });
 
   check(`${label}: RBAC: templates create/get, no cluster-wide configmaps, nothing on webhook configurations`, () => {
-    const role = one(r.docs, "ClusterRole");
+    const role = find(r.docs, "ClusterRole", fullname)[0];
+    assert(role, `ClusterRole ${fullname}`);
     const rct = role.rules.find((x) => x.apiGroups.includes("resource.k8s.io"));
     eq(rct.resources, ["resourceclaimtemplates"], "resource.k8s.io resources");
     eq(rct.verbs.slice().sort(), mutation ? ["create", "get"] : ["get"], "template verbs");
@@ -259,7 +260,7 @@ function commonChecks(r, label, { mutation = true, tlsMode = "cert-manager", rep
       assert(!x.apiGroups.includes("admissionregistration.k8s.io"), "webhook configuration access granted");
       assert(!x.resources.includes("secrets") && !x.resources.includes("*") && !x.verbs.includes("*"), "wildcard or secrets");
     }
-    const rb = one(r.docs, "ClusterRoleBinding");
+    const rb = find(r.docs, "ClusterRoleBinding", fullname)[0];
     eq(rb.subjects, [{ kind: "ServiceAccount", name: fullname, namespace: r.namespace }], "binding subject");
   });
 
