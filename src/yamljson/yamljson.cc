@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <optional>
 
 #include <yaml-cpp/yaml.h>
 
@@ -98,6 +99,231 @@ int FlowDepth(std::string_view text) {
   }
   return max_depth;
 }
+
+// --- Fast path for plain block-style YAML --------------------------------------------------
+//
+// Dumps (`kubectl get -o yaml`) are block maps and sequences of one-line scalars. This reads
+// exactly that subset straight into JSON; anything else (anchors, tags, flow collections other
+// than {} and [], comments, multi-line plain or quoted scalars, folded blocks, non-ASCII, tabs,
+// duplicate keys, ...) returns nullopt and goes to yaml-cpp, so results are the same either way.
+class FastBlock {
+ public:
+  explicit FastBlock(std::string_view text) : text_(text) {}
+
+  std::optional<json> Parse() {
+    for (unsigned char c : text_) {
+      if ((c < 0x20 && c != '\n') || c >= 0x7f) return std::nullopt;
+    }
+    for (std::size_t pos = 0; pos < text_.size();) {
+      std::size_t nl = text_.find('\n', pos);
+      if (nl == std::string_view::npos) nl = text_.size();
+      std::string_view raw = text_.substr(pos, nl - pos);
+      pos = nl + 1;
+      Line l;
+      l.raw = raw;
+      std::size_t n = raw.find_first_not_of(' ');
+      if (n == std::string_view::npos) {
+        l.blank = true;
+        l.spaces = !raw.empty();
+      } else {
+        l.indent = static_cast<int>(n);
+        l.text = raw.substr(n);
+        if (l.text[0] == '#' || l.text[0] == '%') return std::nullopt;
+        if (n == 0 && (raw.substr(0, 3) == "---" || raw.substr(0, 3) == "...")) return std::nullopt;
+      }
+      lines_.push_back(l);
+    }
+    std::size_t i = SkipBlank(0);
+    if (i == lines_.size()) return std::nullopt;
+    json out;
+    if (!Block(i, lines_[i].indent, out, 0)) return std::nullopt;
+    if (SkipBlank(i) != lines_.size()) return std::nullopt;
+    return out;
+  }
+
+ private:
+  struct Line {
+    std::string_view raw, text;
+    int indent = 0;
+    bool blank = false, spaces = false;
+  };
+
+  static bool IsEntry(std::string_view t) { return t == "-" || t.substr(0, 2) == "- "; }
+  static bool KeyChar(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || IsDigitChar(c) || c == '.' || c == '_' ||
+           c == '/' || c == '-';
+  }
+  static bool IsDigitChar(char c) { return c >= '0' && c <= '9'; }
+
+  std::size_t SkipBlank(std::size_t i) const {
+    while (i < lines_.size() && lines_[i].blank) ++i;
+    return i;
+  }
+
+  // The map or sequence whose first line is lines_[i], at `indent`.
+  bool Block(std::size_t& i, int indent, json& out, int depth) {
+    if (depth > 100) return false;
+    return IsEntry(lines_[i].text) ? Seq(i, indent, out, depth) : Map(i, indent, out, depth);
+  }
+
+  bool Seq(std::size_t& i, int indent, json& out, int depth) {
+    out = json::array();
+    for (i = SkipBlank(i); i < lines_.size(); i = SkipBlank(i)) {
+      Line& l = lines_[i];
+      if (l.indent > indent) return false;
+      if (l.indent < indent || !IsEntry(l.text)) return true;
+      if (l.text.size() < 3 || l.text[2] == ' ' || IsEntry(l.text.substr(2))) return false;
+      std::string_view rest = l.text.substr(2);
+      json v;
+      if (rest[0] != '"' && rest[0] != '\'' && (rest.find(": ") != std::string_view::npos || rest.back() == ':')) {
+        l.indent = indent + 2;  // "- key: v": a map whose first line starts after the dash
+        l.text = rest;
+        if (!Map(i, indent + 2, v, depth + 1)) return false;
+      } else {
+        auto s = ScalarValue(rest);
+        if (!s) return false;
+        v = std::move(*s);
+        ++i;
+      }
+      out.push_back(std::move(v));
+    }
+    return true;
+  }
+
+  bool Map(std::size_t& i, int indent, json& out, int depth) {
+    out = json::object();
+    for (i = SkipBlank(i); i < lines_.size(); i = SkipBlank(i)) {
+      const Line& l = lines_[i];
+      if (l.indent > indent) return false;
+      if (l.indent < indent) return true;
+      if (IsEntry(l.text)) return false;
+      std::size_t colon = l.text.find(':');
+      if (colon == 0 || colon == std::string_view::npos) return false;
+      std::string_view key = l.text.substr(0, colon);
+      if (key[0] == '-' || key == "null" || key == "Null" || key == "NULL") return false;  // null: not a key
+      for (char c : key) {
+        if (!KeyChar(c)) return false;
+      }
+      std::string_view rest = l.text.substr(colon + 1);
+      if (!rest.empty() && rest[0] != ' ') return false;
+      std::size_t v0 = rest.find_first_not_of(' ');
+      rest = v0 == std::string_view::npos ? std::string_view() : rest.substr(v0);
+      std::string k(key);
+      if (out.contains(k)) return false;
+      json v;
+      if (rest.empty()) {
+        std::size_t j = SkipBlank(i + 1);
+        if (j < lines_.size() && (lines_[j].indent > indent || (lines_[j].indent == indent && IsEntry(lines_[j].text)))) {
+          i = j;
+          if (!Block(i, lines_[j].indent, v, depth + 1)) return false;
+        } else {
+          i = i + 1;  // v stays null
+        }
+      } else if (rest == "|" || rest == "|-") {
+        if (!Literal(i, indent, rest == "|", v)) return false;
+      } else {
+        auto s = ScalarValue(rest);
+        if (!s) return false;
+        v = std::move(*s);
+        ++i;
+      }
+      out[std::move(k)] = std::move(v);
+    }
+    return true;
+  }
+
+  // A literal block scalar ("|" clip or "|-" strip) under a key at `indent`.
+  bool Literal(std::size_t& i, int indent, bool clip, json& out) {
+    std::size_t j = i + 1;
+    while (j < lines_.size() && lines_[j].blank) {
+      if (lines_[j].spaces) return false;
+      ++j;
+    }
+    if (j == lines_.size() || lines_[j].indent <= indent) return false;
+    const int content = lines_[j].indent;
+    std::string s;
+    for (j = i + 1; j < lines_.size(); ++j) {
+      const Line& l = lines_[j];
+      if (l.blank) {
+        if (l.spaces) return false;
+        s.push_back('\n');
+        continue;
+      }
+      if (l.indent < content) {
+        if (l.indent > indent) return false;
+        break;
+      }
+      s.append(l.raw.substr(static_cast<std::size_t>(content)));
+      s.push_back('\n');
+    }
+    while (!s.empty() && s.back() == '\n') s.pop_back();
+    if (clip) s.push_back('\n');
+    // Trailing empty lines belong to the scalar; the next entry starts after them.
+    i = j;
+    out = std::move(s);
+    return true;
+  }
+
+  // A one-line scalar value; nullopt when it is anything but a simple plain or quoted scalar.
+  static std::optional<json> ScalarValue(std::string_view v) {
+    if (v == "{}") return json::object();
+    if (v == "[]") return json::array();
+    if (v[0] == '"') return DoubleQuoted(v);
+    if (v[0] == '\'') return SingleQuoted(v);
+    static constexpr std::string_view kIndicators = "?:,[]{}#&*!|>%@`";
+    if (kIndicators.find(v[0]) != std::string_view::npos) return std::nullopt;
+    if (v[0] == '-' && (v.size() == 1 || v[1] == ' ')) return std::nullopt;
+    if (v.back() == ' ' || v.back() == ':') return std::nullopt;
+    if (v.find_first_of("#[]{}") != std::string_view::npos || v.find(": ") != std::string_view::npos) {
+      return std::nullopt;
+    }
+    return PlainValue(std::string(v));
+  }
+
+  static std::optional<json> DoubleQuoted(std::string_view v) {
+    std::string s;
+    for (std::size_t i = 1; i < v.size(); ++i) {
+      char c = v[i];
+      if (c == '"') {
+        if (i + 1 != v.size()) return std::nullopt;
+        return json(std::move(s));
+      }
+      if (c == '\\') {
+        if (++i == v.size()) return std::nullopt;
+        switch (v[i]) {
+          case '"': s.push_back('"'); break;
+          case '\\': s.push_back('\\'); break;
+          case 'n': s.push_back('\n'); break;
+          case 't': s.push_back('\t'); break;
+          default: return std::nullopt;
+        }
+        continue;
+      }
+      s.push_back(c);
+    }
+    return std::nullopt;  // continues on the next line
+  }
+
+  static std::optional<json> SingleQuoted(std::string_view v) {
+    std::string s;
+    for (std::size_t i = 1; i < v.size(); ++i) {
+      if (v[i] == '\'') {
+        if (i + 1 < v.size() && v[i + 1] == '\'') {
+          s.push_back('\'');
+          ++i;
+          continue;
+        }
+        if (i + 1 != v.size()) return std::nullopt;
+        return json(std::move(s));
+      }
+      s.push_back(v[i]);
+    }
+    return std::nullopt;
+  }
+
+  std::string_view text_;
+  std::vector<Line> lines_;
+};
 
 // --- JSON to YAML ---------------------------------------------------------------------------
 
@@ -261,6 +487,7 @@ Result<std::vector<json>> ParseDocuments(std::string_view text) {
     json doc = json::parse(text.begin(), text.end(), nullptr, false);
     if (!doc.is_discarded()) return std::vector<json>{std::move(doc)};
   }
+  if (auto fast = FastBlock(text).Parse()) return std::vector<json>{std::move(*fast)};
   if (FlowDepth(text) > kMaxDepth) return Status::ResourceExhausted("YAML nested deeper than 128 levels");
   try {
     std::vector<json> out;
