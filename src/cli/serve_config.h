@@ -27,6 +27,15 @@ struct SelfTlsConfig {
   std::chrono::milliseconds resync{60000};  ///< --tls-self-resync seconds (plus up to 10 % jitter)
 };
 
+/// The background audit of `serve` (--audit-*); off while `interval` is zero.
+struct AuditServeConfig {
+  std::chrono::seconds interval{0};  ///< --audit-interval; 0 = no background audit
+  std::size_t page_size = 500;       ///< --audit-page-size (list `limit`)
+  std::size_t max_results = 1000;    ///< --audit-max-results (results per PolicyReport)
+  bool policy_reports = true;        ///< --audit-policy-reports on|off
+  std::string lease_name;            ///< --audit-lease; "" = "<service-name>-audit"
+};
+
 /// Everything `draguard serve` takes from its flags (defaults = the documented defaults).
 struct ServeConfig {
   /// --listen, --metrics-listen, the timeouts, --max-body, --workers, --max-queued,
@@ -43,6 +52,7 @@ struct ServeConfig {
   KubeMode kube = KubeMode::kAuto;                  ///< --kube
   std::chrono::milliseconds kube_timeout{10000};    ///< --kube-timeout
   std::optional<SelfTlsConfig> tls_self;            ///< --tls-self-*; unset = not tls.mode=self
+  AuditServeConfig audit;                           ///< --audit-*
 };
 
 /// Parses the words after `serve`. Pure: reads no file and no environment. A failure's message
