@@ -50,7 +50,7 @@ serve flags:
   --request-timeout SECONDS  whole-request deadline (default 10)
   --keep-alive-timeout SECS  idle keep-alive connection lifetime (default 30)
   --workers N                worker threads (default max(64, 8 x cores))
-  --log-level LEVEL          debug | info | warn | error (default info)
+  --log-level LEVEL          debug | info | warn | error | off (default info)
 
 review flags:
   --config FILE              policy file (default: the bundled policy)

@@ -207,10 +207,10 @@ function commonChecks(r, label, { mutation = true, tlsMode = "self", replicas = 
   });
   check(`${label}: pod and container security context`, () => {
     const ps = pod.securityContext;
-    eq([ps.runAsNonRoot, ps.runAsUser, ps.seccompProfile.type], [true, 10001, "RuntimeDefault"], "pod securityContext");
+    eq([ps.runAsNonRoot, ps.runAsUser, ps.seccompProfile.type], [true, 65532, "RuntimeDefault"], "pod securityContext");
     const cs = c.securityContext;
     eq([cs.runAsNonRoot, cs.runAsUser, cs.readOnlyRootFilesystem, cs.allowPrivilegeEscalation, cs.privileged],
-      [true, 10001, true, false, false], "container securityContext");
+      [true, 65532, true, false, false], "container securityContext");
     eq(cs.capabilities.drop, ["ALL"], "capabilities.drop");
     assert(!cs.capabilities.add, "no capabilities added");
     eq(cs.seccompProfile.type, "RuntimeDefault", "container seccomp");
