@@ -256,6 +256,7 @@ class FastBlock {
       s.append(l.raw.substr(static_cast<std::size_t>(content)));
       s.push_back('\n');
     }
+    if (j == lines_.size() && text_.back() != '\n') return false;  // no final line break to keep
     while (!s.empty() && s.back() == '\n') s.pop_back();
     if (clip) s.push_back('\n');
     // Trailing empty lines belong to the scalar; the next entry starts after them.

@@ -53,16 +53,13 @@ TEST(ParseDocuments, HostileInputIsRefused) {
 
 
 // ToYaml: ParseDocuments(ToYaml(v)) == v.
-// A trailing comment line keeps a text off the block-style fast path: both readings must agree.
+// A leading comment line keeps a text off the block-style fast path: both readings must agree
+// (errors always come from yaml-cpp; with the extra line their line numbers differ by one).
 void ExpectSameAsGeneralParser(const std::string& yaml, const std::string& what) {
   auto fast = ParseDocuments(yaml);
-  auto general = ParseDocuments(yaml + "\n# general parser\n");
+  auto general = ParseDocuments("# general parser\n" + yaml);
   ASSERT_EQ(fast.ok(), general.ok()) << what << "\n" << yaml;
-  if (!fast.ok()) {
-    EXPECT_EQ(fast.status().message(), general.status().message()) << what;
-    return;
-  }
-  EXPECT_EQ(*fast, *general) << what << "\n" << yaml;
+  if (fast.ok()) EXPECT_EQ(*fast, *general) << what << "\n" << yaml;
 }
 
 void ExpectRoundTrip(const nlohmann::json& v, const std::string& what) {
@@ -77,6 +74,8 @@ void ExpectRoundTrip(const nlohmann::json& v, const std::string& what) {
 TEST(ParseDocuments, BlockStyleFastPathMatchesGeneralParser) {
   const char* cases[] = {
       "a: 1\nb: x\n",
+      "a: |\n  no final line break",
+      "a: |-\n  x",
       "  apiVersion: v1\n  kind: Pod\n  metadata:\n    name: p\n    labels:\n      app.kubernetes.io/name: x\n",
       "spec:\n  containers:\n  - name: a\n    args:\n    - --flag=1\n    - -v\n    - \"2\"\n  - name: b\n",
       "spec:\n  containers:\n    - name: a\n      ports:\n        - containerPort: 80\n          protocol: TCP\n",
