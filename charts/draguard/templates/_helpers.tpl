@@ -218,7 +218,7 @@ kind: Policy
 {{- else if .Values.topology.volume -}}
 directory
 {{- else -}}
-bundled
+none
 {{- end -}}
 {{- end -}}
 
