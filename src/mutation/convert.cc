@@ -412,7 +412,10 @@ ObjectConversion ConvertObject(const admission::Json& object, std::string_view n
     if (left.empty()) continue;
     const std::string who = loose.pointer + ": container \"" + loose.name + "\"";
     if (container.contains("resourcesPerNode") || !loose.claims_in_parent || loose.pointer.empty()) {
-      out.errors.push_back(who + " requests " + left.front().substr(left.front().rfind('/') + 1) +
+      std::string resource = left.front().substr(left.front().rfind('/') + 1);
+      for (std::size_t at; (at = resource.find("~1")) != std::string::npos;) resource.replace(at, 2, "/");
+      for (std::size_t at; (at = resource.find("~0")) != std::string::npos;) resource.replace(at, 2, "~");
+      out.errors.push_back(who + " requests " + resource +
                            " (at " + left.front() + ") but " + req.kind.kind +
                            " has no place for pod-level resource claims draguard could write (policy "
                            "customResources containerClaims: none); not convertible: request the GPUs "

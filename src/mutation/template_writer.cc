@@ -140,12 +140,11 @@ std::string PlacementWords(const internal::Plan& plan, bool nic) {
       return nic ? " + 1 RDMA NIC" : "";
   }
   if (plan.alternatives.size() > 1) {
-    first += " (" + std::to_string(plan.alternatives.size()) + " alternatives, first available";
     std::set<Placement> classes;
     for (const auto& alt : plan.alternatives) classes.insert(alt.placement);
-    if (classes.count(Placement::kPcieRoot) && plan.placement != Placement::kPcieRoot) first += ", then same PCIe root";
-    if (classes.count(Placement::kNuma) && plan.placement != Placement::kNuma) first += ", then NUMA-local";
-    first += ")";
+    if (classes.count(Placement::kPcieRoot) && plan.placement != Placement::kPcieRoot) first += ", else same PCIe root";
+    if (classes.count(Placement::kNuma) && plan.placement != Placement::kNuma) first += ", else NUMA-local";
+    first += ", " + std::to_string(plan.alternatives.size()) + " alternatives first available";
   }
   return first;
 }

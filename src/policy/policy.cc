@@ -571,11 +571,11 @@ std::vector<CustomResource> DefaultCustomResources() {
       {"jobset.x-k8s.io", "JobSet", {"spec.replicatedJobs[].template.spec.template"}, {}},
       {"serving.kserve.io", "InferenceService", {"spec.predictor", "spec.transformer", "spec.explainer"},
        kserve_containers, "parent"},
-      // NIM Operator: spec.resources of the NIMService; no pod-level claims draguard could write.
-      {"apps.nvidia.com", "NIMService", {}, {"spec"}},
       {"serving.kserve.io", "LLMInferenceService",
        {"spec.template", "spec.worker", "spec.prefill.template", "spec.prefill.worker"}, {}},
       {"batch.volcano.sh", "Job", {"spec.tasks[].template"}, {}},
+      // NIM Operator: spec.resources of the NIMService; no pod-level claims draguard could write.
+      {"apps.nvidia.com", "NIMService", {}, {"spec"}},
   };
 }
 
