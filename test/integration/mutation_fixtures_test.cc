@@ -567,6 +567,12 @@ TEST_F(MutationFixtures, IndependentImplementationsAgree) {
       for (auto& a : r["firstAvailable"]) a["selectors"].erase(a["selectors"].size() - 1);
     }
   });
+  // Rails without their pair constraints: a NIC under another GPU's root becomes choosable.
+  control("control-rails", "xe8640", "gpus-2+nic-rdma", "nvlink", [](Json& t) {
+    Json& devices = t["spec"]["spec"]["devices"];
+    ASSERT_NE(devices.dump().find("gpu-rail-1-nic"), std::string::npos) << devices.dump();
+    devices.erase("constraints");
+  });
   // A patch that loses its last operation.
   control("control-patch", "r740", "base", "none", [](Json& p) { p.erase(p.size() - 1); });
   WriteFile(cases_dir / "index.json", index.dump());
@@ -577,7 +583,7 @@ TEST_F(MutationFixtures, IndependentImplementationsAgree) {
                         &rc);
   Json py = Json::parse(out, nullptr, false);
   ASSERT_TRUE(rc == 0 && !py.is_discarded()) << "apply_json_patch.py failed (" << rc << "): " << out.substr(0, 2000);
-  EXPECT_EQ(py.value("checked", 0), static_cast<int>(F().converted.size()) + 4);  // + the controls
+  EXPECT_EQ(py.value("checked", 0), static_cast<int>(F().converted.size()) + 5);  // + the controls
   bool patch_control_caught = false;
   for (const auto& failure : py["failures"]) {
     if (failure.value("case", "").rfind("control-", 0) == 0) {
@@ -600,7 +606,7 @@ TEST_F(MutationFixtures, IndependentImplementationsAgree) {
     ADD_FAILURE() << failure.get<std::string>();
   }
   EXPECT_EQ(js["failures"].size(), 0u) << js["failures"].size() << " failures (first 60 shown)";
-  for (const char* id : {"control-pcie", "control-numa", "control-nvlink"}) {
+  for (const char* id : {"control-pcie", "control-numa", "control-nvlink", "control-rails"}) {
     const Json& got = js["controls"].value(id, Json::array());
     bool misaligned = false;
     for (const auto& m : got) misaligned = misaligned || m.get<std::string>().find(" may get ") != std::string::npos;
@@ -616,6 +622,7 @@ TEST_F(MutationFixtures, IndependentImplementationsAgree) {
             << s.value("sets", 0) << ", failures " << js["failures"].size() << "\n";
   EXPECT_EQ(s.value("pods", 0), static_cast<int>(F().converted.size() + index["controls"].size()));
   EXPECT_GT(s.value("sets", 0), 1000);
+  EXPECT_GT(s.value("rails", 0), 0) << "no rail-aligned claim was enumerated";
 }
 
 // draguard's own validating rules accept what its mutation produced.

@@ -143,7 +143,7 @@ DOMAINS = [...new Set([...DOMAINS, index.nicDriver])]
 const failureMap = new Map() // message -> {first case, count}
 const log = []
 const summary = {cases: 0, pods: 0, templates: 0, evaluations: 0, sets: 0, nodeChecks: 0, satisfiable: 0,
-  migEntriesUnchecked: 0, ignoredAffinityKeys: 0, unknownMatches: 0, memoryUnknown: 0, podsInvalidBefore: 0, placements: {}, allowedButUnsatisfiable: 0, memoryChecks: 0}
+  migEntriesUnchecked: 0, ignoredAffinityKeys: 0, unknownMatches: 0, memoryUnknown: 0, podsInvalidBefore: 0, placements: {}, allowedButUnsatisfiable: 0, memoryChecks: 0, rails: 0}
 
 // Control cases (deliberately broken templates) collect their failures apart: each must fail.
 let controlSink = null
@@ -355,6 +355,7 @@ function entrySets (tmpl, entry, alt, altName, nicReq, node, caseName) {
 // assignment of distinct devices that meets every matchAttribute constraint is enumerated; each
 // must have the GPUs aligned as `placement` says and every NIC under its own GPU's host bridge.
 function railSets (tmpl, entry, placement, node, caseName, problems) {
+  if (!controlSink) summary.rails++
   const devices = tmpl.spec.spec.devices
   const rails = []
   for (let i = 0; i < entry.count; i++) {
