@@ -82,7 +82,8 @@ struct Flags;
 /// failure prints "draguard COMMAND: <why>" to `err` and returns false.
 bool LoadCliPolicy(const Flags& f, policy::PolicyStore& policies, const std::string& command, std::ostream& err);
 /// The topology of `convert` and `render` (`--topology-dir`): a directory of exports, one export
-/// file, or (no flag) the bundled examples; loaded once, not watched. On failure prints
+/// file, "bundled:examples" (the demo machines, by name only), or (no flag) none; loaded once,
+/// not watched. On failure prints
 /// "draguard COMMAND: --topology-dir: <why>" to `err` and returns null.
 std::unique_ptr<topology::Store> LoadCliTopology(const Flags& f, const std::string& command, std::ostream& err);
 /// Largest `-f FILE` the offline commands read.

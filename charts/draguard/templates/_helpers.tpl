@@ -211,14 +211,14 @@ kind: Policy
 {{ toYaml $p }}
 {{- end -}}
 
-{{/* The topology source: topology.source, or (empty) directory when topology.volume is set, else bundled. */}}
+{{/* The topology source: topology.source, or (empty) directory when topology.volume is set, else none (the bundled demo exports only when named). */}}
 {{- define "draguard.topologySource" -}}
 {{- if .Values.topology.source -}}
 {{- .Values.topology.source -}}
 {{- else if .Values.topology.volume -}}
 directory
 {{- else -}}
-bundled
+none
 {{- end -}}
 {{- end -}}
 
