@@ -48,6 +48,9 @@ int Cel(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
 /// `draguard topology show -f FILE|DIR [-o json|table] [--node NAME]`.
 /// Exit codes: 0 ok, 1 usage error, 2 nothing loadable, an unreadable path or an unknown --node.
 int Topology(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+/// `draguard topology export [-o FILE] [--nvml-library PATH] [--no-nvml]` (args[0] == "export").
+/// Exit codes: 0 ok (also without NVML), 1 usage error, 2 libhwloc or write failure.
+int TopologyExport(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 // ---- Shared by the offline commands (review, convert, render); defined in offline_io.cc. ----
 struct Flags;

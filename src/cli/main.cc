@@ -15,6 +15,7 @@ Usage:
   draguard convert -f FILE|- [flags]           convert legacy GPU requests of manifests to DRA
   draguard render [flags]                      print the templates of mutation.catalogue
   draguard topology show -f FILE|DIR [-o json|table] [--node NAME]
+  draguard topology export [-o FILE] [--publish]  this machine's hwloc export (NVML-enriched)
   draguard cel check EXPR                      parse and type-check a DRA selector
   draguard cel eval EXPR --device JSON         evaluate a DRA selector against a device
   draguard cel eval EXPR --topology F --node N evaluate it against every simulated GPU of a node
