@@ -70,6 +70,7 @@ int TopologyExport(const std::vector<std::string>& args, std::ostream& out, std:
   topology::ExportOptions options;
   options.use_nvml = !f.Has("--no-nvml");
   options.nvml_library = f.Get("--nvml-library");
+  if (f.Has("--publish")) return TopologyPublish(f, options, out, err);
   Result<ExportWithShape> exp = ProduceExport(options, err);
   if (!exp.ok()) {
     err << "topology export: " << exp.status().message() << "\n";
