@@ -122,7 +122,8 @@ function commonChecks(r, label, { mutation = true, tlsMode = "cert-manager", rep
     for (const d of r.docs) assert(d.apiVersion && d.kind && d.metadata && d.metadata.name, JSON.stringify(d).slice(0, 200));
   });
   check(`${label}: namespaced objects are in the release namespace`, () => {
-    const clusterScoped = new Set(["ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"]);
+    const clusterScoped = new Set(["ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
+      "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]);
     for (const d of r.docs) {
       if (clusterScoped.has(d.kind)) assert(!d.metadata.namespace, `${d.kind} has a namespace`);
       else eq(d.metadata.namespace, r.namespace, `${d.kind}/${d.metadata.name} namespace`);
@@ -249,7 +250,7 @@ function commonChecks(r, label, { mutation = true, tlsMode = "cert-manager", rep
   });
 
   check(`${label}: RBAC: templates create/get, no cluster-wide configmaps, nothing on webhook configurations`, () => {
-    const role = one(r.docs, "ClusterRole");
+    const role = find(r.docs, "ClusterRole", fullname)[0];
     const rct = role.rules.find((x) => x.apiGroups.includes("resource.k8s.io"));
     eq(rct.resources, ["resourceclaimtemplates"], "resource.k8s.io resources");
     eq(rct.verbs.slice().sort(), mutation ? ["create", "get"] : ["get"], "template verbs");
@@ -259,7 +260,7 @@ function commonChecks(r, label, { mutation = true, tlsMode = "cert-manager", rep
       assert(!x.apiGroups.includes("admissionregistration.k8s.io"), "webhook configuration access granted");
       assert(!x.resources.includes("secrets") && !x.resources.includes("*") && !x.verbs.includes("*"), "wildcard or secrets");
     }
-    const rb = one(r.docs, "ClusterRoleBinding");
+    const rb = find(r.docs, "ClusterRoleBinding", fullname)[0];
     eq(rb.subjects, [{ kind: "ServiceAccount", name: fullname, namespace: r.namespace }], "binding subject");
   });
 
@@ -580,7 +581,7 @@ async function scenarios() {
     eq(rb.metadata.namespace, "gpu-topology", "RoleBinding namespace");
     eq(rb.roleRef, { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "draguard-topology" }, "roleRef");
     eq(rb.subjects, [{ kind: "ServiceAccount", name: "draguard", namespace: cmTopo.namespace }], "RoleBinding subject");
-    const cr = one(cmTopo.docs, "ClusterRole");
+    const cr = find(cmTopo.docs, "ClusterRole", "draguard")[0];
     assert(!cr.rules.some((x) => x.resources.includes("configmaps")), "no cluster-wide configmaps grant");
     const c = one(cmTopo.docs, "Deployment").spec.template.spec.containers[0];
     eq(c.args[c.args.indexOf("--topology-configmaps") + 1], "gpu-topology", "--topology-configmaps");
@@ -593,17 +594,26 @@ async function scenarios() {
     const role = cmTopoDefaultNs.docs.find((d) => d.kind === "Role" && d.metadata.name === "draguard-topology");
     eq(role.metadata.namespace, cmTopoDefaultNs.namespace, "Role namespace");
   });
-  check("default values: --kube auto, no topology Role, bundled topology", () => {
+  check("default values: --kube auto, topology from the exporter's ConfigMaps in the release namespace", () => {
     const r0 = render([]);
-    assert(!r0.docs.some((d) => d.kind === "Role"), "no Role by default");
+    const c = one(r0.docs, "Deployment").spec.template.spec.containers[0];
+    eq(c.args[c.args.indexOf("--kube") + 1], "auto", "--kube");
+    eq(c.args[c.args.indexOf("--topology-configmaps") + 1], r0.namespace, "--topology-configmaps");
+    assert(find(r0.docs, "Role", "draguard-topology")[0], "webhook topology Role");
+  });
+  check("exporter.enabled=false: no exporter objects, bundled topology", () => {
+    const r0 = render(["--set", "exporter.enabled=false"]);
+    assert(!r0.docs.some((d) => d.kind === "Role"), "no Role");
+    assert(!r0.docs.some((d) => d.kind === "DaemonSet" || d.kind === "ValidatingAdmissionPolicy"), "no exporter");
     const c = one(r0.docs, "Deployment").spec.template.spec.containers[0];
     eq(c.args[c.args.indexOf("--kube") + 1], "auto", "--kube");
     eq(c.args[c.args.indexOf("--kube-timeout") + 1], "10", "--kube-timeout");
     assert(!c.args.includes("--topology-configmaps") && !c.args.includes("--topology-dir"), "bundled topology");
   });
+  exporterChecks();
   const optIn = render(["--set", "rbac.topologyConfigMaps=true"]);
   check("rbac.topologyConfigMaps=true: cluster-wide configmaps list/watch", () => {
-    const cmr = one(optIn.docs, "ClusterRole").rules.find((x) => x.resources.includes("configmaps"));
+    const cmr = find(optIn.docs, "ClusterRole", "draguard")[0].rules.find((x) => x.resources.includes("configmaps"));
     eq(cmr.verbs.slice().sort(), ["list", "watch"], "configmap verbs");
   });
 
@@ -623,6 +633,82 @@ async function scenarios() {
 }
 
 // values.schema.json and template guards must reject bad values.
+// The topology exporter DaemonSet, its RBAC and the node-label ValidatingAdmissionPolicy.
+function exporterChecks() {
+  const r = render([]);
+  const sa = "system:serviceaccount:draguard-system:draguard-exporter";
+  check("exporter: DaemonSet on GPU nodes, tolerations, runtimeClass, NVML env, restricted and read-only", () => {
+    const ds = one(r.docs, "DaemonSet");
+    const spec = ds.spec.template.spec;
+    eq(spec.nodeSelector, { "nvidia.com/gpu.present": "true" }, "nodeSelector");
+    assert(spec.tolerations.some((t) => t.key === "nvidia.com/gpu" && t.operator === "Exists"), "GPU toleration");
+    eq(spec.runtimeClassName, "nvidia", "runtimeClassName");
+    eq(spec.serviceAccountName, "draguard-exporter", "serviceAccountName");
+    const c = spec.containers[0];
+    eq(c.args.slice(0, 3), ["topology", "export", "--publish"], "args");
+    eq(c.args[c.args.indexOf("--interval") + 1], "10m", "--interval");
+    const env = Object.fromEntries(c.env.map((e) => [e.name, e.value ?? e.valueFrom]));
+    eq(env.NVIDIA_VISIBLE_DEVICES, "all", "NVIDIA_VISIBLE_DEVICES");
+    eq(env.NVIDIA_DRIVER_CAPABILITIES, "utility", "NVIDIA_DRIVER_CAPABILITIES");
+    eq(env.NODE_NAME, { fieldRef: { fieldPath: "spec.nodeName" } }, "NODE_NAME");
+    eq(c.securityContext.readOnlyRootFilesystem, true, "read-only root");
+    eq(c.securityContext.allowPrivilegeEscalation, false, "no privilege escalation");
+    eq(c.securityContext.capabilities.drop, ["ALL"], "capabilities");
+    eq(spec.securityContext.runAsNonRoot, true, "runAsNonRoot");
+    assert(c.resources.requests && c.resources.limits.memory, "resources");
+    eq(c.readinessProbe.httpGet.path, "/readyz", "readiness");
+    assert(!c.resources.limits["nvidia.com/gpu"], "no GPU requested");
+  });
+  check("exporter: pods are not selected by the webhook's Deployment, Service or PDB", () => {
+    const pod = one(r.docs, "DaemonSet").spec.template.metadata.labels;
+    const sel = one(r.docs, "Deployment").spec.selector.matchLabels;
+    assert(!Object.entries(sel).every(([k, v]) => pod[k] === v), "Deployment selector matches exporter pods");
+    for (const svc of find(r.docs, "Service")) {
+      assert(!Object.entries(svc.spec.selector).every(([k, v]) => pod[k] === v), `Service ${svc.metadata.name} selects exporter pods`);
+    }
+  });
+  check("exporter: RBAC get/patch nodes, create/get/update configmaps in the release namespace only", () => {
+    eq(find(r.docs, "ClusterRole", "draguard-exporter")[0].rules, [{ apiGroups: [""], resources: ["nodes"], verbs: ["get", "patch"] }], "ClusterRole");
+    const role = find(r.docs, "Role", "draguard-exporter")[0];
+    eq(role.metadata.namespace, "draguard-system", "Role namespace");
+    eq(role.rules, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["create", "get", "update"] }], "Role");
+    eq(find(r.docs, "RoleBinding", "draguard-exporter")[0].subjects, [{ kind: "ServiceAccount", name: "draguard-exporter", namespace: "draguard-system" }], "RoleBinding");
+    eq(find(r.docs, "ClusterRoleBinding", "draguard-exporter")[0].subjects[0].name, "draguard-exporter", "ClusterRoleBinding");
+  });
+  check("exporter: the label policy allows only the shape label", () => {
+    const vap = one(r.docs, "ValidatingAdmissionPolicy");
+    eq(vap.apiVersion, "admissionregistration.k8s.io/v1", "apiVersion");
+    eq(one(r.docs, "ValidatingAdmissionPolicyBinding").spec, { policyName: vap.metadata.name, validationActions: ["Deny"] }, "binding");
+    const user = (u) => celEvaluate(vap.spec.matchConditions[0].expression, { request: { userInfo: { username: u } } });
+    eq(user(sa), true, "matches the exporter");
+    eq(user("system:serviceaccount:kube-system:node-controller"), false, "not others");
+    const node = (labels, extra = {}) => ({ metadata: { name: "n", labels, ...extra }, spec: { podCIDR: "10.0.0.0/24" } });
+    const run = (oldObject, object) => {
+      const vars = { request: { subResource: "" }, object, oldObject };
+      const variables = {};
+      for (const v of vap.spec.variables) variables[v.name] = celEvaluate(v.expression, { ...vars, variables });
+      return vap.spec.validations.every((v) => celEvaluate(v.expression, { ...vars, variables }) === true);
+    };
+    const base = node({ zone: "a" });
+    eq(run(base, node({ zone: "a", "draguard.io/topology-shape": "0123456789abcdef" })), true, "adding the shape label");
+    eq(run(node({ zone: "a", "draguard.io/topology-shape": "x" }), node({ zone: "a", "draguard.io/topology-shape": "y" })), true, "changing it");
+    eq(run(base, node({ zone: "b" })), false, "changing another label");
+    eq(run(base, node({})), false, "removing a label");
+    eq(run(base, node({ zone: "a", extra: "1" })), false, "adding another label");
+    eq(run(base, node({ zone: "a" }, { annotations: { a: "b" } })), false, "adding an annotation");
+    eq(run(base, { ...base, spec: { unschedulable: true } }), false, "changing the spec");
+  });
+  check("exporter: off by values, no label policy when disabled", () => {
+    const noVap = render(["--set", "exporter.labelPolicy=false"]);
+    eq(find(noVap.docs, "ValidatingAdmissionPolicy").length, 0, "no policy");
+    const other = render(["--set", "exporter.runtimeClassName=", "--set-json", 'exporter.nodeSelector={"gpu":"yes"}']);
+    const spec = one(other.docs, "DaemonSet").spec.template.spec;
+    assert(!("runtimeClassName" in spec), "no runtimeClassName");
+    // Helm merges maps: the default key stays unless set to null.
+    eq(spec.nodeSelector, { gpu: "yes", "nvidia.com/gpu.present": "true" }, "nodeSelector from values");
+  });
+}
+
 function rejections() {
   const bad = [
     ["replicaCount=abc", ["--set", "replicaCount=abc"]],
