@@ -34,6 +34,10 @@ int Review(const std::vector<std::string>& args, std::istream& in, std::ostream&
 /// `draguard convert -f FILE|- [--config F] [--topology-dir DIR|FILE] [--namespace NS] [-o yaml|json]`.
 /// Exit codes: 0 converted or nothing to convert, 1 something not convertible, 2 usage/input error.
 int Convert(const std::vector<std::string>& args, std::istream& in, std::ostream& out, std::ostream& err);
+/// `draguard audit -f FILE|DIR|- [-f ...] [--config F] [--topology-dir D] [-o table|json|yaml|policyreport]`.
+/// Exit codes: 0 nothing denied, 1 something denied (--fail-on warn|audit tightens), 2 usage,
+/// input or policy error.
+int Audit(const std::vector<std::string>& args, std::istream& in, std::ostream& out, std::ostream& err);
 /// `draguard render [--config F] [--topology-dir DIR|FILE] [--namespace NS]... [-o yaml|json]`.
 /// Exit codes: 0 ok (also for an empty catalogue), 1 a profile cannot be generated, 2 usage error.
 int Render(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

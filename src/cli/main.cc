@@ -14,6 +14,7 @@ Usage:
   draguard review [--mutate] -f FILE|-         print the response to an AdmissionReview
   draguard convert -f FILE|- [flags]           convert legacy GPU requests of manifests to DRA
   draguard render [flags]                      print the templates of mutation.catalogue
+  draguard audit -f FILE|DIR|- [flags]         judge manifests and cluster dumps as the webhook would
   draguard topology show -f FILE|DIR [-o json|table] [--node NAME]
   draguard topology export [-o FILE] [--publish]  this machine's hwloc export (NVML-enriched)
   draguard cel check EXPR                      parse and type-check a DRA selector
@@ -75,6 +76,22 @@ stable output), once per --namespace; without one they carry no namespace (kubec
   Exit codes: 0 ok (an empty catalogue prints nothing), 1 a profile cannot be generated, 2 usage
   error, bad policy or topology.
 
+audit: reads every -f (repeatable; files, directories recursively, or - for stdin) as YAML or JSON
+streams: multi-document YAML, helm template output, kind: List dumps (kubectl get -A -o yaml|json),
+one document or List item at a time. Every Pod, workload, custom resource of the policy,
+ResourceClaim and ResourceClaimTemplate is judged as a CREATE, as /mutate then /validate would.
+  --config FILE              policy file (default: the bundled policy)
+  --topology-dir DIR|FILE    hwloc XML exports, a directory or one file (default: the bundled examples)
+  --namespace NS             namespace of objects without metadata.namespace (default "default")
+  --release-namespace NS     the webhook's namespace, always exempt (as serve --namespace)
+  -o table|json|yaml|policyreport
+                             one line per finding (default), a JSON or YAML AuditReport, or
+                             wgpolicyk8s.io/v1alpha2 PolicyReports (one per namespace)
+  --fail-on deny|warn|audit  exit 1 also for warn (and audit) findings (default deny)
+  --max-results N            results per PolicyReport (default 1000; the summary counts all)
+  Exit codes: 0 nothing would be denied, 1 something would be denied, 2 usage error, unreadable or
+  malformed input (reported with file and document index; the rest is still audited), bad policy.
+
 Exit codes (other commands): 0 ok, 1 usage or configuration error, 2 runtime error.
 )";
 
@@ -99,6 +116,7 @@ int main(int argc, char** argv) {
   if (cmd == "serve") return draguard::cli::Serve(rest, std::cout, std::cerr);
   if (cmd == "review") return draguard::cli::Review(rest, std::cin, std::cout, std::cerr);
   if (cmd == "convert") return draguard::cli::Convert(rest, std::cin, std::cout, std::cerr);
+  if (cmd == "audit") return draguard::cli::Audit(rest, std::cin, std::cout, std::cerr);
   if (cmd == "render") return draguard::cli::Render(rest, std::cout, std::cerr);
   if (cmd == "cel") return draguard::cli::Cel(rest, std::cout, std::cerr);
   if (cmd == "topology") return draguard::cli::Topology(rest, std::cout, std::cerr);

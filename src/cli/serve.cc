@@ -1,6 +1,7 @@
 // `draguard serve`: wires policy, rules, metrics, logs, TLS, topology, the Kubernetes API and the
 // HTTPS server together. The flags are read by ParseServeConfig (serve_config.h).
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -9,6 +10,7 @@
 #include <thread>
 
 #include "commands.h"
+#include "draguard/audit/background.h"
 #include "draguard/engine/registry.h"
 #include "draguard/kube/client.h"
 #include "draguard/kubetopo/configmap_source.h"
@@ -213,6 +215,42 @@ std::unique_ptr<provision::KubeTemplateProvisioner> MakeProvisioner(const kube::
 
 // SIGTERM and SIGINT are taken by sigwait() (WaitForShutdown); blocked before any thread starts so
 // that every thread inherits the mask. A peer closing its socket must never kill the process.
+// The background audit (--audit-interval): one replica at a time, chosen by a Lease in the
+// release namespace; null when off. Needs API access (checked here: --kube=auto may have none).
+Result<std::unique_ptr<audit::BackgroundAudit>> StartBackgroundAudit(
+    const ServeConfig& cfg, const kube::Client* client, const engine::Registry& rules, const policy::PolicyStore& policies,
+    const topology::Store& topology_store, metrics::Registry& registry, std::unique_ptr<audit::LeaseElector>& elector,
+    std::unique_ptr<metrics::AuditMetrics>& audit_metrics, const LoggerPtr& logger) {
+  using AuditPtr = std::unique_ptr<audit::BackgroundAudit>;
+  if (cfg.audit.interval.count() == 0) return AuditPtr();
+  if (client == nullptr) {
+    return Status::InvalidArgument("--audit-interval needs Kubernetes API access (in-cluster configuration or --kube=on)");
+  }
+  const char* pod = std::getenv("POD_NAME");
+  char host[256] = {};
+  std::string identity = pod != nullptr && *pod != '\0' ? pod : (gethostname(host, sizeof(host) - 1) == 0 ? host : "draguard");
+  audit::LeaseOptions lease;
+  lease.namespace_name = cfg.namespace_name;
+  lease.name = cfg.audit.lease_name.empty() ? cfg.service_name + "-audit" : cfg.audit.lease_name;
+  lease.identity = identity;
+  elector = std::make_unique<audit::LeaseElector>(*client, lease);
+  audit_metrics = std::make_unique<metrics::AuditMetrics>(registry);
+  audit::BackgroundOptions options;
+  options.interval = cfg.audit.interval;
+  options.page_size = cfg.audit.page_size;
+  options.max_results = cfg.audit.max_results;
+  options.policy_reports = cfg.audit.policy_reports;
+  auto bg = std::make_unique<audit::BackgroundAudit>(
+      *client, rules, *elector,
+      [&policies, &topology_store] { return audit::AuditSnapshots{policies.Current(), topology_store.Current()}; },
+      *audit_metrics, logger, options);
+  bg->Start();
+  logger->Info("background audit on", {{"intervalSeconds", static_cast<int64_t>(cfg.audit.interval.count())},
+                                       {"lease", cfg.namespace_name + "/" + lease.name},
+                                       {"identity", identity}});
+  return bg;
+}
+
 sigset_t BlockShutdownSignals() {
   sigset_t sigs;
   sigemptyset(&sigs);
@@ -293,8 +331,14 @@ int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream&
     return Fail(err, st.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitRuntime, st.message());
   }
   policies.Watch(opt.reload_interval);
+  std::unique_ptr<audit::LeaseElector> audit_elector;
+  std::unique_ptr<metrics::AuditMetrics> audit_metrics;
+  auto background = StartBackgroundAudit(cfg, kube_client->get(), rules, policies, topology_store, registry,
+                                         audit_elector, audit_metrics, logger);
+  if (!background.ok()) return Fail(err, kExitUsage, background.status().message());
   LogListening(cfg, srv, *logger);
   WaitForShutdown(srv, sigs, *logger);
+  if (*background) (*background)->Stop();
   (void)out;
   return kExitOk;
 }

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <tuple>
 
 #include "flags.h"
 
@@ -147,6 +148,33 @@ Status ParseTls(const Flags& f, ServeConfig* cfg) {
   return Status::Ok();
 }
 
+// --audit-interval, --audit-page-size, --audit-max-results, --audit-policy-reports, --audit-lease.
+Status ParseAudit(const Flags& f, ServeConfig* cfg) {
+  AuditServeConfig& a = cfg->audit;
+  if (f.Has("--audit-interval")) {
+    double secs = 0;
+    if (!ParseSeconds(f.Get("--audit-interval"), &secs) || (secs != 0 && secs < 10)) {
+      return Status::InvalidArgument("--audit-interval must be 0 (off) or 10 to 86400 seconds");
+    }
+    a.interval = std::chrono::seconds(static_cast<int64_t>(secs));
+  }
+  for (auto [name, target, max] : {std::tuple<const char*, std::size_t*, std::size_t>{"--audit-page-size", &a.page_size, 5000},
+                                   {"--audit-max-results", &a.max_results, 10000}}) {
+    if (!f.Has(name)) continue;
+    if (!ParseCount(f.Get(name), target) || *target == 0 || *target > max) {
+      return Status::InvalidArgument(std::string(name) + " must be 1 to " + std::to_string(max));
+    }
+  }
+  const std::string reports = f.Get("--audit-policy-reports", "on");
+  if (reports != "on" && reports != "off") return Status::InvalidArgument("--audit-policy-reports must be on or off");
+  a.policy_reports = reports == "on";
+  a.lease_name = f.Get("--audit-lease");
+  if (a.interval.count() > 0 && cfg->kube == KubeMode::kOff) {
+    return Status::InvalidArgument("--audit-interval needs Kubernetes API access (not --kube=off)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ServeConfig> ParseServeConfig(const std::vector<std::string>& args) {
@@ -156,7 +184,9 @@ Result<ServeConfig> ParseServeConfig(const std::vector<std::string>& args) {
                         "--metrics-listen", "--shutdown-delay", "--log-level", "--max-body",
                         "--read-timeout", "--request-timeout", "--keep-alive-timeout",
                         "--workers", "--max-queued", "--reload-interval", "--kube", "--kube-timeout",
-                        "--topology-configmaps"},
+                        "--topology-configmaps",
+                        "--audit-interval", "--audit-page-size", "--audit-max-results", "--audit-policy-reports",
+                        "--audit-lease"},
                        {});
   if (!f.error.empty() || !f.positional.empty()) {
     return Status::InvalidArgument(
@@ -172,6 +202,7 @@ Result<ServeConfig> ParseServeConfig(const std::vector<std::string>& args) {
   DRAGUARD_RETURN_IF_ERROR(ParseClientCertificates(f, &cfg.server));
   DRAGUARD_RETURN_IF_ERROR(ParseKubeAndTopology(f, &cfg));
   DRAGUARD_RETURN_IF_ERROR(ParseTls(f, &cfg));
+  DRAGUARD_RETURN_IF_ERROR(ParseAudit(f, &cfg));
   cfg.namespace_name = f.Get("--namespace", "draguard");
   cfg.service_name = f.Get("--service-name", "draguard");
   cfg.state_dir = f.Get("--state-dir", ".draguard");

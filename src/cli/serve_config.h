@@ -16,6 +16,15 @@ namespace draguard::cli {
 /// requires it; off never calls the API.
 enum class KubeMode { kAuto, kOn, kOff };
 
+/// The background audit of `serve` (--audit-*); off while `interval` is zero.
+struct AuditServeConfig {
+  std::chrono::seconds interval{0};  ///< --audit-interval; 0 = no background audit
+  std::size_t page_size = 500;       ///< --audit-page-size (list `limit`)
+  std::size_t max_results = 1000;    ///< --audit-max-results (results per PolicyReport)
+  bool policy_reports = true;        ///< --audit-policy-reports on|off
+  std::string lease_name;            ///< --audit-lease; "" = "<service-name>-audit"
+};
+
 /// Everything `draguard serve` takes from its flags (defaults = the documented defaults).
 struct ServeConfig {
   /// --listen, --metrics-listen, the timeouts, --max-body, --workers, --max-queued,
@@ -31,6 +40,7 @@ struct ServeConfig {
   std::string topology_configmaps;                  ///< --topology-configmaps namespace; "" = none
   KubeMode kube = KubeMode::kAuto;                  ///< --kube
   std::chrono::milliseconds kube_timeout{10000};    ///< --kube-timeout
+  AuditServeConfig audit;                           ///< --audit-*
 };
 
 /// Parses the words after `serve`. Pure: reads no file and no environment. A failure's message

@@ -115,6 +115,14 @@ void GaugeFamily::Set(const LabelValues& labels, double v) { Series(labels).stor
 
 void GaugeFamily::Add(const LabelValues& labels, double v) { AtomicAdd(Series(labels), v); }
 
+void GaugeFamily::Replace(const std::map<LabelValues, double>& series) {
+  std::lock_guard<std::mutex> lock(mu_);
+  series_.clear();
+  for (const auto& [lv, v] : series) {
+    series_.emplace(Normalize(lv, labels_.size()), std::make_unique<std::atomic<double>>(v));
+  }
+}
+
 double GaugeFamily::Value(const LabelValues& labels) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = series_.find(Normalize(labels, labels_.size()));
@@ -271,5 +279,19 @@ ExporterMetrics::ExporterMetrics(Registry& r)
                            "Unix time of the last successful publish.")),
       nvml_gpus(r.Gauge("draguard_topology_export_nvml_gpus", "GPUs NVML reported in the last export.")),
       export_bytes(r.Gauge("draguard_topology_export_bytes", "Size of the last export in bytes.")) {}
+
+AuditMetrics::AuditMetrics(Registry& r)
+    : violations(r.Gauge("draguard_audit_violations",
+                         "Findings of the last background audit run by rule, action and namespace (namespaces "
+                         "beyond the cap are summed as \"other\").",
+                         {"rule", "action", "namespace"})),
+      objects(r.Counter("draguard_audit_objects_total", "Objects judged by the background audit.")),
+      last_run(r.Gauge("draguard_audit_last_run_timestamp_seconds", "Unix time the last audit run ended.")),
+      duration(r.Gauge("draguard_audit_duration_seconds", "Duration of the last audit run.")),
+      runs(r.Counter("draguard_audit_runs_total", "Background audit runs by result.", {"result"})),
+      skipped(r.Counter("draguard_audit_skipped_kinds_total", "Kinds an audit run could not list, by reason.",
+                        {"kind", "reason"})),
+      reports(r.Counter("draguard_audit_report_writes_total", "PolicyReport writes by operation.", {"operation"})),
+      leader(r.Gauge("draguard_audit_leader", "1 while this replica holds the audit Lease.")) {}
 
 }  // namespace draguard::metrics

@@ -83,24 +83,40 @@ std::optional<engine::MutationFacts> Reviewer::EnsureTemplates(
 
 engine::Decision Reviewer::Mutate(const admission::AdmissionRequest& req, const policy::Policy& policy,
                                   const topology::Snapshot* topology, std::chrono::system_clock::time_point now,
-                                  steady_clock::time_point deadline) const {
+                                  steady_clock::time_point deadline, engine::MutationFacts& facts) const {
+  facts = {};
   const engine::Rule* rule = engine::MutationRule(registry_);
-  if (rule == nullptr || !MutationApplies(req, policy)) return engine::DecideMutation({}, registry_, policy);
+  if (rule == nullptr || !MutationApplies(req, policy)) return engine::DecideMutation(facts, registry_, policy);
   engine::RuleInput input{req, policy, topology, now};
   if (std::string why = engine::ExemptionFrom(input, registry_, rule->id()); !why.empty()) {
-    engine::MutationFacts exempt;
-    exempt.outcome = Outcome::kExempt;
-    exempt.reason = std::move(why);
-    return engine::DecideMutation(exempt, registry_, policy);
+    facts.outcome = Outcome::kExempt;
+    facts.reason = std::move(why);
+    return engine::DecideMutation(facts, registry_, policy);
   }
   mutation::PodConversion conv = mutation::ConvertPod(req.object, req.namespace_, policy, topology);
-  engine::Decision decision = engine::DecideMutation(FactsOf(conv), registry_, policy);
+  facts = FactsOf(conv);
+  engine::Decision decision = engine::DecideMutation(facts, registry_, policy);
   if (decision.verdict != engine::Verdict::kMutate) return decision;
   // Carrying out the patch needs its templates; a failure is judged like a refusal.
   if (auto failure = EnsureTemplates(req, conv.templates, policy, topology, deadline)) {
-    return engine::DecideMutation(*failure, registry_, policy);
+    facts = std::move(*failure);
+    return engine::DecideMutation(facts, registry_, policy);
   }
   return decision;
+}
+
+Judgement Reviewer::Judge(const admission::AdmissionRequest& req, admission::WebhookKind webhook,
+                          const policy::Policy& policy, const topology::Snapshot* topology,
+                          std::chrono::system_clock::time_point now, steady_clock::time_point deadline) const {
+  Judgement j;
+  if (webhook == admission::WebhookKind::kValidating) {
+    engine::RuleInput input{req, policy, topology, now};
+    j.result = engine::Evaluate(input, registry_);
+    j.decision = engine::Decide(j.result, policy);
+  } else {
+    j.decision = Mutate(req, policy, topology, now, deadline, j.mutation);
+  }
+  return j;
 }
 
 Reviewer::Reviewer(const engine::Registry& registry, admission::DecodeLimits limits,
@@ -135,18 +151,12 @@ ReviewOutcome Reviewer::Review(std::string_view body, admission::WebhookKind web
   // From here on the uid is known: an exception is answered with it, not by the transport.
   std::string failure;
   try {
-    engine::Decision decision;
-    if (webhook == admission::WebhookKind::kValidating) {
-      engine::RuleInput input{req, policy, topology, now};
-      engine::EngineResult result = engine::Evaluate(input, registry_);
-      decision = engine::Decide(result, policy);
-      for (const auto& o : result.outcomes) {
-        out.rule_metrics.push_back({std::string(o.rule->id()),
-                                    policy::ActionName(engine::ModeAction(o.action, policy)),
-                                    engine::RuleStatusName(o.result.status)});
-      }
-    } else {
-      decision = Mutate(req, policy, topology, now, deadline);
+    Judgement judgement = Judge(req, webhook, policy, topology, now, deadline);
+    engine::Decision& decision = judgement.decision;
+    for (const auto& o : judgement.result.outcomes) {
+      out.rule_metrics.push_back({std::string(o.rule->id()),
+                                  policy::ActionName(engine::ModeAction(o.action, policy)),
+                                  engine::RuleStatusName(o.result.status)});
     }
     out.verdict = decision.verdict;
     for (const auto* list : {&decision.denied_rules, &decision.warned_rules, &decision.audited_rules}) {

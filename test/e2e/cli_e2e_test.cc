@@ -502,5 +502,113 @@ TEST_F(CliTest, ReviewMutateShowsTheDecodedPatch) {
   EXPECT_EQ(shown.err.find(header), std::string::npos);
 }
 
+// --- audit ---------------------------------------------------------------------------------------
+
+constexpr const char* kLegacyPod =
+    "apiVersion: v1\nkind: Pod\nmetadata:\n  name: train\n  namespace: ml\nspec:\n  containers:\n  - name: c\n"
+    "    image: x\n    resources:\n      limits:\n        nvidia.com/gpu: 1\n";
+constexpr const char* kCleanPod =
+    "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: c\n    image: x\n";
+constexpr const char* kLegacyDeployment =
+    "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: serve\n  namespace: ml\nspec:\n  template:\n"
+    "    spec:\n      containers:\n      - name: c\n        image: x\n        resources:\n          limits:\n"
+    "            nvidia.com/gpu: 1\n";
+
+TEST_F(CliTest, AuditExitCodesFollowWhatTheWebhookWouldDeny) {
+  std::ofstream(dir_ / "no-mutation.yaml") << "apiVersion: draguard.io/v1alpha1\nkind: Policy\nmutation:\n  enabled: false\n";
+  std::ofstream(dir_ / "clean.yaml") << kCleanPod << "---\napiVersion: v1\nkind: Service\nmetadata: {name: s}\n";
+  auto clean = RunCli({DRAGUARD_BINARY, "audit", "-f", "clean.yaml"}, dir_);
+  EXPECT_EQ(clean.code, 0) << clean.err;
+  EXPECT_NE(clean.out.find("No findings."), std::string::npos) << clean.out;
+  EXPECT_NE(clean.out.find("1 objects judged, 1 of kinds draguard does not review"), std::string::npos) << clean.out;
+
+  // Mutation on (the default): the Pod would be converted, the Deployment only warned about.
+  std::ofstream(dir_ / "legacy.yaml") << kLegacyPod << "---\n" << kLegacyDeployment;
+  auto converted = RunCli({DRAGUARD_BINARY, "audit", "-f", "legacy.yaml"}, dir_);
+  EXPECT_EQ(converted.code, 0) << converted.out << converted.err;
+  EXPECT_NE(converted.out.find("2 would be converted by /mutate"), std::string::npos) << converted.out;
+  EXPECT_NE(converted.out.find("DG001/warn=1"), std::string::npos) << converted.out;
+  auto strict = RunCli({DRAGUARD_BINARY, "audit", "-f", "legacy.yaml", "--fail-on", "warn"}, dir_);
+  EXPECT_EQ(strict.code, 1) << strict.out;
+
+  // Mutation off: both are denied; one table line per finding, with the field path.
+  auto denied = RunCli({DRAGUARD_BINARY, "audit", "-f", "legacy.yaml", "--config", "no-mutation.yaml"}, dir_);
+  EXPECT_EQ(denied.code, 1) << denied.out << denied.err;
+  EXPECT_NE(denied.out.find("Pod"), std::string::npos);
+  std::istringstream lines(denied.out);
+  int rows = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(" DG001 ") == std::string::npos) continue;
+    ++rows;
+    EXPECT_NE(line.find(" deny "), std::string::npos) << line;
+    EXPECT_NE(line.find("ml/"), std::string::npos) << line;
+    EXPECT_NE(line.find("(/spec/"), std::string::npos) << line;
+  }
+  EXPECT_EQ(rows, 2) << denied.out;
+
+  // A malformed document is reported with file and index; the rest is still audited; exit 2.
+  std::ofstream(dir_ / "broken.yaml") << kLegacyPod << "---\nkind: Pod\nmetadata: [x\n---\n" << kCleanPod;
+  auto broken = RunCli({DRAGUARD_BINARY, "audit", "-f", "broken.yaml", "--config", "no-mutation.yaml"}, dir_);
+  EXPECT_EQ(broken.code, 2) << broken.err;
+  EXPECT_NE(broken.err.find("broken.yaml: document 1:"), std::string::npos) << broken.err;
+  EXPECT_NE(broken.out.find("2 objects judged"), std::string::npos) << broken.out;
+  EXPECT_NE(broken.out.find("ml/train"), std::string::npos) << broken.out;
+
+  // Usage and input errors.
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"audit"}, {"audit", "-f", "clean.yaml", "-o", "xml"}, {"audit", "-f", "missing.yaml"},
+           {"audit", "-f", "clean.yaml", "--fail-on", "never"}, {"audit", "-f", "clean.yaml", "--config", "nope.yaml"},
+           {"audit", "-f", "clean.yaml", "--max-results", "0"}}) {
+    std::vector<std::string> argv = {DRAGUARD_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = RunCli(argv, dir_);
+    EXPECT_EQ(r.code, 2) << args.back() << ": " << r.err;
+    EXPECT_NE(r.err.find("draguard audit: "), std::string::npos) << r.err;
+  }
+}
+
+TEST_F(CliTest, AuditJsonAndPolicyReportOutputs) {
+  std::ofstream(dir_ / "no-mutation.yaml") << "apiVersion: draguard.io/v1alpha1\nkind: Policy\nmutation:\n  enabled: false\n";
+  // A kubectl-style JSON List dump.
+  nlohmann::json pod = {{"apiVersion", "v1"}, {"kind", "Pod"},
+                        {"metadata", {{"name", "p"}, {"namespace", "ml"}, {"uid", "u-1"}}},
+                        {"spec", {{"containers", {{{"name", "c"}, {"image", "x"},
+                                                   {"resources", {{"limits", {{"nvidia.com/gpu", 2}}}}}}}}}}};
+  nlohmann::json list = {{"apiVersion", "v1"}, {"kind", "List"}, {"items", {pod, pod, pod}}};
+  list["items"][1]["metadata"]["namespace"] = "web";
+  list["items"][2]["spec"]["containers"][0].erase("resources");
+  std::ofstream(dir_ / "dump.json") << list.dump();
+  auto json = RunCli({DRAGUARD_BINARY, "audit", "-f", "dump.json", "--config", "no-mutation.yaml", "-o", "json"}, dir_);
+  ASSERT_EQ(json.code, 1) << json.err;
+  auto doc = nlohmann::json::parse(json.out);
+  EXPECT_EQ(doc["kind"], "AuditReport");
+  ASSERT_EQ(doc["results"].size(), 2u);
+  EXPECT_EQ(doc["results"][0]["source"], "dump.json: document 0 item 0");
+  EXPECT_EQ(doc["results"][0]["verdict"], "deny");
+  EXPECT_EQ(doc["results"][0]["findings"][0]["rule"], "DG001");
+  EXPECT_EQ(doc["summary"]["objects"], 3);
+  EXPECT_EQ(doc["summary"]["verdicts"]["deny"], 2);
+  EXPECT_NE(json.err.find("3 objects judged"), std::string::npos) << json.err;
+
+  auto reports = RunCli({DRAGUARD_BINARY, "audit", "-f", "dump.json", "--config", "no-mutation.yaml", "-o",
+                         "policyreport", "--max-results", "1"}, dir_);
+  ASSERT_EQ(reports.code, 1) << reports.err;
+  std::vector<std::string> kinds;
+  std::istringstream docs(reports.out);
+  std::string text = reports.out;
+  EXPECT_EQ(text.rfind("---\n", 0), 0u);
+  EXPECT_NE(text.find("apiVersion: wgpolicyk8s.io/v1alpha2\nkind: PolicyReport\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("namespace: ml"), std::string::npos);
+  EXPECT_NE(text.find("namespace: web"), std::string::npos);
+  EXPECT_NE(text.find("result: fail"), std::string::npos);
+  EXPECT_NE(text.find("uid: u-1"), std::string::npos);
+
+  // A whole directory of real manifests: something in it would be denied; nothing is malformed.
+  auto dir = RunCli({DRAGUARD_BINARY, "audit", "-f", std::string(DRAGUARD_TEST_DATA) + "/manifests", "-o", "yaml"}, dir_);
+  EXPECT_EQ(dir.code, 1) << dir.err;
+  EXPECT_NE(dir.out.find("kind: AuditReport"), std::string::npos);
+  EXPECT_NE(dir.err.find(" 0 malformed"), std::string::npos) << dir.err;
+}
+
 }  // namespace
 }  // namespace draguard

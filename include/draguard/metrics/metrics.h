@@ -46,6 +46,8 @@ class GaugeFamily {
   void Set(const LabelValues& labels, double v);
   /// Adds `v` (may be negative).
   void Add(const LabelValues& labels, double v);
+  /// Replaces every series by `series` at once (a snapshot recomputed as a whole, e.g. per audit run).
+  void Replace(const std::map<LabelValues, double>& series);
   /// Current value (0 when absent).
   double Value(const LabelValues& labels) const;
   /// Appends the exposition text.
@@ -152,6 +154,19 @@ struct ExporterMetrics {
   GaugeFamily& last_success;    ///< draguard_topology_export_last_success_timestamp_seconds
   GaugeFamily& nvml_gpus;       ///< draguard_topology_export_nvml_gpus
   GaugeFamily& export_bytes;    ///< draguard_topology_export_bytes
+};
+
+/// The background audit's families (`draguard serve --audit-interval`).
+struct AuditMetrics {
+  explicit AuditMetrics(Registry& r);
+  GaugeFamily& violations;     ///< draguard_audit_violations{rule,action,namespace}: findings of the last run
+  CounterFamily& objects;      ///< draguard_audit_objects_total: objects judged, over all runs
+  GaugeFamily& last_run;       ///< draguard_audit_last_run_timestamp_seconds: end of the last complete run
+  GaugeFamily& duration;       ///< draguard_audit_duration_seconds: duration of the last complete run
+  CounterFamily& runs;         ///< draguard_audit_runs_total{result}: complete | partial | aborted
+  CounterFamily& skipped;      ///< draguard_audit_skipped_kinds_total{kind,reason}: kinds not listed
+  CounterFamily& reports;      ///< draguard_audit_report_writes_total{operation}: create | update | delete | unchanged | error
+  GaugeFamily& leader;         ///< draguard_audit_leader: 1 while this replica holds the audit Lease
 };
 
 }  // namespace draguard::metrics

@@ -44,6 +44,13 @@ struct ReviewOutcome {
   std::vector<RuleMetric> rule_metrics;
 };
 
+/// What the webhook decides about one decoded request, with the facts behind the decision.
+struct Judgement {
+  engine::EngineResult result;     ///< /validate: every rule's outcome (empty for /mutate)
+  engine::MutationFacts mutation;  ///< /mutate: what the conversion found (kUnchanged for /validate)
+  engine::Decision decision;       ///< the decision the webhook answers with
+};
+
 /// Reviews AdmissionReview bodies against a rule registry. Immutable; thread-safe.
 class Reviewer {
  public:
@@ -60,11 +67,18 @@ class Reviewer {
                        std::chrono::system_clock::time_point now,
                        std::chrono::steady_clock::time_point deadline) const;
 
+  /// The decision step of Review for an already decoded request (Review uses it; so does the
+  /// audit, which judges stored objects as CREATEs). May throw; Review contains it.
+  Judgement Judge(const admission::AdmissionRequest& req, admission::WebhookKind webhook,
+                  const policy::Policy& policy, const topology::Snapshot* topology,
+                  std::chrono::system_clock::time_point now,
+                  std::chrono::steady_clock::time_point deadline) const;
+
  private:
-  // The /mutate path: gathers the facts (conversion, templates) and lets the engine decide.
+  // The /mutate path: gathers the facts (conversion, templates) into `facts` and lets the engine decide.
   engine::Decision Mutate(const admission::AdmissionRequest& req, const policy::Policy& policy,
                           const topology::Snapshot* topology, std::chrono::system_clock::time_point now,
-                          std::chrono::steady_clock::time_point deadline) const;
+                          std::chrono::steady_clock::time_point deadline, engine::MutationFacts& facts) const;
   // Makes the templates of a converted Pod exist; returns the failure as facts, or nullopt.
   std::optional<engine::MutationFacts> EnsureTemplates(const admission::AdmissionRequest& req,
                                                        const std::vector<mutation::GeneratedTemplate>& templates,

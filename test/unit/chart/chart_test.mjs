@@ -251,6 +251,7 @@ function commonChecks(r, label, { mutation = true, tlsMode = "cert-manager", rep
 
   check(`${label}: RBAC: templates create/get, no cluster-wide configmaps, nothing on webhook configurations`, () => {
     const role = find(r.docs, "ClusterRole", fullname)[0];
+    assert(role, `ClusterRole ${fullname}`);
     const rct = role.rules.find((x) => x.apiGroups.includes("resource.k8s.io"));
     eq(rct.resources, ["resourceclaimtemplates"], "resource.k8s.io resources");
     eq(rct.verbs.slice().sort(), mutation ? ["create", "get"] : ["get"], "template verbs");
@@ -617,6 +618,46 @@ async function scenarios() {
     eq(cmr.verbs.slice().sort(), ["list", "watch"], "configmap verbs");
   });
 
+  check("audit is off by default: no --audit flags, no audit RBAC", () => {
+    const r0 = render([]);
+    const c = one(r0.docs, "Deployment").spec.template.spec.containers[0];
+    assert(!c.args.some((a) => a.startsWith("--audit")), "no --audit flags");
+    assert(!r0.docs.some((d) => d.metadata.name.endsWith("-audit") || d.metadata.name.endsWith("-audit-lease")), "no audit RBAC");
+  });
+  const aud = render(["--set", "audit.enabled=true", "--set", "audit.intervalSeconds=300", "--set", "audit.policyReports=false"]);
+  commonChecks(aud, "audit.enabled");
+  await validateSchemas(aud, "audit.enabled");
+  check("audit.enabled: serve flags, read-only list RBAC, and the Lease Role", () => {
+    const c = one(aud.docs, "Deployment").spec.template.spec.containers[0];
+    const arg = (f) => c.args[c.args.indexOf(f) + 1];
+    eq(arg("--audit-interval"), "300", "--audit-interval");
+    eq(arg("--audit-page-size"), "500", "--audit-page-size");
+    eq(arg("--audit-max-results"), "1000", "--audit-max-results");
+    eq(arg("--audit-policy-reports"), "off", "--audit-policy-reports");
+    const cr = find(aud.docs, "ClusterRole", "draguard-audit")[0];
+    assert(cr, "ClusterRole draguard-audit");
+    for (const rule of cr.rules) eq(rule.verbs, ["list"], `verbs of ${rule.resources}`);
+    const listed = cr.rules.flatMap((x) => x.resources);
+    for (const res of ["pods", "deployments", "cronjobs", "resourceclaims", "resourceclaimtemplates", "pytorchjobs"]) {
+      assert(listed.includes(res), `lists ${res}`);
+    }
+    assert(!listed.includes("policyreports"), "no report access with policyReports=false");
+    const role = find(aud.docs, "Role", "draguard-audit-lease")[0];
+    eq(role.rules[1].resourceNames, ["draguard-audit"], "Lease name (= --service-name + -audit)");
+    eq(role.rules[1].verbs, ["get", "update"], "Lease verbs");
+    eq(find(aud.docs, "RoleBinding", "draguard-audit-lease")[0].subjects[0].name, "draguard", "bound to the ServiceAccount");
+  });
+  const audRep = render(["--set", "audit.enabled=true"]);
+  check("audit.enabled with policyReports: PolicyReports get/list/create/update/delete", () => {
+    const cr = find(audRep.docs, "ClusterRole", "draguard-audit")[0];
+    const rep = cr.rules.find((x) => x.resources.includes("policyreports"));
+    eq(rep.apiGroups, ["wgpolicyk8s.io"], "group");
+    eq(rep.verbs, ["get", "list", "create", "update", "delete"], "verbs");
+    const c = one(audRep.docs, "Deployment").spec.template.spec.containers[0];
+    eq(c.args[c.args.indexOf("--audit-interval") + 1], "600", "default interval");
+    eq(c.args[c.args.indexOf("--audit-policy-reports") + 1], "on", "reports on");
+  });
+
   const glob = render(["--set-json", 'policy.legacyResources=["amd.com/*","example.com/gpu"]']);
   check("matchConditions follow policy.legacyResources (glob prefix)", () => {
     const m = webhooksOf(glob).find((x) => x.w.name === "pods.mutate.draguard.io").w.matchConditions[0].expression;
@@ -728,6 +769,9 @@ function rejections() {
     ["external TLS without caBundle", ["--set", "tls.mode=external", "--set", "tls.external.secretName=x"]],
     ["clientAuth without CA secret", ["--set", "tls.clientAuth.enabled=true"]],
     ["podOperations DELETE", ["--set-json", 'validating.podOperations=["DELETE"]']],
+    ["audit interval too short", ["--set", "audit.enabled=true", "--set", "audit.intervalSeconds=5"]],
+    ["audit without API access", ["--set", "audit.enabled=true", "--set", "kube.mode=off"]],
+    ["audit unknown key", ["--set", "audit.schedule=daily"]],
   ];
   for (const [name, setArgs] of bad) {
     check(`rejects bad values: ${name}`, () => {

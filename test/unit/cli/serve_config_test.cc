@@ -154,5 +154,32 @@ TEST(ParseServeConfig, EveryBadValueIsRefusedNamingItsFlag) {
   EXPECT_EQ(positional.status().message(), "unexpected argument now (see draguard help)");
 }
 
+TEST(ParseServeConfig, BackgroundAuditFlags) {
+  auto off = ParseServeConfig({});
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->audit.interval.count(), 0);  // off by default
+  EXPECT_EQ(off->audit.page_size, 500u);
+  EXPECT_EQ(off->audit.max_results, 1000u);
+  EXPECT_TRUE(off->audit.policy_reports);
+  auto on = ParseServeConfig({"--audit-interval", "300", "--audit-page-size", "100", "--audit-max-results", "50",
+                              "--audit-policy-reports", "off", "--audit-lease", "my-lease"});
+  ASSERT_TRUE(on.ok()) << on.status().message();
+  EXPECT_EQ(on->audit.interval.count(), 300);
+  EXPECT_EQ(on->audit.page_size, 100u);
+  EXPECT_EQ(on->audit.max_results, 50u);
+  EXPECT_FALSE(on->audit.policy_reports);
+  EXPECT_EQ(on->audit.lease_name, "my-lease");
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--audit-interval", "5"}, {"--audit-interval", "x"}, {"--audit-page-size", "0"},
+           {"--audit-page-size", "5001"}, {"--audit-max-results", "-1"}, {"--audit-policy-reports", "yes"},
+           {"--audit-interval", "60", "--kube", "off"}}) {
+    auto bad = ParseServeConfig(args);
+    ASSERT_FALSE(bad.ok()) << args[0];
+    EXPECT_NE(bad.status().message().find(args[0] == "--kube" ? "--audit-interval" : args[0].substr(0, 12)),
+              std::string::npos)
+        << bad.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace draguard::cli

@@ -1,0 +1,91 @@
+// What an audit run found: counters (Summary), PolicyReports per namespace (ReportBuilder), and
+// the streaming writers of `draguard audit -o table|json|yaml|policyreport`.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "draguard/admission/review.h"
+#include "draguard/audit/judge.h"
+
+namespace draguard::audit {
+
+/// Counters over one audit run.
+struct Summary {
+  std::uint64_t documents = 0;  ///< documents and List items read
+  std::uint64_t objects = 0;    ///< objects judged
+  std::uint64_t skipped = 0;    ///< objects of kinds the webhook does not review
+  std::uint64_t malformed = 0;  ///< documents that could not be read or are not objects
+  std::map<std::string, std::uint64_t> verdicts;  ///< verdict name → objects
+  std::map<std::pair<std::string, std::string>, std::uint64_t> findings;  ///< (rule, action) → findings
+  std::uint64_t converted = 0;        ///< objects /mutate converts (or whose Pods it converts)
+  std::uint64_t refused = 0;          ///< objects /mutate cannot convert
+  std::uint64_t mutation_exempt = 0;  ///< objects exempt from conversion
+  std::map<std::string, std::uint64_t> refusals;  ///< why not convertible → objects (at most 20 reasons, then "other")
+
+  /// Counts one verdict.
+  void Add(const ObjectVerdict& v);
+  /// Adds the counters of `other`.
+  void Merge(const Summary& other);
+  /// Objects the webhook would deny.
+  std::uint64_t denied() const;
+  /// The counters as JSON (the `summary` of the json and yaml outputs).
+  admission::Json ToJson() const;
+};
+
+/// The PolicyReport result of a finding: deny and audit → "fail", warn → "warn", error → "error".
+const char* ReportResult(const std::string& action);
+
+/// Collects wgpolicyk8s.io/v1alpha2 PolicyReports, one per namespace (a ClusterPolicyReport for
+/// objects without one): at most `max_results` results each, the summary counts everything.
+/// Passing objects count as `pass`, exempt ones as `skip`; neither adds a result.
+class ReportBuilder {
+ public:
+  /// `max_results` caps the results of each report.
+  explicit ReportBuilder(std::size_t max_results = 1000) : max_results_(max_results) {}
+  /// Adds the results of one judged object.
+  void Add(const ObjectVerdict& v);
+  /// The reports, by namespace ("" = the ClusterPolicyReport), named `name`, with `labels`.
+  std::vector<admission::Json> Reports(const std::string& name,
+                                       const std::map<std::string, std::string>& labels) const;
+  /// Adds the reports of `other` (results beyond the cap are counted as dropped).
+  void Merge(const ReportBuilder& other);
+  /// Namespaces seen so far.
+  std::size_t size() const { return reports_.size(); }
+
+ private:
+  struct Report {
+    admission::Json results = admission::Json::array();
+    std::uint64_t pass = 0, fail = 0, warn = 0, error = 0, skip = 0, dropped = 0;
+  };
+  std::size_t max_results_;
+  std::map<std::string, Report> reports_;
+};
+
+/// Writes the results of `draguard audit` as they arrive; memory stays bounded (policyreport
+/// keeps at most its capped results per namespace).
+class Writer {
+ public:
+  virtual ~Writer() = default;
+  /// One judged object; `where` says where it was read ("FILE: document N").
+  virtual void Object(const ObjectVerdict& v, const std::string& where) = 0;
+  /// A document that could not be judged.
+  virtual void Malformed(const std::string& where, const std::string& error) = 0;
+  /// Ends the output.
+  virtual void End(const Summary& summary) = 0;
+};
+
+/// A writer for `format` (table | json | yaml | policyreport), or null for another format.
+/// `max_results` caps the results per PolicyReport.
+std::unique_ptr<Writer> MakeWriter(std::string_view format, std::ostream& out, std::size_t max_results = 1000);
+
+/// The human summary printed after the results ("N objects read, ...").
+std::string SummaryText(const Summary& s);
+
+}  // namespace draguard::audit

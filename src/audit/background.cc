@@ -1,0 +1,460 @@
+#include "draguard/audit/background.h"
+
+#include <algorithm>
+#include <ctime>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "draguard/engine/engine.h"
+
+namespace draguard::audit {
+namespace {
+
+using admission::Json;
+using std::chrono::system_clock;
+
+constexpr const char* kReportsBase = "/apis/wgpolicyk8s.io/v1alpha2";
+constexpr const char* kManagedBy = "app.kubernetes.io/managed-by";
+constexpr const char* kDroppedAnnotation = "draguard.io/results-dropped";
+
+// metav1.MicroTime: RFC 3339 with microseconds, UTC.
+std::string MicroTime(system_clock::time_point t) {
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+  std::time_t secs = static_cast<std::time_t>(us / 1000000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[40];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+  char frac[16];
+  std::snprintf(frac, sizeof(frac), ".%06lldZ", static_cast<long long>(us % 1000000));
+  return std::string(buf) + frac;
+}
+
+std::string Describe(const kube::ApiResult& r) {
+  if (r.status == 0) return r.error.reason + ": " + r.error.message;
+  return std::to_string(r.status) + " " + r.error.reason + (r.error.message.empty() ? "" : ": " + r.error.message);
+}
+
+// The part of a PolicyReport this audit owns; equal digests mean nothing to write.
+std::size_t Digest(const Json& report) {
+  Json content = {{"summary", report.value("summary", Json())}, {"results", report.value("results", Json())}};
+  if (auto md = report.find("metadata"); md != report.end() && md->is_object()) {
+    if (auto l = md->find("labels"); l != md->end() && l->is_object()) content["label"] = l->value(kManagedBy, "");
+    if (auto a = md->find("annotations"); a != md->end() && a->is_object()) {
+      content["dropped"] = a->value(kDroppedAnnotation, "");
+    }
+  }
+  if (!content.contains("dropped")) content["dropped"] = "";
+  return std::hash<std::string>{}(content.dump());
+}
+
+std::string KindName(const AuditedKind& k) { return k.group.empty() ? k.kind : k.kind + "." + k.group; }
+
+enum class ListOutcome { kDone, kGone, kSkipped, kLost };
+
+}  // namespace
+
+LeaseElector::LeaseElector(const kube::Client& client, LeaseOptions options, WallClock now)
+    : client_(client), options_(std::move(options)), now_(now ? std::move(now) : WallClock(system_clock::now)) {}
+
+bool LeaseElector::TryAcquireOrRenew() {
+  const std::string collection =
+      "/apis/coordination.k8s.io/v1/namespaces/" + kube::PathEscape(options_.namespace_name) + "/leases";
+  const std::string path = collection + "/" + kube::PathEscape(options_.name);
+  const auto now = now_();
+  const std::string stamp = MicroTime(now);
+  kube::ApiResult got = client_.Call({"GET", path});
+  if (got.status == 404) {
+    Json lease = {{"apiVersion", "coordination.k8s.io/v1"},
+                  {"kind", "Lease"},
+                  {"metadata", {{"name", options_.name}, {"namespace", options_.namespace_name}}},
+                  {"spec",
+                   {{"holderIdentity", options_.identity},
+                    {"leaseDurationSeconds", options_.duration.count()},
+                    {"acquireTime", stamp},
+                    {"renewTime", stamp},
+                    {"leaseTransitions", 0}}}};
+    kube::ApiResult created = client_.Call({"POST", collection, lease.dump()});
+    last_error_ = created.ok() ? "" : "create Lease: " + Describe(created);
+    return created.ok();
+  }
+  if (!got.ok()) {
+    last_error_ = "get Lease: " + Describe(got);
+    return false;
+  }
+  Json lease = Json::parse(got.body, nullptr, false);
+  if (!lease.is_object() || !lease.contains("metadata")) {
+    last_error_ = "get Lease: not a Lease";
+    return false;
+  }
+  Json& spec = lease["spec"];
+  if (!spec.is_object()) spec = Json::object();
+  const std::string holder = spec.value("holderIdentity", "");
+  if (holder != options_.identity) {
+    const auto renewed = engine::ParseRfc3339(spec.value("renewTime", ""));
+    const auto duration = std::chrono::seconds(spec.value("leaseDurationSeconds", options_.duration.count()));
+    if (!holder.empty() && renewed && *renewed + duration > now) {
+      last_error_ = "held by " + holder;
+      return false;
+    }
+    // Free or expired: take it over.
+    spec["holderIdentity"] = options_.identity;
+    spec["acquireTime"] = stamp;
+    spec["leaseTransitions"] = spec.value("leaseTransitions", 0) + 1;
+  }
+  spec["renewTime"] = stamp;
+  spec["leaseDurationSeconds"] = options_.duration.count();
+  // PUT carries metadata.resourceVersion: a concurrent writer makes it fail with 409.
+  kube::ApiResult put = client_.Call({"PUT", path, lease.dump()});
+  last_error_ = put.ok() ? "" : (put.status == 409 ? "Lease changed concurrently" : "update Lease: " + Describe(put));
+  return put.ok();
+}
+
+struct BackgroundAudit::KindState {
+  explicit KindState(std::size_t max_results) : reports(max_results) {}
+  ReportBuilder reports;
+  Summary summary;
+  std::map<std::vector<std::string>, double> violations;  // {rule, action, namespace}
+};
+
+BackgroundAudit::BackgroundAudit(const kube::Client& client, const engine::Registry& registry, LeaseElector& elector,
+                                 std::function<AuditSnapshots()> snapshots, metrics::AuditMetrics& metrics,
+                                 std::shared_ptr<logging::Logger> logger, BackgroundOptions options, WallClock now)
+    : client_(client),
+      registry_(registry),
+      reviewer_(registry),
+      elector_(elector),
+      snapshots_(std::move(snapshots)),
+      metrics_(metrics),
+      logger_(logger ? std::move(logger) : logging::Logger::Null()),
+      options_(std::move(options)),
+      now_(now ? std::move(now) : WallClock(system_clock::now)) {}
+
+BackgroundAudit::~BackgroundAudit() { Stop(); }
+
+RunResult BackgroundAudit::Tick() {
+  const auto now = now_();
+  const bool held = elector_.TryAcquireOrRenew();
+  last_renew_ = now;
+  metrics_.leader.Set({}, held ? 1 : 0);
+  if (held != leader_) {
+    if (held) {
+      logger_->Info("audit Lease acquired", {{"lease", elector_.options().name}});
+    } else {
+      logger_->Info("audit Lease not held", {{"lease", elector_.options().name}, {"reason", elector_.last_error()}});
+    }
+  }
+  const bool was = leader_;
+  leader_ = held;
+  if (!held) return {};
+  if (was && now - last_run_ < options_.interval) return {};
+  last_run_ = now;
+  return Run();
+}
+
+bool BackgroundAudit::StillLeader() {
+  const auto now = now_();
+  if (now - last_renew_ < elector_.options().duration / 3) return leader_;
+  last_renew_ = now;
+  leader_ = elector_.TryAcquireOrRenew();
+  metrics_.leader.Set({}, leader_ ? 1 : 0);
+  return leader_;
+}
+
+RunResult BackgroundAudit::Run() {
+  RunResult result;
+  result.ran = true;
+  const auto started = std::chrono::steady_clock::now();
+  AuditSnapshots snap = snapshots_();
+  if (!snap.policy) {
+    logger_->Error("audit run skipped: no policy loaded");
+    result.aborted = true;
+    metrics_.runs.Inc({"aborted"});
+    return result;
+  }
+  JudgeContext ctx{reviewer_, registry_, *snap.policy, snap.topology.get(), now_(), "default"};
+  ReportBuilder reports(options_.max_results);
+  std::map<std::vector<std::string>, double> violations;
+
+  for (const AuditedKind& listed : AuditedKinds(*snap.policy)) {
+    AuditedKind kind = listed;
+    const std::string name = KindName(kind);
+    auto skip = [&](const std::string& reason, const std::string& detail) {
+      result.skipped[name] = reason;
+      metrics_.skipped.Inc({name, reason});
+      if (reason == "not-found") {
+        logger_->Debug("audit: kind not served, skipped", {{"kind", name}});
+      } else {
+        logger_->Warn("audit: kind not listed, skipped", {{"kind", name}, {"reason", reason}, {"error", detail}});
+      }
+    };
+    if (kind.version.empty()) {
+      // A custom resource: its preferred version from discovery; 404 = the CRD is not installed.
+      kube::ApiResult d = client_.Call({"GET", "/apis/" + kube::PathEscape(kind.group)});
+      Json doc = d.ok() ? Json::parse(d.body, nullptr, false) : Json();
+      if (!d.ok() || !doc.is_object() || !doc.contains("preferredVersion")) {
+        skip(d.status == 404 ? "not-found" : d.status == 403 ? "forbidden" : "error", Describe(d));
+        continue;
+      }
+      kind.version = doc["preferredVersion"].value("version", "");
+      if (kind.version.empty()) {
+        skip("error", "discovery without a preferred version");
+        continue;
+      }
+    }
+    const std::string base = (kind.group.empty() ? "/api/" + kind.version : "/apis/" + kind.group + "/" + kind.version) +
+                             "/" + kind.resource;
+    const std::string api_version = kind.group.empty() ? kind.version : kind.group + "/" + kind.version;
+    ListOutcome outcome = ListOutcome::kGone;
+    std::unique_ptr<KindState> state;
+    for (int attempt = 0; attempt <= options_.max_restarts && outcome == ListOutcome::kGone; ++attempt) {
+      if (attempt > 0) ++result.restarts;
+      state = std::make_unique<KindState>(options_.max_results);
+      std::string token;
+      outcome = ListOutcome::kDone;
+      do {
+        std::string path = base + "?limit=" + std::to_string(options_.page_size);
+        if (!token.empty()) path += "&continue=" + kube::PathEscape(token);
+        kube::ApiResult page = client_.Call({"GET", path});
+        if (page.status == 410) {
+          logger_->Info("audit: list continuation expired; listing again", {{"kind", name}});
+          outcome = ListOutcome::kGone;
+          break;
+        }
+        if (!page.ok()) {
+          skip(page.status == 403 ? "forbidden" : page.status == 404 ? "not-found" : "error", Describe(page));
+          outcome = ListOutcome::kSkipped;
+          break;
+        }
+        ++result.pages;
+        Json list = Json::parse(page.body, nullptr, false);
+        if (!list.is_object() || !list.contains("items") || !list["items"].is_array()) {
+          skip("error", "the list answer is not a List");
+          outcome = ListOutcome::kSkipped;
+          break;
+        }
+        token = list.contains("metadata") && list["metadata"].is_object() ? list["metadata"].value("continue", "") : "";
+        std::uint64_t judged = 0;
+        for (auto& item : list["items"]) {
+          ++state->summary.documents;
+          if (!item.is_object()) {
+            ++state->summary.malformed;
+            continue;
+          }
+          // List answers leave kind and apiVersion out of their items.
+          if (!item.contains("kind")) item["kind"] = kind.kind;
+          if (!item.contains("apiVersion")) item["apiVersion"] = api_version;
+          try {
+            ObjectVerdict v = JudgeObject(std::move(item), ctx);
+            state->summary.Add(v);
+            state->reports.Add(v);
+            for (const auto& f : v.findings) state->violations[{f.rule, f.action, v.namespace_}] += 1;
+            ++judged;
+          } catch (const std::exception& e) {
+            ++state->summary.malformed;
+            logger_->Debug("audit: object could not be judged", {{"kind", name}, {"error", std::string(e.what())}});
+          }
+        }
+        list = Json();
+        metrics_.objects.Inc({}, static_cast<double>(judged));
+        if (!StillLeader()) {
+          outcome = ListOutcome::kLost;
+          break;
+        }
+      } while (!token.empty());
+    }
+    if (outcome == ListOutcome::kLost) {
+      result.aborted = true;
+      metrics_.runs.Inc({"aborted"});
+      logger_->Warn("audit run aborted: the Lease was lost", {{"lease", elector_.options().name}});
+      return result;
+    }
+    if (outcome == ListOutcome::kGone) {
+      skip("expired", "the list continuation expired " + std::to_string(options_.max_restarts + 1) + " times");
+      continue;
+    }
+    if (outcome != ListOutcome::kDone) continue;
+    result.summary.Merge(state->summary);
+    reports.Merge(state->reports);
+    for (const auto& [k, n] : state->violations) violations[k] += n;
+  }
+
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (options_.policy_reports) PublishReports(reports, result);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  PublishMetrics(result, violations);
+  std::vector<std::string> skipped;
+  for (const auto& [k, why] : result.skipped) skipped.push_back(k + "=" + why);
+  logger_->Info("audit run", {{"objects", static_cast<int64_t>(result.summary.objects)},
+                              {"denied", static_cast<int64_t>(result.summary.denied())},
+                              {"pages", static_cast<int64_t>(result.pages)},
+                              {"restarts", static_cast<int64_t>(result.restarts)},
+                              {"skipped", skipped},
+                              {"reportsCreated", static_cast<int64_t>(result.created)},
+                              {"reportsUpdated", static_cast<int64_t>(result.updated)},
+                              {"reportsUnchanged", static_cast<int64_t>(result.unchanged)},
+                              {"reportsDeleted", static_cast<int64_t>(result.deleted)},
+                              {"seconds", result.seconds}});
+  return result;
+}
+
+void BackgroundAudit::PublishMetrics(const RunResult& result,
+                                     const std::map<std::vector<std::string>, double>& violations) {
+  // Bounded cardinality: the namespaces with the most findings keep their label, the rest is "other".
+  std::map<std::string, double> per_ns;
+  for (const auto& [k, n] : violations) per_ns[k[2]] += n;
+  std::vector<std::pair<double, std::string>> ranked;
+  for (const auto& [ns, n] : per_ns) ranked.emplace_back(-n, ns);
+  std::sort(ranked.begin(), ranked.end());
+  std::set<std::string> kept;
+  for (std::size_t i = 0; i < ranked.size() && i < options_.max_namespaces; ++i) kept.insert(ranked[i].second);
+  std::map<metrics::LabelValues, double> series;
+  for (const auto& [k, n] : violations) {
+    series[{k[0], k[1], kept.count(k[2]) != 0 ? k[2] : "other"}] += n;
+  }
+  metrics_.violations.Replace(series);
+  metrics_.duration.Set({}, result.seconds);
+  metrics_.last_run.Set({}, std::chrono::duration<double>(now_().time_since_epoch()).count());
+  metrics_.runs.Inc({result.skipped.empty() ? "complete" : "partial"});
+}
+
+void BackgroundAudit::PublishReports(const ReportBuilder& reports, RunResult& result) {
+  const std::string base = kReportsBase;
+  kube::ApiResult probe = client_.Call({"GET", base + "/policyreports?limit=1"});
+  if (!probe.ok()) {
+    if (probe.status == 404) {
+      logger_->Debug("audit: the PolicyReport API is not installed; no reports written");
+    } else {
+      logger_->Warn("audit: PolicyReports not written", {{"error", Describe(probe)}});
+    }
+    return;
+  }
+  result.reports_available = true;
+  // Our reports as they are: namespace → (resourceVersion, digest).
+  std::map<std::string, std::pair<std::string, std::size_t>> existing;
+  std::string token;
+  for (int restarts = 0;;) {
+    std::string path = base + "/policyreports?labelSelector=" + kube::PathEscape(std::string(kManagedBy) + "=draguard") +
+                       "&limit=100";
+    if (!token.empty()) path += "&continue=" + kube::PathEscape(token);
+    kube::ApiResult page = client_.Call({"GET", path});
+    if (page.status == 410 && restarts++ < options_.max_restarts) {
+      existing.clear();
+      token.clear();
+      continue;
+    }
+    Json list = page.ok() ? Json::parse(page.body, nullptr, false) : Json();
+    if (!page.ok() || !list.is_object() || !list.contains("items")) {
+      ++result.failed;
+      metrics_.reports.Inc({"error"});
+      logger_->Warn("audit: existing PolicyReports not listed; none written", {{"error", Describe(page)}});
+      return;
+    }
+    for (const auto& item : list["items"]) {
+      const Json& md = item.value("metadata", Json::object());
+      if (md.value("name", "") != options_.report_name) continue;
+      existing[md.value("namespace", "")] = {md.value("resourceVersion", ""), Digest(item)};
+    }
+    token = list.contains("metadata") ? list["metadata"].value("continue", "") : "";
+    if (token.empty()) break;
+  }
+
+  auto count = [&](const char* op, int& n) {
+    ++n;
+    metrics_.reports.Inc({op});
+  };
+  for (Json& report : reports.Reports(options_.report_name, {{kManagedBy, "draguard"}})) {
+    const std::string ns = report["metadata"].value("namespace", "");
+    if (ns.empty()) continue;  // every audited kind is namespaced
+    const std::string collection = base + "/namespaces/" + kube::PathEscape(ns) + "/policyreports";
+    const std::string path = collection + "/" + kube::PathEscape(options_.report_name);
+    auto it = existing.find(ns);
+    std::string rv;
+    if (it != existing.end()) {
+      rv = it->second.first;
+      const bool same = it->second.second == Digest(report);
+      existing.erase(it);
+      if (same) {
+        count("unchanged", result.unchanged);
+        continue;
+      }
+    } else {
+      kube::ApiResult created = client_.Call({"POST", collection, report.dump()});
+      if (created.ok()) {
+        count("create", result.created);
+        continue;
+      }
+      if (created.status != 409) {
+        count("error", result.failed);
+        logger_->Warn("audit: PolicyReport not created", {{"namespace", ns}, {"error", Describe(created)}});
+        continue;
+      }
+    }
+    // Update with the resourceVersion we saw; on a conflict read it again and retry once.
+    bool done = false;
+    for (int attempt = 0; attempt < 2 && !done; ++attempt) {
+      if (rv.empty() || attempt > 0) {
+        kube::ApiResult cur = client_.Call({"GET", path});
+        Json obj = cur.ok() ? Json::parse(cur.body, nullptr, false) : Json();
+        if (!obj.is_object()) break;
+        rv = obj["metadata"].value("resourceVersion", "");
+        if (Digest(obj) == Digest(report)) {
+          count("unchanged", result.unchanged);
+          done = true;
+          break;
+        }
+      }
+      report["metadata"]["resourceVersion"] = rv;
+      kube::ApiResult put = client_.Call({"PUT", path, report.dump()});
+      if (put.ok()) {
+        count("update", result.updated);
+        done = true;
+      } else if (put.status != 409) {
+        break;
+      }
+    }
+    if (!done) {
+      count("error", result.failed);
+      logger_->Warn("audit: PolicyReport not updated", {{"namespace", ns}});
+    }
+  }
+  // Namespaces without audited objects any more: their reports go.
+  for (const auto& [ns, entry] : existing) {
+    kube::ApiResult del = client_.Call(
+        {"DELETE", base + "/namespaces/" + kube::PathEscape(ns) + "/policyreports/" + kube::PathEscape(options_.report_name)});
+    if (del.ok() || del.status == 404) {
+      count("delete", result.deleted);
+    } else {
+      count("error", result.failed);
+    }
+  }
+}
+
+void BackgroundAudit::Start() {
+  thread_ = std::thread([this] {
+    const auto period = std::max<std::chrono::seconds>(std::chrono::seconds(1), elector_.options().duration / 3);
+    for (;;) {
+      try {
+        Tick();
+      } catch (const std::exception& e) {
+        logger_->Error("audit tick failed", {{"error", std::string(e.what())}});
+      }
+      std::unique_lock<std::mutex> lock(mu_);
+      if (cv_.wait_for(lock, period, [this] { return stop_; })) return;
+    }
+  });
+}
+
+void BackgroundAudit::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace draguard::audit

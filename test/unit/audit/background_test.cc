@@ -1,0 +1,256 @@
+// The background audit against the fake API server: thousands of objects over several pages, an
+// expired continue token, a forbidden kind, PolicyReports written only when they change, the
+// violation metric's namespace cap, and the Lease (acquire, take over, lose).
+#include "draguard/audit/background.h"
+
+#include <atomic>
+
+#include <gtest/gtest.h>
+
+#include "../kube/fake_apiserver.h"
+#include "draguard/policy/store.h"
+
+namespace draguard::audit {
+namespace {
+
+using nlohmann::json;
+using std::chrono::seconds;
+using std::chrono::system_clock;
+
+constexpr const char* kLease = "/apis/coordination.k8s.io/v1/namespaces/draguard/leases/draguard-audit";
+constexpr const char* kReports = "/apis/wgpolicyk8s.io/v1alpha2/namespaces/";
+
+json GpuPod(const std::string& ns, const std::string& name, bool legacy) {
+  json resources = legacy ? json{{"limits", {{"nvidia.com/gpu", "1"}}}} : json::object();
+  return {{"metadata", {{"name", name}, {"namespace", ns}}},
+          {"spec", {{"containers", {{{"name", "c"}, {"image", "x"}, {"resources", resources}}}}}}};
+}
+
+class BackgroundAuditTest : public kubetest::FakeApiServerTest {
+ protected:
+  void SetUp() override {
+    FakeApiServerTest::SetUp();
+    ASSERT_TRUE(policies_.LoadDefault().ok());
+    // Mutation off: every legacy GPU Pod is denied by DG001.
+    policy_ = std::make_shared<policy::Policy>(*policies_.Current());
+    policy_->mutation.enabled = false;
+    policy_->fingerprint.clear();
+    elector_ = std::make_unique<LeaseElector>(*client_, LeaseOptions{"draguard", "draguard-audit", "replica-a", seconds(60)},
+                                              [this] { return Now(); });
+  }
+
+  system_clock::time_point Now() const { return base_ + seconds(offset_.load()); }
+
+  std::unique_ptr<BackgroundAudit> Make(BackgroundOptions options = {}) {
+    return std::make_unique<BackgroundAudit>(
+        *client_, registry_, *elector_, [this] { return AuditSnapshots{policy_, nullptr}; }, metrics_, nullptr,
+        options, [this] { return Now(); });
+  }
+
+  // `n` Pods round-robin over `namespaces` namespaces; in each namespace every `legacy_every`-th
+  // Pod (the first included) requests a legacy GPU.
+  void PutPods(int n, int namespaces, int legacy_every) {
+    for (int i = 0; i < n; ++i) {
+      std::string ns = "team-" + std::to_string(i % namespaces);
+      std::string name = "pod-" + std::to_string(i);
+      server_->PutObject("/api/v1/namespaces/" + ns + "/pods/" + name, GpuPod(ns, name, (i / namespaces) % legacy_every == 0));
+    }
+  }
+
+  policy::PolicyStore policies_;
+  std::shared_ptr<policy::Policy> policy_;
+  engine::Registry registry_ = engine::DefaultRegistry();
+  metrics::Registry metrics_registry_;
+  metrics::AuditMetrics metrics_{metrics_registry_};
+  std::unique_ptr<LeaseElector> elector_;
+  system_clock::time_point base_ = system_clock::now();
+  std::atomic<int> offset_{0};
+};
+
+TEST_F(BackgroundAuditTest, JudgesThousandsOfObjectsOverPagesAndWritesReportsOnlyWhenTheyChange) {
+  PutPods(2500, 25, 5);  // 500 legacy Pods, 20 per namespace
+  server_->PutObject("/apis/apps/v1/namespaces/team-0/deployments/web",
+                     {{"metadata", {{"name", "web"}, {"namespace", "team-0"}}},
+                      {"spec", {{"template", GpuPod("team-0", "t", true)}}}});
+  BackgroundOptions options;
+  options.page_size = 400;
+  options.max_results = 5;
+  auto audit = Make(options);
+  RunResult r = audit->Tick();
+  ASSERT_TRUE(r.ran);
+  EXPECT_FALSE(r.aborted);
+  EXPECT_EQ(r.summary.objects, 2501u);
+  EXPECT_EQ(r.summary.denied(), 501u);
+  EXPECT_GE(r.pages, 7u);  // 2500 Pods in pages of 400, plus one page per other kind
+  EXPECT_GE(server_->Count("GET", "/api/v1/pods"), 7);
+  EXPECT_TRUE(r.reports_available);
+  EXPECT_EQ(r.created, 25);
+  // Custom resources whose API is not served are skipped as not-found, not as errors.
+  EXPECT_EQ(r.skipped.count("PyTorchJob.kubeflow.org"), 1u);
+  EXPECT_EQ(r.skipped["PyTorchJob.kubeflow.org"], "not-found");
+
+  json report = server_->GetObject(std::string(kReports) + "team-0/policyreports/draguard");
+  ASSERT_TRUE(report.is_object());
+  EXPECT_EQ(report["kind"], "PolicyReport");
+  EXPECT_EQ(report["results"].size(), 5u);  // capped
+  EXPECT_EQ(report["summary"]["fail"], 21);  // 20 Pods + the Deployment's template
+  EXPECT_EQ(report["summary"]["pass"], 80);
+  EXPECT_EQ(report["metadata"]["annotations"]["draguard.io/results-dropped"], "16");
+
+  // Metrics: objects, violations per namespace, last run.
+  EXPECT_EQ(metrics_.objects.Value({}), 2501);
+  EXPECT_EQ(metrics_.violations.Value({"DG001", "deny", "team-0"}), 21);
+  EXPECT_EQ(metrics_.violations.Value({"DG001", "deny", "team-3"}), 20);
+  EXPECT_GT(metrics_.last_run.Value({}), 0);
+  EXPECT_EQ(metrics_.leader.Value({}), 1);
+
+  // Nothing changed: the next run (one interval later) writes nothing.
+  const int puts = server_->Count("PUT", kReports), posts = server_->Count("POST", kReports);
+  offset_ += 600;
+  RunResult again = audit->Tick();
+  ASSERT_TRUE(again.ran);
+  EXPECT_EQ(again.unchanged, 25);
+  EXPECT_EQ(again.created + again.updated + again.deleted, 0);
+  EXPECT_EQ(server_->Count("PUT", kReports), puts);
+  EXPECT_EQ(server_->Count("POST", kReports), posts);
+
+  // Not due yet: a tick only renews the Lease.
+  offset_ += 20;
+  EXPECT_FALSE(audit->Tick().ran);
+
+  // One namespace fixed, one emptied: one update, one delete.
+  for (int i = 1; i < 2500; i += 25) server_->RemoveObject("/api/v1/namespaces/team-1/pods/pod-" + std::to_string(i));
+  server_->PutObject("/api/v1/namespaces/team-2/pods/pod-2", GpuPod("team-2", "pod-2", false));
+  offset_ += 600;
+  RunResult third = audit->Tick();
+  EXPECT_EQ(third.updated, 1);
+  EXPECT_EQ(third.deleted, 1);
+  EXPECT_EQ(third.unchanged, 23);
+  EXPECT_TRUE(server_->GetObject(std::string(kReports) + "team-1/policyreports/draguard").is_null());
+  EXPECT_EQ(metrics_.violations.Value({"DG001", "deny", "team-1"}), 0);
+}
+
+TEST_F(BackgroundAuditTest, AnExpiredContinueTokenRestartsTheListWithoutCountingTwice) {
+  PutPods(30, 3, 3);
+  // The first page carries a token from before the expiry: the next page answers 410 Gone.
+  server_->ExpireContinueTokens();
+  json first = {{"kind", "PodList"}, {"apiVersion", "v1"}, {"metadata", {{"continue", "0:2"}}},
+                {"items", {GpuPod("team-0", "pod-0", true), GpuPod("team-1", "pod-1", false)}}};
+  server_->InjectFault("GET", "/api/v1/pods", kubetest::Reply(200, first.dump()));
+  BackgroundOptions options;
+  options.page_size = 7;
+  auto audit = Make(options);
+  RunResult r = audit->Tick();
+  ASSERT_TRUE(r.ran);
+  EXPECT_EQ(r.restarts, 1u);
+  EXPECT_EQ(r.summary.objects, 30u);
+  EXPECT_EQ(r.summary.denied(), 12u);
+  EXPECT_TRUE(r.skipped.count("Pod") == 0);
+}
+
+TEST_F(BackgroundAuditTest, AForbiddenKindIsSkippedCountedAndTheRestAudited) {
+  PutPods(10, 2, 2);
+  server_->PutObject("/apis/batch/v1/namespaces/team-0/jobs/j",
+                     {{"metadata", {{"name", "j"}, {"namespace", "team-0"}}},
+                      {"spec", {{"template", GpuPod("team-0", "t", true)}}}});
+  json forbidden = {{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"}, {"reason", "Forbidden"},
+                    {"code", 403}, {"message", "jobs.batch is forbidden"}};
+  server_->InjectFault("GET", "/apis/batch/v1/jobs", kubetest::Reply(403, forbidden.dump()));
+  auto audit = Make();
+  RunResult r = audit->Tick();
+  ASSERT_TRUE(r.ran);
+  EXPECT_FALSE(r.aborted);
+  EXPECT_EQ(r.skipped["Job.batch"], "forbidden");
+  EXPECT_EQ(r.summary.objects, 10u);  // the Pods; the Job was not listed
+  EXPECT_EQ(metrics_.skipped.Value({"Job.batch", "forbidden"}), 1);
+  EXPECT_EQ(metrics_.runs.Value({"partial"}), 1);
+  // The next run lists it again.
+  offset_ += 600;
+  RunResult next = audit->Tick();
+  EXPECT_EQ(next.skipped.count("Job.batch"), 0u);
+  EXPECT_EQ(next.summary.objects, 11u);
+}
+
+TEST_F(BackgroundAuditTest, WithoutThePolicyReportApiOnlyMetricsArePublished) {
+  PutPods(4, 1, 2);
+  json nf = {{"kind", "Status"}, {"apiVersion", "v1"}, {"code", 404}, {"reason", "NotFound"}};
+  server_->InjectFault("GET", "/apis/wgpolicyk8s.io/v1alpha2/policyreports", kubetest::Reply(404, nf.dump()));
+  auto audit = Make();
+  RunResult r = audit->Tick();
+  EXPECT_FALSE(r.reports_available);
+  EXPECT_EQ(r.created, 0);
+  EXPECT_TRUE(server_->ObjectPaths("/apis/wgpolicyk8s.io").empty());
+  EXPECT_EQ(metrics_.violations.Value({"DG001", "deny", "team-0"}), 2);
+}
+
+TEST_F(BackgroundAuditTest, ViolationNamespacesAreCappedIntoOther) {
+  PutPods(10, 10, 1);  // one legacy Pod in each of 10 namespaces
+  server_->PutObject("/api/v1/namespaces/team-0/pods/extra", GpuPod("team-0", "extra", true));
+  BackgroundOptions options;
+  options.max_namespaces = 3;
+  options.policy_reports = false;
+  auto audit = Make(options);
+  audit->Tick();
+  EXPECT_EQ(metrics_.violations.Value({"DG001", "deny", "team-0"}), 2);  // the largest keeps its label
+  EXPECT_EQ(metrics_.violations.Value({"DG001", "deny", "other"}), 7);
+  std::string text = metrics_registry_.Render();
+  int series = 0;
+  for (std::size_t p = 0; (p = text.find("draguard_audit_violations{", p)) != std::string::npos; ++p) ++series;
+  EXPECT_EQ(series, 4);
+}
+
+TEST_F(BackgroundAuditTest, OneReplicaAuditsAndALostLeaseAbortsTheRun) {
+  PutPods(50, 5, 5);
+  BackgroundOptions options;
+  options.page_size = 10;
+  auto audit = Make(options);
+  ASSERT_TRUE(audit->Tick().ran);
+  json lease = server_->GetObject(kLease);
+  EXPECT_EQ(lease["spec"]["holderIdentity"], "replica-a");
+  EXPECT_EQ(lease["spec"]["leaseDurationSeconds"], 60);
+
+  // A second replica does not get the Lease while it is renewed.
+  LeaseElector other(*client_, LeaseOptions{"draguard", "draguard-audit", "replica-b", seconds(60)},
+                     [this] { return Now(); });
+  EXPECT_FALSE(other.TryAcquireOrRenew());
+  EXPECT_NE(other.last_error().find("replica-a"), std::string::npos);
+
+  // replica-b takes the Lease over (as after replica-a stopped renewing); replica-a's next run
+  // renews between pages, finds it lost and publishes nothing.
+  offset_ += 120;
+  ASSERT_TRUE(other.TryAcquireOrRenew());
+  EXPECT_EQ(server_->GetObject(kLease)["spec"]["leaseTransitions"], 1);
+  const int writes = server_->Count("PUT", kReports) + server_->Count("POST", kReports);
+  offset_ += 30;
+  RunResult r = audit->Run();
+  EXPECT_TRUE(r.aborted);
+  EXPECT_EQ(server_->Count("PUT", kReports) + server_->Count("POST", kReports), writes);
+  EXPECT_EQ(metrics_.runs.Value({"aborted"}), 1);
+  EXPECT_EQ(metrics_.leader.Value({}), 0);
+  EXPECT_FALSE(audit->Tick().ran);
+
+  // A concurrent writer between our read and our write: the precondition fails (409) and the
+  // attempt counts as lost, it never overwrites.
+  json conflict = {{"kind", "Status"}, {"apiVersion", "v1"}, {"code", 409}, {"reason", "Conflict"}};
+  server_->InjectFault("PUT", kLease, kubetest::Reply(409, conflict.dump()));
+  EXPECT_FALSE(other.TryAcquireOrRenew());
+  EXPECT_NE(other.last_error().find("concurrently"), std::string::npos);
+  EXPECT_TRUE(other.TryAcquireOrRenew());
+}
+
+TEST_F(BackgroundAuditTest, StartAndStopTheThread) {
+  auto audit = Make();
+  audit->Start();
+  ASSERT_TRUE(server_->WaitSeen([](const std::vector<kubetest::Seen>& s) {
+    for (const auto& x : s) {
+      if (x.method == "POST" && x.path.find("/leases") != std::string::npos) return true;
+    }
+    return false;
+  }));
+  audit->Stop();
+  audit->Stop();
+  EXPECT_EQ(server_->GetObject(kLease)["spec"]["holderIdentity"], "replica-a");
+}
+
+}  // namespace
+}  // namespace draguard::audit

@@ -1,0 +1,181 @@
+// Outputs: the JSON and YAML AuditReport, PolicyReports (shape, caps, summary), the table.
+#include "draguard/audit/report.h"
+
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "draguard/yamljson/yamljson.h"
+
+namespace draguard::audit {
+namespace {
+
+using admission::Json;
+
+ObjectVerdict Denied(const std::string& ns, const std::string& name, int findings = 1) {
+  ObjectVerdict v;
+  v.api_version = "v1";
+  v.kind = "Pod";
+  v.namespace_ = ns;
+  v.name = name;
+  v.uid = "uid-" + name;
+  v.verdict = engine::Verdict::kDeny;
+  for (int i = 0; i < findings; ++i) {
+    v.findings.push_back({"DG001", "legacy-gpu-resource", "deny", "container \"c\" requests nvidia.com/gpu",
+                          "request the GPU through a ResourceClaim", "/spec/containers/" + std::to_string(i)});
+  }
+  v.mutation = MutationOutcome::kRefused;
+  v.mutation_reason = "no node can align the request";
+  return v;
+}
+
+ObjectVerdict Passing(const std::string& ns) {
+  ObjectVerdict v;
+  v.api_version = "apps/v1";
+  v.kind = "Deployment";
+  v.namespace_ = ns;
+  v.name = "ok";
+  return v;
+}
+
+TEST(Report, JsonOutputIsOneDocumentWithResultsAndSummary) {
+  std::ostringstream out;
+  auto w = MakeWriter("json", out);
+  ASSERT_NE(w, nullptr);
+  Summary s;
+  ObjectVerdict d = Denied("ml", "p");
+  ObjectVerdict ok = Passing("ml");
+  s.Add(d);
+  s.Add(ok);
+  s.documents = 3;
+  s.malformed = 1;
+  w->Object(d, "a.yaml: document 0");
+  w->Object(ok, "a.yaml: document 1");
+  w->Malformed("a.yaml: document 2", "bad");
+  w->End(s);
+  Json j = Json::parse(out.str());
+  EXPECT_EQ(j["kind"], "AuditReport");
+  ASSERT_EQ(j["results"].size(), 2u);  // the passing object is not listed
+  EXPECT_EQ(j["results"][0]["verdict"], "deny");
+  EXPECT_EQ(j["results"][0]["findings"][0]["rule"], "DG001");
+  EXPECT_EQ(j["results"][0]["findings"][0]["path"], "/spec/containers/0");
+  EXPECT_EQ(j["results"][0]["mutation"]["outcome"], "refused");
+  EXPECT_EQ(j["results"][1]["error"], "bad");
+  EXPECT_EQ(j["summary"]["objects"], 2);
+  EXPECT_EQ(j["summary"]["verdicts"]["deny"], 1);
+  EXPECT_EQ(j["summary"]["findings"][0], Json::parse(R"({"rule":"DG001","action":"deny","count":1})"));
+  EXPECT_EQ(j["summary"]["mutation"]["refused"], 1);
+  EXPECT_EQ(j["summary"]["mutation"]["refusals"][0]["reason"], "no node can align the request");
+  EXPECT_EQ(s.denied(), 1u);
+}
+
+TEST(Report, EmptyJsonAndYamlOutputsAreValid) {
+  for (const char* format : {"json", "yaml"}) {
+    std::ostringstream out;
+    auto w = MakeWriter(format, out);
+    w->End(Summary{});
+    auto docs = yamljson::ParseDocuments(out.str());
+    ASSERT_TRUE(docs.ok()) << format << ": " << out.str();
+    ASSERT_EQ(docs->size(), 1u);
+    EXPECT_TRUE((*docs)[0]["results"].empty()) << format;
+    EXPECT_EQ((*docs)[0]["summary"]["objects"], 0) << format;
+  }
+}
+
+TEST(Report, YamlOutputParsesToTheSameAsJson) {
+  std::ostringstream js, ys;
+  auto jw = MakeWriter("json", js);
+  auto yw = MakeWriter("yaml", ys);
+  Summary s;
+  ObjectVerdict d = Denied("ml", "p", 2);
+  s.Add(d);
+  jw->Object(d, "x");
+  yw->Object(d, "x");
+  jw->End(s);
+  yw->End(s);
+  auto docs = yamljson::ParseDocuments(ys.str());
+  ASSERT_TRUE(docs.ok()) << ys.str();
+  EXPECT_EQ((*docs)[0], Json::parse(js.str()));
+}
+
+TEST(Report, PolicyReportsPerNamespaceCappedWithAFullSummary) {
+  ReportBuilder b(/*max_results=*/3);
+  b.Add(Denied("ml", "a", 2));
+  b.Add(Denied("ml", "b", 2));
+  b.Add(Passing("ml"));
+  ObjectVerdict exempt = Passing("kube-system");
+  exempt.verdict = engine::Verdict::kExempt;
+  b.Add(exempt);
+  ObjectVerdict warn = Passing("web");
+  warn.findings.push_back({"DG006", "x", "warn", "m", "", ""});
+  warn.verdict = engine::Verdict::kWarn;
+  b.Add(warn);
+  ObjectVerdict audited = Passing("web");
+  audited.findings.push_back({"DG003", "x", "audit", "m", "", ""});
+  b.Add(audited);
+  auto reports = b.Reports("draguard", {{"app.kubernetes.io/managed-by", "draguard"}});
+  ASSERT_EQ(reports.size(), 3u);  // kube-system, ml, web
+  const Json& ml = reports[1];
+  EXPECT_EQ(ml["apiVersion"], "wgpolicyk8s.io/v1alpha2");
+  EXPECT_EQ(ml["kind"], "PolicyReport");
+  EXPECT_EQ(ml["metadata"]["namespace"], "ml");
+  EXPECT_EQ(ml["metadata"]["name"], "draguard");
+  EXPECT_EQ(ml["metadata"]["labels"]["app.kubernetes.io/managed-by"], "draguard");
+  EXPECT_EQ(ml["metadata"]["annotations"]["draguard.io/results-dropped"], "1");
+  EXPECT_EQ(ml["results"].size(), 3u);
+  EXPECT_EQ(ml["summary"], Json::parse(R"({"pass":1,"fail":4,"warn":0,"error":0,"skip":0})"));
+  const Json& r = ml["results"][0];
+  for (const char* key : {"policy", "rule", "result", "scored", "source", "message", "resources", "properties"}) {
+    EXPECT_TRUE(r.contains(key)) << key;
+  }
+  EXPECT_EQ(r["result"], "fail");
+  EXPECT_EQ(r["resources"][0], Json::parse(R"({"apiVersion":"v1","kind":"Pod","name":"a","namespace":"ml","uid":"uid-a"})"));
+  for (const auto& [k, v] : r["properties"].items()) EXPECT_TRUE(v.is_string()) << k;  // map[string]string
+  EXPECT_EQ(reports[0]["summary"]["skip"], 1);
+  EXPECT_FALSE(reports[0]["results"].size());
+  EXPECT_EQ(reports[2]["summary"]["warn"], 1);
+  EXPECT_EQ(reports[2]["summary"]["fail"], 1);  // audit findings are failures of the standard
+}
+
+TEST(Report, PolicyReportWriterPrintsYamlDocuments) {
+  std::ostringstream out;
+  auto w = MakeWriter("policyreport", out, 10);
+  w->Object(Denied("a", "p"), "x");
+  w->Object(Denied("b", "q"), "x");
+  w->End(Summary{});
+  auto docs = yamljson::ParseDocuments(out.str());
+  ASSERT_TRUE(docs.ok());
+  ASSERT_EQ(docs->size(), 2u);
+  EXPECT_EQ((*docs)[1]["metadata"]["namespace"], "b");
+}
+
+TEST(Report, TableHasOneLinePerFinding) {
+  std::ostringstream out;
+  auto w = MakeWriter("table", out);
+  w->Object(Denied("ml", "p", 2), "x");
+  w->Object(Passing("ml"), "x");
+  w->End(Summary{});
+  std::string text = out.str();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 3);
+  EXPECT_NE(text.find("ml/p"), std::string::npos);
+  EXPECT_NE(text.find("(/spec/containers/1)"), std::string::npos);
+  std::ostringstream none;
+  MakeWriter("table", none)->End(Summary{});
+  EXPECT_EQ(none.str(), "No findings.\n");
+  EXPECT_EQ(MakeWriter("xml", none), nullptr);
+}
+
+TEST(Report, RefusalReasonsAreBounded) {
+  Summary s;
+  for (int i = 0; i < 50; ++i) {
+    ObjectVerdict v = Denied("ml", "p");
+    v.mutation_reason = "reason " + std::to_string(i);
+    s.Add(v);
+  }
+  EXPECT_EQ(s.refusals.size(), 21u);
+  EXPECT_EQ(s.refusals["other"], 30u);
+  EXPECT_NE(SummaryText(s).find("50 refused"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace draguard::audit
