@@ -861,6 +861,9 @@ function localArgs(r, files) {
   set("--config", files.policy);
   set("--shutdown-delay", "1");
   if (a.includes("--client-ca")) set("--client-ca", files.ca);
+  // No API server here: the exporter ConfigMaps (the default topology source) become the bundled examples.
+  const t = a.indexOf("--topology-configmaps");
+  if (t >= 0) a.splice(t, 2);
   return a;
 }
 
