@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "draguard/topology/dra_devices.h"
 #include "draguard/topology/loader.h"
 #include "fake_node.h"
 
@@ -242,6 +243,46 @@ TEST_F(ExporterTest, LstopoAcceptsTheExport) {
   std::ifstream in(dir_ / "lstopo.out");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("nvml0"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace draguard::topology
+
+namespace draguard::topology {
+namespace {
+
+TEST_F(ExporterTest, MigInstancesAreSimulatedAsDraDevices) {
+  FakeNode node = topotest::PairsNode();
+  node.gpus[1].mig = true;
+  node.nvml_lines.push_back("profile 1 2 14 3 20096 2");
+  node.nvml_lines.push_back("instance 1 14 1 0 4");
+  node.nvml_lines.push_back("instance 1 14 2 4 4");
+  ParsedExport p = ExportAndLoad(node);
+  NodeTopology n;
+  n.name = "mig-node";
+  n.gpu_uuids = p.gpu_uuids;
+  n.shape = std::make_shared<const Shape>(std::move(p.shape));
+  const std::vector<SimulatedDevice> devs = SimulateDraDevices(n);
+  ASSERT_EQ(devs.size(), 5u);  // gpu-0, two MIG devices of gpu-1, gpu-2, gpu-3
+  EXPECT_EQ(devs[0].name, "gpu-0");
+  EXPECT_EQ(devs[0].mig_instance, -1);
+  EXPECT_EQ(devs[1].name, "gpu-1-mig-14-0-4");
+  EXPECT_EQ(devs[2].name, "gpu-1-mig-14-4-4");
+  EXPECT_EQ(devs[3].name, "gpu-2");
+  const SimulatedDevice& m = devs[1];
+  EXPECT_EQ(m.gpu_index, 1u);
+  EXPECT_EQ(m.mig_instance, 0);
+  auto attr = [&](const std::string& name) -> std::string {
+    for (const SimulatedAttribute& a : m.attributes) {
+      if (a.name == name) return std::get<std::string>(a.value);
+    }
+    return "";
+  };
+  EXPECT_EQ(attr("type"), "mig");
+  EXPECT_EQ(attr("profile"), "3g.20gb");
+  EXPECT_EQ(attr("parentUUID"), node.gpus[1].uuid);
+  ASSERT_EQ(m.capacity.size(), 1u);
+  EXPECT_EQ(m.capacity[0].bytes, uint64_t{20096} << 20);
 }
 
 }  // namespace
