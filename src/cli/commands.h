@@ -17,6 +17,9 @@ class PolicyStore;
 namespace draguard::topology {
 class Store;
 }  // namespace draguard::topology
+namespace draguard::kube {
+class Client;
+}  // namespace draguard::kube
 
 namespace draguard::cli {
 
@@ -55,6 +58,25 @@ int Topology(const std::vector<std::string>& args, std::ostream& out, std::ostre
 /// `draguard topology export [-o FILE] [--nvml-library PATH] [--no-nvml]` (args[0] == "export").
 /// Exit codes: 0 ok (also without NVML), 1 usage error, 2 libhwloc or write failure.
 int TopologyExport(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+/// `draguard backstop [--config F] [--name NAME] [--namespace NS] [-o yaml|json]`: the
+/// ValidatingAdmissionPolicy + binding that enforce DG001 in-tree. Exit codes: 0 ok (nothing
+/// printed when DG001 is off), 1 usage error or bad policy, 2 generated CEL does not compile.
+int Backstop(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+/// `draguard uninstall-webhooks [--validating NAME]... [--mutating NAME]... [--secret NAME
+/// --namespace NS]`: deletes them through the in-cluster API (the chart's pre-delete hook); an
+/// object already gone counts as deleted. Exit codes: 0 all gone, 1 usage error, 2 API error.
+int UninstallWebhooks(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+/// The work of UninstallWebhooks on `client`: DELETE each configuration (and the Secret when
+/// `secret` is set); 404 is success. Returns the first failure after trying every object.
+Status DeleteWebhookConfigurations(const kube::Client& client, const std::vector<std::string>& validating,
+                                   const std::vector<std::string>& mutating, const std::string& secret_namespace,
+                                   const std::string& secret, std::ostream& out);
+/// `draguard selftest --url https://HOST[:PORT] --ca-file FILE [--expect deny|audit]`: posts a
+/// legacy-GPU Pod review to HOST/validate over TLS verified against FILE and HOST; exit 0 only on
+/// the DG001 denial (or, with --expect audit, its audit annotation). 1 usage error, 2 failure.
+int Selftest(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 // ---- Shared by the offline commands (review, convert, render); defined in offline_io.cc. ----
 struct Flags;

@@ -20,6 +20,11 @@ Usage:
   draguard cel check EXPR                      parse and type-check a DRA selector
   draguard cel eval EXPR --device JSON         evaluate a DRA selector against a device
   draguard cel eval EXPR --topology F --node N evaluate it against every simulated GPU of a node
+  draguard backstop [--config F] [--name N]    print the ValidatingAdmissionPolicy backstop of DG001
+  draguard uninstall-webhooks --validating N --mutating N
+                                               delete the webhook configurations (pre-delete hook)
+  draguard selftest --url https://SVC.NS.svc --ca-file F
+                                               expect the DG001 denial from a running server
   draguard version                             print the version
   draguard help                                this text
 
@@ -46,7 +51,7 @@ serve flags:
   --request-timeout SECONDS  whole-request deadline (default 10)
   --keep-alive-timeout SECS  idle keep-alive connection lifetime (default 30)
   --workers N                worker threads (default max(64, 8 x cores))
-  --log-level LEVEL          debug | info | warn | error (default info)
+  --log-level LEVEL          debug | info | warn | error | off (default info)
 
 review flags:
   --config FILE              policy file (default: the bundled policy)
@@ -75,6 +80,26 @@ stable output), once per --namespace; without one they carry no namespace (kubec
   -o yaml|json               multi-document YAML (default) or one JSON List
   Exit codes: 0 ok (an empty catalogue prints nothing), 1 a profile cannot be generated, 2 usage
   error, bad policy or topology.
+
+backstop: a ValidatingAdmissionPolicy + binding (admissionregistration.k8s.io/v1) that the API
+server evaluates itself, rejecting Pods with legacy GPU requests even while the webhook is down.
+  --config FILE              policy file (default: the bundled policy)
+  --name NAME                name of both objects (default draguard-backstop)
+  --namespace NS             release namespace, always exempt
+  -o yaml|json               multi-document YAML (default) or one JSON List
+
+uninstall-webhooks: deletes webhook configurations through the in-cluster API (404 counts as done).
+  --validating NAME          a ValidatingWebhookConfiguration (repeatable)
+  --mutating NAME            a MutatingWebhookConfiguration (repeatable)
+  --secret NAME              also delete this Secret (tls.mode=self) in --namespace NS
+  --kube-timeout SECONDS     deadline of one API call (default 10)
+
+selftest: posts a legacy-GPU Pod review to URL/validate over TLS (CA and host name verified).
+  --url https://HOST[:PORT]  the webhook Service, e.g. https://draguard.draguard-system.svc:443
+  --ca-file FILE             CA bundle that signed the serving certificate
+  --expect deny|audit        deny (default): exit 0 only on the DG001 denial; audit: on its annotation
+  --namespace NS             namespace of the reviewed Pod (default draguard-selftest; not exempt)
+  --timeout SECONDS          whole-call deadline (default 10)
 
 audit: reads every -f (repeatable; files, directories recursively, or - for stdin) as YAML or JSON
 streams: multi-document YAML, helm template output, kind: List dumps (kubectl get -A -o yaml|json),
@@ -120,6 +145,9 @@ int main(int argc, char** argv) {
   if (cmd == "render") return draguard::cli::Render(rest, std::cout, std::cerr);
   if (cmd == "cel") return draguard::cli::Cel(rest, std::cout, std::cerr);
   if (cmd == "topology") return draguard::cli::Topology(rest, std::cout, std::cerr);
+  if (cmd == "backstop") return draguard::cli::Backstop(rest, std::cout, std::cerr);
+  if (cmd == "uninstall-webhooks") return draguard::cli::UninstallWebhooks(rest, std::cout, std::cerr);
+  if (cmd == "selftest") return draguard::cli::Selftest(rest, std::cout, std::cerr);
   std::cerr << "draguard: unknown command \"" << cmd << "\"\n\n" << kUsage;
   return draguard::cli::kExitUsage;
 }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include "commands.h"
 #include "draguard/audit/background.h"
+#include "draguard/certs/self_tls.h"
 #include "draguard/engine/registry.h"
 #include "draguard/kube/client.h"
 #include "draguard/kubetopo/configmap_source.h"
@@ -70,7 +72,7 @@ Status LoadPolicy(const ServeConfig& cfg, policy::PolicyStore& policies) {
 // Without --tls-cert/--tls-key: a CA and a serving certificate in --state-dir (generated, or
 // reused while valid), installed in cfg.server.
 Status PrepareTls(ServeConfig& cfg, logging::Logger& logger) {
-  if (cfg.tls_from_flags) return Status::Ok();
+  if (cfg.tls_from_flags || cfg.tls_self) return Status::Ok();
   const std::string& ns = cfg.namespace_name;
   const std::string& service = cfg.service_name;
   std::vector<std::string> dns = {"localhost", service + "." + ns + ".svc", service + "." + ns + ".svc.cluster.local"};
@@ -89,13 +91,16 @@ Status PrepareTls(ServeConfig& cfg, logging::Logger& logger) {
 Result<std::unique_ptr<kube::Client>> ConnectKube(const ServeConfig& cfg, logging::Logger& logger) {
   using ClientPtr = std::unique_ptr<kube::Client>;
   if (cfg.kube == KubeMode::kOff) return ClientPtr();
-  const bool required = cfg.kube == KubeMode::kOn || !cfg.topology_configmaps.empty();
+  const bool required = cfg.kube == KubeMode::kOn || !cfg.topology_configmaps.empty() || cfg.tls_self.has_value();
   const bool in_cluster = std::getenv("KUBERNETES_SERVICE_HOST") != nullptr;
   if (!required && !in_cluster) return ClientPtr();
   auto config = kube::InClusterConfig();
   if (!config.ok()) {
     if (required) {
-      return Status::InvalidArgument(std::string(cfg.kube == KubeMode::kOn ? "--kube=on" : "--topology-configmaps") +
+      const char* why = cfg.kube == KubeMode::kOn ? "--kube=on"
+                        : cfg.tls_self                ? "--tls-self-secret"
+                                                      : "--topology-configmaps";
+      return Status::InvalidArgument(std::string(why) +
                                      ": no in-cluster Kubernetes configuration: " + config.status().message());
     }
     logger.Warn("running without Kubernetes API access", {{"error", config.status().message()}});
@@ -213,6 +218,72 @@ std::unique_ptr<provision::KubeTemplateProvisioner> MakeProvisioner(const kube::
   return provisioner;
 }
 
+// tls.mode=self: the serving pair comes from the Secret (certs::SelfTls), written into
+// <state-dir>/self-tls/ and hot-reloaded by the server. The first sync must succeed within
+// max(--kube-timeout × 6, 60 s) or serve exits (the pod restarts and tries again).
+class SelfTlsServing {
+ public:
+  SelfTlsServing(const ServeConfig& cfg, const kube::Client& client, const LoggerPtr& logger)
+      : dir_(cfg.state_dir + "/self-tls"), logger_(logger) {
+    const SelfTlsConfig& self = *cfg.tls_self;
+    certs::SelfTlsOptions o;
+    // The Secret lives in the pod's own namespace (service account), else --namespace.
+    o.namespace_name = client.config().namespace_name.empty() ? cfg.namespace_name : client.config().namespace_name;
+    o.secret_name = self.secret;
+    o.service_name = cfg.service_name;
+    o.validating_webhooks = self.validating;
+    o.mutating_webhooks = self.mutating;
+    o.rotation.ca_validity = std::chrono::hours(24) * self.ca_days;
+    o.rotation.leaf_validity = std::chrono::hours(24) * self.cert_days;
+    manager_ = std::make_unique<certs::SelfTls>(
+        client, o, [this](const certs::PemPair& p, const std::string& ca) { return Install(p, ca); }, logger);
+  }
+
+  std::string cert_path() const { return dir_ + "/tls.crt"; }
+  std::string key_path() const { return dir_ + "/tls.key"; }
+  std::string ca_path() const { return dir_ + "/ca.crt"; }
+
+  // The first sync, retried with a growing pause until `limit`.
+  Status FirstSync(std::chrono::milliseconds limit) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    std::chrono::milliseconds pause(500);
+    for (;;) {
+      auto r = manager_->SyncOnce();
+      if (r.ok()) return Status::Ok();
+      if (std::chrono::steady_clock::now() + pause >= until) {
+        return Status(r.status().code(), "--tls-self-secret: " + r.status().message());
+      }
+      logger_->Warn("TLS Secret not ready yet; retrying", {{"error", r.status().message()}});
+      std::this_thread::sleep_for(pause);  // a retry pause, not synchronisation
+      pause = std::min(pause * 2, std::chrono::milliseconds(8000));
+    }
+  }
+
+  // After the server started: later certificates are reloaded at once; resync in the background.
+  void Run(server::Server& srv, std::chrono::milliseconds period) {
+    server_.store(&srv);
+    manager_->Start(period);
+  }
+  void Stop() {
+    manager_->Stop();
+    server_.store(nullptr);
+  }
+
+ private:
+  Status Install(const certs::PemPair& p, const std::string& ca) {
+    DRAGUARD_RETURN_IF_ERROR(certs::WritePrivateFile(dir_, "tls.key", p.key_pem));
+    DRAGUARD_RETURN_IF_ERROR(certs::WritePrivateFile(dir_, "tls.crt", p.cert_pem));
+    DRAGUARD_RETURN_IF_ERROR(certs::WritePrivateFile(dir_, "ca.crt", ca));
+    if (server::Server* srv = server_.load(); srv != nullptr) return srv->ReloadCertificates();
+    return Status::Ok();
+  }
+
+  std::string dir_;
+  LoggerPtr logger_;
+  std::atomic<server::Server*> server_{nullptr};
+  std::unique_ptr<certs::SelfTls> manager_;
+};
+
 // SIGTERM and SIGINT are taken by sigwait() (WaitForShutdown); blocked before any thread starts so
 // that every thread inherits the mask. A peer closing its socket must never kill the process.
 // The background audit (--audit-interval): one replica at a time, chosen by a Lease in the
@@ -263,7 +334,9 @@ sigset_t BlockShutdownSignals() {
 
 void LogListening(const ServeConfig& cfg, const server::Server& srv, logging::Logger& logger) {
   const server::ServerOptions& opt = cfg.server;
-  std::string ca_hint = cfg.tls_from_flags ? "<your CA>" : cfg.state_dir + "/ca.crt";
+  std::string ca_hint = cfg.tls_from_flags ? "<your CA>"
+                        : cfg.tls_self      ? cfg.state_dir + "/self-tls/ca.crt"
+                                            : cfg.state_dir + "/ca.crt";
   logger.Info("listening", {{"address", opt.host + ":" + std::to_string(srv.port())},
                             {"metrics", opt.metrics_host.empty()
                                             ? std::string("on the HTTPS port")
@@ -304,6 +377,15 @@ int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream&
 
   auto kube_client = ConnectKube(cfg, *logger);  // outlives the topology store and the provisioner
   if (!kube_client.ok()) return Fail(err, kExitUsage, kube_client.status().message());
+  std::unique_ptr<SelfTlsServing> self_tls;
+  if (cfg.tls_self) {
+    self_tls = std::make_unique<SelfTlsServing>(cfg, **kube_client, logger);
+    if (Status st = self_tls->FirstSync(std::max(cfg.kube_timeout * 6, std::chrono::milliseconds(60000))); !st.ok()) {
+      return Fail(err, kExitRuntime, st.message());
+    }
+    cfg.server.tls_cert = self_tls->cert_path();
+    cfg.server.tls_key = self_tls->key_path();
+  }
   topology::Store topology_store(TopologyStoreOptions(logger));
   if (Status st = StartTopology(cfg, kube_client->get(), topology_store, logger); !st.ok()) {
     return Fail(err, kExitUsage, st.message());
@@ -331,6 +413,7 @@ int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream&
     return Fail(err, st.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitRuntime, st.message());
   }
   policies.Watch(opt.reload_interval);
+  if (self_tls) self_tls->Run(srv, cfg.tls_self->resync);
   std::unique_ptr<audit::LeaseElector> audit_elector;
   std::unique_ptr<metrics::AuditMetrics> audit_metrics;
   auto background = StartBackgroundAudit(cfg, kube_client->get(), rules, policies, topology_store, registry,
@@ -339,6 +422,7 @@ int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream&
   LogListening(cfg, srv, *logger);
   WaitForShutdown(srv, sigs, *logger);
   if (*background) (*background)->Stop();
+  if (self_tls) self_tls->Stop();
   (void)out;
   return kExitOk;
 }

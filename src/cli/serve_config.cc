@@ -148,6 +148,50 @@ Status ParseTls(const Flags& f, ServeConfig* cfg) {
   return Status::Ok();
 }
 
+// --tls-self-secret and its companions (tls.mode=self): needs API access, excludes --tls-cert.
+Status ParseSelfTls(const Flags& f, ServeConfig* cfg) {
+  const bool any = f.Has("--tls-self-validating") || f.Has("--tls-self-mutating") || f.Has("--tls-self-ca-days") ||
+                   f.Has("--tls-self-cert-days") || f.Has("--tls-self-resync");
+  if (!f.Has("--tls-self-secret")) {
+    if (any) return Status::InvalidArgument("--tls-self-* flags need --tls-self-secret");
+    return Status::Ok();
+  }
+  SelfTlsConfig self;
+  self.secret = f.Get("--tls-self-secret");
+  if (self.secret.empty()) return Status::InvalidArgument("--tls-self-secret needs a Secret name");
+  if (cfg->tls_from_flags) return Status::InvalidArgument("--tls-self-secret and --tls-cert/--tls-key exclude each other");
+  if (cfg->kube == KubeMode::kOff) return Status::InvalidArgument("--tls-self-secret needs Kubernetes API access (not --kube=off)");
+  for (auto [flag, target] : {std::pair<const char*, std::vector<std::string>*>{"--tls-self-validating", &self.validating},
+                              {"--tls-self-mutating", &self.mutating}}) {
+    if (auto it = f.values.find(flag); it != f.values.end()) {
+      for (const auto& v : it->second) {
+        if (v.empty()) return Status::InvalidArgument(std::string(flag) + " needs a name");
+        target->push_back(v);
+      }
+    }
+  }
+  for (auto [flag, target] : {std::pair<const char*, int*>{"--tls-self-ca-days", &self.ca_days},
+                              {"--tls-self-cert-days", &self.cert_days}}) {
+    std::size_t v = 0;
+    if (f.Has(flag) && (!ParseCount(f.Get(flag), &v) || v < 1 || v > 36500)) {
+      return Status::InvalidArgument(std::string(flag) + " must be a number of days (1-36500)");
+    }
+    if (f.Has(flag)) *target = static_cast<int>(v);
+  }
+  if (self.cert_days > self.ca_days) {
+    return Status::InvalidArgument("--tls-self-cert-days must not exceed --tls-self-ca-days");
+  }
+  if (f.Has("--tls-self-resync")) {
+    double secs = 0;
+    if (!ParseSeconds(f.Get("--tls-self-resync"), &secs) || secs < 1) {
+      return Status::InvalidArgument("--tls-self-resync must be a number of seconds (at least 1)");
+    }
+    self.resync = Millis(secs);
+  }
+  cfg->tls_self = std::move(self);
+  return Status::Ok();
+}
+
 // --audit-interval, --audit-page-size, --audit-max-results, --audit-policy-reports, --audit-lease.
 Status ParseAudit(const Flags& f, ServeConfig* cfg) {
   AuditServeConfig& a = cfg->audit;
@@ -184,7 +228,9 @@ Result<ServeConfig> ParseServeConfig(const std::vector<std::string>& args) {
                         "--metrics-listen", "--shutdown-delay", "--log-level", "--max-body",
                         "--read-timeout", "--request-timeout", "--keep-alive-timeout",
                         "--workers", "--max-queued", "--reload-interval", "--kube", "--kube-timeout",
-                        "--topology-configmaps",
+                        "--topology-configmaps", "--tls-self-secret", "--tls-self-validating",
+                        "--tls-self-mutating", "--tls-self-ca-days", "--tls-self-cert-days",
+                        "--tls-self-resync",
                         "--audit-interval", "--audit-page-size", "--audit-max-results", "--audit-policy-reports",
                         "--audit-lease"},
                        {});
@@ -202,6 +248,7 @@ Result<ServeConfig> ParseServeConfig(const std::vector<std::string>& args) {
   DRAGUARD_RETURN_IF_ERROR(ParseClientCertificates(f, &cfg.server));
   DRAGUARD_RETURN_IF_ERROR(ParseKubeAndTopology(f, &cfg));
   DRAGUARD_RETURN_IF_ERROR(ParseTls(f, &cfg));
+  DRAGUARD_RETURN_IF_ERROR(ParseSelfTls(f, &cfg));
   DRAGUARD_RETURN_IF_ERROR(ParseAudit(f, &cfg));
   cfg.namespace_name = f.Get("--namespace", "draguard");
   cfg.service_name = f.Get("--service-name", "draguard");

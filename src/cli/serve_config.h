@@ -16,6 +16,17 @@ namespace draguard::cli {
 /// requires it; off never calls the API.
 enum class KubeMode { kAuto, kOn, kOff };
 
+/// tls.mode=self (`--tls-self-secret`): the CA and serving certificate live in a Secret that the
+/// replicas keep themselves, and the CA bundle is injected into the named webhook configurations.
+struct SelfTlsConfig {
+  std::string secret;                   ///< --tls-self-secret: the Secret's name
+  std::vector<std::string> validating;  ///< --tls-self-validating (repeatable): configurations to inject
+  std::vector<std::string> mutating;    ///< --tls-self-mutating (repeatable)
+  int ca_days = 3650;                   ///< --tls-self-ca-days: a new CA's lifetime
+  int cert_days = 365;                  ///< --tls-self-cert-days: a new serving certificate's lifetime
+  std::chrono::milliseconds resync{60000};  ///< --tls-self-resync seconds (plus up to 10 % jitter)
+};
+
 /// The background audit of `serve` (--audit-*); off while `interval` is zero.
 struct AuditServeConfig {
   std::chrono::seconds interval{0};  ///< --audit-interval; 0 = no background audit
@@ -40,6 +51,7 @@ struct ServeConfig {
   std::string topology_configmaps;                  ///< --topology-configmaps namespace; "" = none
   KubeMode kube = KubeMode::kAuto;                  ///< --kube
   std::chrono::milliseconds kube_timeout{10000};    ///< --kube-timeout
+  std::optional<SelfTlsConfig> tls_self;            ///< --tls-self-*; unset = not tls.mode=self
   AuditServeConfig audit;                           ///< --audit-*
 };
 

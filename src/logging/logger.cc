@@ -10,6 +10,8 @@
 namespace draguard::logging {
 namespace {
 
+constexpr Level kLevels[] = {Level::kDebug, Level::kInfo, Level::kWarn, Level::kError, Level::kOff};
+
 const char* LevelName(Level l) {
   switch (l) {
     case Level::kDebug: return "debug";
@@ -85,13 +87,19 @@ class NullLogger final : public Logger {
 }  // namespace
 
 Result<Level> ParseLevel(std::string_view text) {
-  if (text == "debug") return Level::kDebug;
-  if (text == "info") return Level::kInfo;
-  if (text == "warn" || text == "warning") return Level::kWarn;
-  if (text == "error") return Level::kError;
-  if (text == "off") return Level::kOff;
-  return Status::InvalidArgument("log level \"" + std::string(text) +
-                                 "\" is not one of debug, info, warn, error, off");
+  if (text == "warning") return Level::kWarn;
+  for (Level l : kLevels) {
+    if (text == LevelName(l)) return l;
+  }
+  std::string names;
+  for (const std::string& n : LevelNames()) names += (names.empty() ? "" : ", ") + n;
+  return Status::InvalidArgument("log level \"" + std::string(text) + "\" is not one of " + names);
+}
+
+std::vector<std::string> LevelNames() {
+  std::vector<std::string> out;
+  for (Level l : kLevels) out.emplace_back(LevelName(l));
+  return out;
 }
 
 std::shared_ptr<Logger> Logger::Stdout(Level level) {

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "draguard/server/tls.h"
 #include "tls_client.h"
 
 namespace draguard {
@@ -608,6 +609,87 @@ TEST_F(CliTest, AuditJsonAndPolicyReportOutputs) {
   EXPECT_EQ(dir.code, 1) << dir.err;
   EXPECT_NE(dir.out.find("kind: AuditReport"), std::string::npos);
   EXPECT_NE(dir.err.find(" 0 malformed"), std::string::npos) << dir.err;
+}
+
+}  // namespace
+}  // namespace draguard
+
+// --- selftest (the chart's `helm test` Pod) and backstop --------------------------------------
+
+namespace draguard {
+namespace {
+
+// Starts `serve` in `dir` (generated CA in dir/.draguard) and returns its HTTPS port.
+int StartServe(Child* child, const fs::path& dir, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {DRAGUARD_BINARY, "serve", "--listen", "127.0.0.1:0", "--shutdown-delay", "0"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  *child = Child::Spawn(args, dir);
+  std::string log;
+  std::string line = child->ReadUntil("\"msg\":\"listening\"", &log);
+  EXPECT_FALSE(line.empty()) << log;
+  if (line.empty()) return 0;
+  std::string addr = nlohmann::json::parse(line)["address"];
+  return std::stoi(addr.substr(addr.rfind(':') + 1));
+}
+
+TEST_F(CliTest, SelftestExpectsTheDg001DenialOverVerifiedTls) {
+  Child srv;
+  const int port = StartServe(&srv, dir_);
+  ASSERT_GT(port, 0);
+  const std::string ca = (dir_ / ".draguard" / "ca.crt").string();
+  const std::string url = "https://localhost:" + std::to_string(port);
+  RunResult ok = RunCli({DRAGUARD_BINARY, "selftest", "--url", url, "--ca-file", ca}, dir_);
+  EXPECT_EQ(ok.code, 0) << ok.out << ok.err;
+  EXPECT_NE(ok.out.find("denied a legacy GPU Pod: DG001"), std::string::npos) << ok.out;
+  // Also by IP (the default certificate has 127.0.0.1 as a SAN).
+  EXPECT_EQ(RunCli({DRAGUARD_BINARY, "selftest", "--url", "https://127.0.0.1:" + std::to_string(port), "--ca-file", ca},
+                   dir_).code, 0);
+  // Enforce mode does not pass --expect audit.
+  RunResult audit = RunCli({DRAGUARD_BINARY, "selftest", "--url", url, "--ca-file", ca, "--expect", "audit"}, dir_);
+  EXPECT_EQ(audit.code, 2) << audit.out << audit.err;
+  EXPECT_NE(audit.err.find("FAIL: audit mode denied"), std::string::npos) << audit.err;
+  // A CA that did not sign the certificate fails the TLS verification.
+  auto other = server::CreateCertificateAuthority("another-ca", 1);
+  ASSERT_TRUE(other.ok());
+  std::ofstream(dir_ / "other-ca.crt") << other->cert_pem;
+  RunResult bad_ca = RunCli({DRAGUARD_BINARY, "selftest", "--url", url, "--ca-file", (dir_ / "other-ca.crt").string()}, dir_);
+  EXPECT_EQ(bad_ca.code, 2) << bad_ca.out << bad_ca.err;
+  EXPECT_NE(bad_ca.err.find("FAIL: no answer"), std::string::npos) << bad_ca.err;
+  // Nothing listening.
+  kill(srv.pid, SIGTERM);
+  EXPECT_EQ(srv.Wait(), 0);
+  RunResult down = RunCli({DRAGUARD_BINARY, "selftest", "--url", url, "--ca-file", ca, "--timeout", "2"}, dir_);
+  EXPECT_EQ(down.code, 2) << down.out << down.err;
+}
+
+TEST_F(CliTest, SelftestAuditMode) {
+  std::ofstream(dir_ / "audit.yaml") << "apiVersion: draguard.io/v1alpha1\nkind: Policy\nmode: audit\n";
+  Child srv;
+  const int port = StartServe(&srv, dir_, {"--config", "audit.yaml"});
+  ASSERT_GT(port, 0);
+  const std::string ca = (dir_ / ".draguard" / "ca.crt").string();
+  const std::string url = "https://localhost:" + std::to_string(port);
+  RunResult ok = RunCli({DRAGUARD_BINARY, "selftest", "--url", url, "--ca-file", ca, "--expect", "audit"}, dir_);
+  EXPECT_EQ(ok.code, 0) << ok.out << ok.err;
+  RunResult deny = RunCli({DRAGUARD_BINARY, "selftest", "--url", url, "--ca-file", ca}, dir_);
+  EXPECT_EQ(deny.code, 2) << deny.out << deny.err;
+  EXPECT_NE(deny.err.find("was allowed"), std::string::npos) << deny.err;
+  kill(srv.pid, SIGTERM);
+  EXPECT_EQ(srv.Wait(), 0);
+}
+
+TEST_F(CliTest, BackstopPrintsThePolicyAndItsBinding) {
+  RunResult r = RunCli({DRAGUARD_BINARY, "backstop", "--name", "dg-backstop", "-o", "json"}, dir_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto list = nlohmann::json::parse(r.out);
+  ASSERT_EQ(list["items"].size(), 2u);
+  EXPECT_EQ(list["items"][0]["kind"], "ValidatingAdmissionPolicy");
+  EXPECT_EQ(list["items"][1]["spec"]["validationActions"], nlohmann::json::array({"Deny"}));
+  std::ofstream(dir_ / "off.yaml") << "apiVersion: draguard.io/v1alpha1\nkind: Policy\nrules:\n  DG001: {action: off}\n";
+  RunResult off = RunCli({DRAGUARD_BINARY, "backstop", "--config", "off.yaml"}, dir_);
+  EXPECT_EQ(off.code, 0);
+  EXPECT_EQ(off.out, "");
+  EXPECT_NE(off.err.find("DG001 is off"), std::string::npos);
 }
 
 }  // namespace

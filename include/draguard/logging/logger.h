@@ -19,8 +19,12 @@ namespace draguard::logging {
 /// Severity, lowest first.
 enum class Level { kDebug, kInfo, kWarn, kError, kOff };
 
-/// Parses "debug" | "info" | "warn" | "error" | "off".
+/// Parses "debug" | "info" | "warn" (or "warning") | "error" | "off".
 Result<Level> ParseLevel(std::string_view text);
+
+/// The level names ParseLevel accepts, lowest first, without aliases: the values of --log-level
+/// (the chart's logLevel enum in values.schema.json is tested against this list).
+std::vector<std::string> LevelNames();
 
 /// A field value.
 using Value = std::variant<std::string, int64_t, double, bool, std::vector<std::string>>;

@@ -43,6 +43,20 @@ function check(name, fn) {
     console.log(`FAIL ${name}: ${e && e.message ? e.message : e}`);
   }
 }
+// Deep equality independent of object key order.
+function canonical(v) {
+  if (Array.isArray(v)) return v.map(canonical);
+  if (v && typeof v === "object") return Object.fromEntries(Object.keys(v).sort().map((k) => [k, canonical(v[k])]));
+  return v;
+}
+function deepEq(actual, expected, msg) {
+  const a = JSON.stringify(canonical(actual));
+  const b = JSON.stringify(canonical(expected));
+  if (a === b) return;
+  let i = 0;
+  while (i < a.length && a[i] === b[i]) i++;
+  throw new Error(`${msg}: differ at ${i}: got ...${a.slice(Math.max(0, i - 80), i + 120)}, want ...${b.slice(Math.max(0, i - 80), i + 120)}`);
+}
 function assert(cond, msg) {
   if (!cond) throw new Error(msg);
 }
@@ -74,6 +88,14 @@ const find = (docs, kind, name) =>
 const one = (docs, kind) => {
   const xs = find(docs, kind);
   if (xs.length !== 1) throw new Error(`expected exactly one ${kind}, found ${xs.length}`);
+  return xs[0];
+};
+
+// The exporter's node-label policy is not the backstop policy.
+const notExporter = (d) => !d.metadata.name.includes("exporter");
+const oneBackstopBinding = (docs) => {
+  const xs = find(docs, "ValidatingAdmissionPolicyBinding").filter(notExporter);
+  if (xs.length !== 1) throw new Error(`expected exactly one backstop ValidatingAdmissionPolicyBinding, found ${xs.length}`);
   return xs[0];
 };
 
@@ -116,7 +138,7 @@ function webhooksOf(r) {
   return out;
 }
 
-function commonChecks(r, label, { mutation = true, tlsMode = "cert-manager", replicas = 3 } = {}) {
+function commonChecks(r, label, { mutation = true, tlsMode = "self", replicas = 3 } = {}) {
   const fullname = r.release.includes("draguard") ? r.release : `${r.release}-draguard`;
   check(`${label}: every object has apiVersion, kind, metadata.name`, () => {
     for (const d of r.docs) assert(d.apiVersion && d.kind && d.metadata && d.metadata.name, JSON.stringify(d).slice(0, 200));
@@ -154,8 +176,17 @@ function commonChecks(r, label, { mutation = true, tlsMode = "cert-manager", rep
   check(`${label}: serve flags`, () => {
     eq(a[0], "serve", "subcommand");
     eq(flag("--listen"), "0.0.0.0:8443", "--listen");
-    eq(flag("--tls-cert"), "/tls/tls.crt", "--tls-cert");
-    eq(flag("--tls-key"), "/tls/tls.key", "--tls-key");
+    if (tlsMode === "self") {
+      eq(flag("--tls-self-secret"), `${fullname}-tls`, "--tls-self-secret");
+      eq(flag("--tls-self-validating"), fullname, "--tls-self-validating");
+      eq(flag("--tls-self-mutating"), mutation ? fullname : undefined, "--tls-self-mutating");
+      eq(flag("--state-dir"), "/tmp/draguard", "--state-dir (the tmp emptyDir)");
+      assert(flag("--tls-cert") === undefined && flag("--tls-key") === undefined, "no --tls-cert/--tls-key in self mode");
+    } else {
+      eq(flag("--tls-cert"), "/tls/tls.crt", "--tls-cert");
+      eq(flag("--tls-key"), "/tls/tls.key", "--tls-key");
+      assert(flag("--tls-self-secret") === undefined, "no --tls-self-secret");
+    }
     eq(flag("--config"), "/etc/draguard/policy.yaml", "--config");
     eq(flag("--namespace"), r.namespace, "--namespace");
     eq(flag("--service-name"), fullname, "--service-name");
@@ -184,10 +215,10 @@ function commonChecks(r, label, { mutation = true, tlsMode = "cert-manager", rep
   });
   check(`${label}: pod and container security context`, () => {
     const ps = pod.securityContext;
-    eq([ps.runAsNonRoot, ps.runAsUser, ps.seccompProfile.type], [true, 10001, "RuntimeDefault"], "pod securityContext");
+    eq([ps.runAsNonRoot, ps.runAsUser, ps.seccompProfile.type], [true, 65532, "RuntimeDefault"], "pod securityContext");
     const cs = c.securityContext;
     eq([cs.runAsNonRoot, cs.runAsUser, cs.readOnlyRootFilesystem, cs.allowPrivilegeEscalation, cs.privileged],
-      [true, 10001, true, false, false], "container securityContext");
+      [true, 65532, true, false, false], "container securityContext");
     eq(cs.capabilities.drop, ["ALL"], "capabilities.drop");
     assert(!cs.capabilities.add, "no capabilities added");
     eq(cs.seccompProfile.type, "RuntimeDefault", "container seccomp");
@@ -206,7 +237,8 @@ function commonChecks(r, label, { mutation = true, tlsMode = "cert-manager", rep
   check(`${label}: volumes are directory mounts (hot reload needs no subPath)`, () => {
     for (const m of c.volumeMounts) assert(!m.subPath, `${m.name} uses subPath`);
     const tls = pod.volumes.find((v) => v.name === "tls");
-    eq(tls.secret.items.map((i) => i.key).sort(), ["tls.crt", "tls.key"], "only the serving pair is mounted");
+    if (tlsMode === "self") assert(!tls, "self mode mounts no TLS Secret (the server reads it through the API)");
+    else eq(tls.secret.items.map((i) => i.key).sort(), ["tls.crt", "tls.key"], "only the serving pair is mounted");
     const pol = pod.volumes.find((v) => v.name === "policy");
     eq(pol.configMap.name, `${fullname}-policy`, "policy ConfigMap");
   });
@@ -263,6 +295,25 @@ function commonChecks(r, label, { mutation = true, tlsMode = "cert-manager", rep
     }
     const rb = find(r.docs, "ClusterRoleBinding", fullname)[0];
     eq(rb.subjects, [{ kind: "ServiceAccount", name: fullname, namespace: r.namespace }], "binding subject");
+  });
+  check(`${label}: RBAC of tls.mode=self: the one Secret and the two webhook configurations by name`, () => {
+    const cr = find(r.docs, "ClusterRole", `${fullname}-self-tls`);
+    const role = find(r.docs, "Role", `${fullname}-self-tls`);
+    if (tlsMode !== "self") {
+      eq(cr.length + role.length, 0, "no self-tls RBAC outside self mode");
+      return;
+    }
+    eq(cr[0].rules, [{ apiGroups: ["admissionregistration.k8s.io"],
+      resources: mutation ? ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"] : ["validatingwebhookconfigurations"],
+      resourceNames: [fullname], verbs: ["get", "update"] }], "webhook configuration grant");
+    eq(role[0].metadata.namespace, r.namespace, "Role namespace");
+    eq(role[0].rules, [{ apiGroups: [""], resources: ["secrets"], resourceNames: [`${fullname}-tls`], verbs: ["get", "update"] },
+      { apiGroups: [""], resources: ["secrets"], verbs: ["create"] }], "Secret grant (create cannot be limited by name)");
+    for (const kind of ["RoleBinding", "ClusterRoleBinding"]) {
+      const b = find(r.docs, kind, `${fullname}-self-tls`)[0];
+      eq(b.subjects, [{ kind: "ServiceAccount", name: fullname, namespace: r.namespace }], `${kind} subject`);
+      eq(b.roleRef.name, `${fullname}-self-tls`, `${kind} roleRef`);
+    }
   });
 
   check(`${label}: NetworkPolicy (8443 from anywhere, metrics from selector, egress apiserver + DNS)`, () => {
@@ -327,10 +378,14 @@ function commonChecks(r, label, { mutation = true, tlsMode = "cert-manager", rep
     for (const { w } of hooks) for (const ru of w.rules) eq(ru.scope, "Namespaced", "scope");
   });
   check(`${label}: TLS wiring (${tlsMode})`, () => {
-    const secretName = pod.volumes.find((v) => v.name === "tls").secret.secretName;
+    const tlsVolume = pod.volumes.find((v) => v.name === "tls");
+    const secretName = tlsVolume && tlsVolume.secret.secretName;
     for (const { cfg, w } of hooks) {
       const inject = (cfg.metadata.annotations || {})["cert-manager.io/inject-ca-from"];
-      if (tlsMode === "cert-manager") {
+      if (tlsMode === "self") {
+        assert(!inject, "no inject-ca-from in self mode");
+        assert(!w.clientConfig.caBundle, "no static caBundle in self mode (the server injects it)");
+      } else if (tlsMode === "cert-manager") {
         eq(inject, `${r.namespace}/${fullname}-tls`, "inject-ca-from");
         assert(!w.clientConfig.caBundle, "no static caBundle with cert-manager");
       } else {
@@ -463,6 +518,13 @@ function helmLint() {
     const r = helm(["lint", CHART, "--strict"], { allowFail: true });
     assert(r.status === 0, r.stdout + r.stderr);
   });
+  for (const [mode, extra] of [["self", []], ["cert-manager", []], ["helm", []],
+    ["external", ["--set", "tls.external.secretName=my-tls", "--set", `tls.external.caBundle=${FAKE_CA}`]]]) {
+    check(`helm lint --strict (tls.mode=${mode})`, () => {
+      const r = helm(["lint", CHART, "--strict", "--set", `tls.mode=${mode}`, ...extra], { allowFail: true });
+      assert(r.status === 0, r.stdout + r.stderr);
+    });
+  }
   check("helm lint (helm TLS, mutation off, monitoring on)", () => {
     const r = helm(["lint", CHART, "--strict", "--set", "tls.mode=helm", "--set", "mutation.enabled=false",
       "--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.prometheusRule.enabled=true"], { allowFail: true });
@@ -471,9 +533,10 @@ function helmLint() {
 }
 
 const FAKE_CA = Buffer.from("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").toString("base64");
+const FAKE_CA_PEM = FAKE_CA;
 
 async function scenarios() {
-  // Default values: cert-manager TLS, mutation on.
+  // Default values: self-managed TLS, mutation on.
   const def = render([]);
   commonChecks(def, "default");
   await validateSchemas(def, "default");
@@ -484,11 +547,23 @@ async function scenarios() {
   check("default: no ServiceMonitor / PrometheusRule", () => {
     eq(find(def.docs, "ServiceMonitor").length + find(def.docs, "PrometheusRule").length, 0, "monitoring objects");
   });
-  check("default: cert-manager issuer chain (self-signed root -> CA issuer -> serving cert)", () => {
-    eq(find(def.docs, "Issuer").map((i) => i.metadata.name).sort(), ["draguard-ca", "draguard-selfsigned"], "issuers");
-    const ca = find(def.docs, "Certificate", "draguard-ca")[0];
+  check("default: tls.mode=self renders no Secret, Certificate or Issuer (stable helm template output)", () => {
+    eq(find(def.docs, "Secret").length + find(def.docs, "Certificate").length + find(def.docs, "Issuer").length, 0, "TLS objects");
+    eq(render([]).text, def.text, "two renders are identical");
+    const a = one(def.docs, "Deployment").spec.template.spec.containers[0].args;
+    const flag = (f) => a[a.indexOf(f) + 1];
+    eq([flag("--tls-self-ca-days"), flag("--tls-self-cert-days"), flag("--tls-self-resync")], ["3650", "365", "60"], "lifetimes");
+  });
+
+  // cert-manager TLS
+  const cm = render(["--set", "tls.mode=cert-manager"]);
+  commonChecks(cm, "tls=cert-manager", { tlsMode: "cert-manager" });
+  await validateSchemas(cm, "tls=cert-manager");
+  check("tls=cert-manager: issuer chain (self-signed root -> CA issuer -> serving cert)", () => {
+    eq(find(cm.docs, "Issuer").map((i) => i.metadata.name).sort(), ["draguard-ca", "draguard-selfsigned"], "issuers");
+    const ca = find(cm.docs, "Certificate", "draguard-ca")[0];
     assert(ca && ca.spec.isCA, "CA certificate");
-    eq(find(def.docs, "Certificate", "draguard-tls")[0].spec.issuerRef.name, "draguard-ca", "leaf issuer");
+    eq(find(cm.docs, "Certificate", "draguard-tls")[0].spec.issuerRef.name, "draguard-ca", "leaf issuer");
   });
 
   // helm-generated TLS, with another release name and namespace.
@@ -604,8 +679,8 @@ async function scenarios() {
   });
   check("exporter.enabled=false: no exporter objects, bundled topology", () => {
     const r0 = render(["--set", "exporter.enabled=false"]);
-    assert(!r0.docs.some((d) => d.kind === "Role"), "no Role");
-    assert(!r0.docs.some((d) => d.kind === "DaemonSet" || d.kind === "ValidatingAdmissionPolicy"), "no exporter");
+    assert(!r0.docs.some((d) => d.kind === "Role" && d.metadata.name === "draguard-topology"), "no topology Role");
+    assert(!r0.docs.some((d) => d.kind === "DaemonSet" || d.metadata.name.includes("exporter")), "no exporter");
     const c = one(r0.docs, "Deployment").spec.template.spec.containers[0];
     eq(c.args[c.args.indexOf("--kube") + 1], "auto", "--kube");
     eq(c.args[c.args.indexOf("--kube-timeout") + 1], "10", "--kube-timeout");
@@ -673,6 +748,136 @@ async function scenarios() {
   });
 }
 
+// ---------------------------------------------------------------------------------------------
+// The DG001 backstop, the pre-delete hook and the helm test Pod
+
+function checkHooks(r, label, { tlsMode = "self", mutation = true, audit = false } = {}) {
+  const fullname = r.release.includes("draguard") ? r.release : `${r.release}-draguard`;
+  const hookOf = (d) => (d.metadata.annotations || {})["helm.sh/hook"];
+  check(`${label}: pre-delete hook Job deletes both webhook configurations, with its own minimal RBAC`, () => {
+    const hooks = r.docs.filter((d) => hookOf(d) === "pre-delete");
+    const names = hooks.map((d) => `${d.kind}/${d.metadata.name}`).sort();
+    const want = ["ClusterRole", "ClusterRoleBinding", "Job", "ServiceAccount", ...(tlsMode === "self" ? ["Role", "RoleBinding"] : [])]
+      .map((k) => `${k}/${fullname}-uninstall`).sort();
+    eq(names, want, "pre-delete hook objects");
+    for (const d of hooks) {
+      eq(d.metadata.annotations["helm.sh/hook-delete-policy"], "before-hook-creation,hook-succeeded", `${d.kind} delete policy`);
+      eq(d.metadata.annotations["helm.sh/hook-weight"], d.kind === "Job" ? "0" : "-10", `${d.kind} weight (RBAC before the Job)`);
+    }
+    const job = hooks.find((d) => d.kind === "Job");
+    const pod = job.spec.template.spec;
+    eq(pod.serviceAccountName, `${fullname}-uninstall`, "hook service account");
+    const c = pod.containers[0];
+    const dep = one(r.docs, "Deployment").spec.template.spec.containers[0];
+    eq([c.image, c.command], [dep.image, dep.command], "same image and command as the server");
+    const wantArgs = ["uninstall-webhooks", "--validating", fullname, ...(mutation ? ["--mutating", fullname] : []),
+      ...(tlsMode === "self" ? ["--secret", `${fullname}-tls`, "--namespace", r.namespace] : [])];
+    eq(c.args, wantArgs, "hook args");
+    eq(c.securityContext, dep.securityContext, "hook securityContext");
+    const cr = hooks.find((d) => d.kind === "ClusterRole");
+    eq(cr.rules, [{ apiGroups: ["admissionregistration.k8s.io"],
+      resources: mutation ? ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"] : ["validatingwebhookconfigurations"],
+      resourceNames: [fullname], verbs: ["delete"] }], "hook ClusterRole");
+    const role = hooks.find((d) => d.kind === "Role");
+    if (role) eq(role.rules, [{ apiGroups: [""], resources: ["secrets"], resourceNames: [`${fullname}-tls`], verbs: ["delete"] }], "hook Role");
+  });
+  check(`${label}: helm test Pod posts a legacy GPU review over verified TLS`, () => {
+    const tests = r.docs.filter((d) => hookOf(d) === "test");
+    const pod = tests.find((d) => d.kind === "Pod");
+    assert(pod, "no test Pod");
+    eq(pod.metadata.annotations["helm.sh/hook-delete-policy"], "before-hook-creation,hook-succeeded", "delete policy");
+    const c = pod.spec.containers[0];
+    eq(c.args, ["selftest", "--url", `https://${fullname}.${r.namespace}.svc:443`, "--ca-file", "/ca/ca.crt",
+      "--expect", audit ? "audit" : "deny"], "selftest args");
+    eq(pod.spec.automountServiceAccountToken, false, "no API token in the test Pod");
+    const vol = pod.spec.volumes.find((v) => v.name === "ca");
+    if (tlsMode === "external") {
+      eq(vol.configMap.name, `${fullname}-selftest-ca`, "external: CA from tls.external.caBundle");
+      const cm = tests.find((d) => d.kind === "ConfigMap");
+      assert(cm && cm.data["ca.crt"].includes("BEGIN CERTIFICATE"), "CA ConfigMap");
+    } else {
+      eq([vol.secret.secretName, vol.secret.items], [`${fullname}-tls`, [{ key: "ca.crt", path: "ca.crt" }]], "CA from the TLS Secret only");
+    }
+  });
+}
+
+// The backstop rendered by the chart equals what `draguard backstop` prints for the chart's policy.
+function checkBackstop(r, label, { enabled = true } = {}) {
+  const fullname = r.release.includes("draguard") ? r.release : `${r.release}-draguard`;
+  const vap = find(r.docs, "ValidatingAdmissionPolicy").filter(notExporter);
+  const vapb = find(r.docs, "ValidatingAdmissionPolicyBinding").filter(notExporter);
+  if (!enabled) {
+    check(`${label}: no backstop`, () => eq(vap.length + vapb.length, 0, "backstop objects"));
+    return;
+  }
+  check(`${label}: backstop ValidatingAdmissionPolicy + binding`, () => {
+    eq([vap.length, vapb.length], [1, 1], "one policy, one binding");
+    eq([vap[0].metadata.name, vapb[0].spec.policyName], [`${fullname}-backstop`, `${fullname}-backstop`], "names");
+    const vwc = one(r.docs, "ValidatingWebhookConfiguration");
+    eq(vapb[0].spec.matchResources.namespaceSelector, vwc.webhooks[0].namespaceSelector, "binding namespaces = the webhook's");
+  });
+  const bin = process.env.DRAGUARD_BIN;
+  if (!bin || !fs.existsSync(bin)) {
+    console.log(`skip ${label}: backstop generator comparison (draguard binary not built)`);
+    return;
+  }
+  check(`${label}: backstop equals \`draguard backstop\` for the chart's policy (CEL compiled by the project's front end)`, () => {
+    const cm = find(r.docs, "ConfigMap", `${fullname}-policy`)[0];
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "draguard-backstop-"));
+    try {
+      fs.writeFileSync(path.join(dir, "policy.yaml"), cm.data["policy.yaml"]);
+      const g = spawnSync(bin, ["backstop", "--config", path.join(dir, "policy.yaml"), "--name", `${fullname}-backstop`,
+        "--namespace", r.namespace, "-o", "json"], { encoding: "utf8" });
+      assert(g.status === 0, `draguard backstop failed (${g.status}): ${g.stderr}`);
+      const items = JSON.parse(g.stdout).items;
+      eq(items.map((i) => i.kind), ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"], "generated kinds");
+      deepEq(vap[0].spec, items[0].spec, "policy spec");
+      const { matchResources, ...bindingSpec } = vapb[0].spec;
+      deepEq(bindingSpec, items[1].spec, "binding spec");
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
+
+async function installSafety() {
+  for (const [mode, extra] of [["self", []], ["cert-manager", []], ["helm", []],
+    ["external", ["--set", "tls.external.secretName=my-tls", "--set", `tls.external.caBundle=${FAKE_CA_PEM}`]]]) {
+    const r = render(["--set", `tls.mode=${mode}`, ...extra]);
+    checkHooks(r, `tls=${mode}`, { tlsMode: mode });
+    checkBackstop(r, `tls=${mode}`);
+  }
+  const nm = render(["--set", "mutation.enabled=false"], { release: "gpu", namespace: "platform" });
+  checkHooks(nm, "mutation=off", { mutation: false });
+  await validateSchemas(nm, "mutation=off (hooks)");
+  const au = render(["--set", "policy.mode=audit"]);
+  checkHooks(au, "policy.mode=audit", { audit: true });
+  checkBackstop(au, "policy.mode=audit");
+  check("policy.mode=audit: backstop validationActions Warn + Audit", () =>
+    eq(oneBackstopBinding(au.docs).spec.validationActions, ["Warn", "Audit"], "actions"));
+  check("default: backstop validationActions Deny", () =>
+    eq(oneBackstopBinding(render([]).docs).spec.validationActions, ["Deny"], "actions"));
+  const varied = render(["--set-json", 'policy.legacyResources=["nvidia.com/gpu","amd.com/*","example.com/xpu-?1","*.vendor.io/npu"]',
+    "--set", "policy.extendedResourceMapping=allow", "--set-json", 'policy.exemptions.users=["system:serviceaccount:ci:*"]',
+    "--set-json", 'policy.exemptions.groups=["gpu-admins"]',
+    "--set-json", 'policy.exemptions.objectSelectors=[{"matchLabels":{"tier":"infra","b":"x"}},{"matchExpressions":[{"key":"team","operator":"In","values":["ml","cv"]},{"key":"gone","operator":"DoesNotExist"},{"key":"t","operator":"NotIn","values":["a"]},{"key":"e","operator":"Exists"}]}]']);
+  checkBackstop(varied, "backstop: globs, extendedResourceMapping=allow, user/group/label exemptions");
+  const warnMap = render(["--set", "policy.extendedResourceMapping=warn", "--set-json", 'policy.deviceClasses={"gpu":["g.example.com"]}']);
+  checkBackstop(warnMap, "backstop: extendedResourceMapping=warn, custom device classes");
+  const custom = render(["--set-json", 'policy.deviceClasses={"gpu":["g.example.com"],"mig":["m.example.com"],"passthrough":[]}']);
+  checkBackstop(custom, "backstop: custom device classes");
+  const warn = render(["--set", "policy.rules.DG001.action=warn"]);
+  checkBackstop(warn, "backstop: DG001 warn");
+  check("backstop: DG001 warn -> Warn + Audit", () =>
+    eq(oneBackstopBinding(warn.docs).spec.validationActions, ["Warn", "Audit"], "actions"));
+  checkBackstop(render(["--set", "policy.rules.DG001.action=off"]), "backstop: DG001 off", { enabled: false });
+  checkBackstop(render(["--set", "backstop.enabled=false"]), "backstop.enabled=false", { enabled: false });
+  check("uninstallHook.enabled=false / selftest.enabled=false: no hooks", () => {
+    const r = render(["--set", "uninstallHook.enabled=false", "--set", "selftest.enabled=false"]);
+    eq(r.docs.filter((d) => (d.metadata.annotations || {})["helm.sh/hook"]).length, 0, "hook objects");
+  });
+}
+
 // values.schema.json and template guards must reject bad values.
 // The topology exporter DaemonSet, its RBAC and the node-label ValidatingAdmissionPolicy.
 function exporterChecks() {
@@ -717,9 +922,9 @@ function exporterChecks() {
     eq(find(r.docs, "ClusterRoleBinding", "draguard-exporter")[0].subjects[0].name, "draguard-exporter", "ClusterRoleBinding");
   });
   check("exporter: the label policy allows only the shape label", () => {
-    const vap = one(r.docs, "ValidatingAdmissionPolicy");
+    const vap = find(r.docs, "ValidatingAdmissionPolicy", "draguard-exporter-node-label")[0];
     eq(vap.apiVersion, "admissionregistration.k8s.io/v1", "apiVersion");
-    eq(one(r.docs, "ValidatingAdmissionPolicyBinding").spec, { policyName: vap.metadata.name, validationActions: ["Deny"] }, "binding");
+    eq(find(r.docs, "ValidatingAdmissionPolicyBinding", "draguard-exporter-node-label")[0].spec, { policyName: vap.metadata.name, validationActions: ["Deny"] }, "binding");
     const user = (u) => celEvaluate(vap.spec.matchConditions[0].expression, { request: { userInfo: { username: u } } });
     eq(user(sa), true, "matches the exporter");
     eq(user("system:serviceaccount:kube-system:node-controller"), false, "not others");
@@ -741,7 +946,7 @@ function exporterChecks() {
   });
   check("exporter: off by values, no label policy when disabled", () => {
     const noVap = render(["--set", "exporter.labelPolicy=false"]);
-    eq(find(noVap.docs, "ValidatingAdmissionPolicy").length, 0, "no policy");
+    eq(find(noVap.docs, "ValidatingAdmissionPolicy", "draguard-exporter-node-label").length, 0, "no policy");
     const other = render(["--set", "exporter.runtimeClassName=", "--set-json", 'exporter.nodeSelector={"gpu":"yes"}']);
     const spec = one(other.docs, "DaemonSet").spec.template.spec;
     assert(!("runtimeClassName" in spec), "no runtimeClassName");
@@ -767,6 +972,8 @@ function rejections() {
     ["grace period too short", ["--set", "terminationGracePeriodSeconds=12"]],
     ["external TLS without secret", ["--set", "tls.mode=external", "--set", `tls.external.caBundle=${FAKE_CA}`]],
     ["external TLS without caBundle", ["--set", "tls.mode=external", "--set", "tls.external.secretName=x"]],
+    ["self TLS without API access", ["--set", "kube.mode=off"]],
+    ["self TLS lifetime 0", ["--set", "tls.self.certValidityDays=0"]],
     ["clientAuth without CA secret", ["--set", "tls.clientAuth.enabled=true"]],
     ["podOperations DELETE", ["--set-json", 'validating.podOperations=["DELETE"]']],
     ["audit interval too short", ["--set", "audit.enabled=true", "--set", "audit.intervalSeconds=5"]],
@@ -991,7 +1198,7 @@ function deployManifests() {
   });
 }
 
-for (const step of [helmLint, scenarios, rejections, deployManifests, serverSmoke]) {
+for (const step of [helmLint, scenarios, installSafety, rejections, deployManifests, serverSmoke]) {
   try {
     await step();
   } catch (e) {

@@ -98,6 +98,24 @@ TEST(ParseServeConfig, EveryFlag) {
   EXPECT_EQ(Parse({"--topology-dir="}).topology_dir, "");                        // the bundled examples
 }
 
+TEST(ParseServeConfig, SelfTls) {
+  EXPECT_FALSE(Parse({}).tls_self.has_value());
+  const ServeConfig c = Parse({"--tls-self-secret", "dg-tls", "--tls-self-validating", "dg", "--tls-self-mutating",
+                               "dg", "--tls-self-mutating", "dg2", "--tls-self-ca-days", "100",
+                               "--tls-self-cert-days", "10", "--tls-self-resync", "30"});
+  ASSERT_TRUE(c.tls_self.has_value());
+  EXPECT_EQ(c.tls_self->secret, "dg-tls");
+  EXPECT_EQ(c.tls_self->validating, std::vector<std::string>{"dg"});
+  EXPECT_EQ(c.tls_self->mutating, (std::vector<std::string>{"dg", "dg2"}));
+  EXPECT_EQ(c.tls_self->ca_days, 100);
+  EXPECT_EQ(c.tls_self->cert_days, 10);
+  EXPECT_EQ(c.tls_self->resync, milliseconds(30000));
+  const ServeConfig d = Parse({"--tls-self-secret", "s"});
+  EXPECT_EQ(d.tls_self->ca_days, 3650);
+  EXPECT_EQ(d.tls_self->cert_days, 365);
+  EXPECT_EQ(d.tls_self->resync, milliseconds(60000));
+}
+
 TEST(ParseServeConfig, KeepAliveIsWholeSecondsAndAtLeastOne) {
   EXPECT_EQ(Parse({"--keep-alive-timeout", "2.9"}).server.keep_alive_timeout, seconds(2));
   EXPECT_EQ(Parse({"--keep-alive-timeout", "0"}).server.keep_alive_timeout, seconds(1));
@@ -141,6 +159,19 @@ TEST(ParseServeConfig, EveryBadValueIsRefusedNamingItsFlag) {
        "--topology-configmaps needs Kubernetes API access (not --kube=off)"},
       {{"--tls-cert", "tls.crt"}, "--tls-key", "--tls-cert and --tls-key go together"},
       {{"--tls-key", "tls.key"}, "--tls-cert", "--tls-cert and --tls-key go together"},
+      {{"--tls-self-validating", "v"}, "--tls-self-secret", "--tls-self-* flags need --tls-self-secret"},
+      {{"--tls-self-secret="}, "--tls-self-secret", "--tls-self-secret needs a Secret name"},
+      {{"--tls-self-secret", "s", "--tls-cert", "c", "--tls-key", "k"}, "--tls-self-secret",
+       "--tls-self-secret and --tls-cert/--tls-key exclude each other"},
+      {{"--tls-self-secret", "s", "--kube", "off"}, "--tls-self-secret",
+       "--tls-self-secret needs Kubernetes API access (not --kube=off)"},
+      {{"--tls-self-secret", "s", "--tls-self-mutating="}, "--tls-self-mutating", "--tls-self-mutating needs a name"},
+      {{"--tls-self-secret", "s", "--tls-self-ca-days", "0"}, "--tls-self-ca-days",
+       "--tls-self-ca-days must be a number of days (1-36500)"},
+      {{"--tls-self-secret", "s", "--tls-self-ca-days", "30"}, "--tls-self-cert-days",
+       "--tls-self-cert-days must not exceed --tls-self-ca-days"},
+      {{"--tls-self-secret", "s", "--tls-self-resync", "0.5"}, "--tls-self-resync",
+       "--tls-self-resync must be a number of seconds (at least 1)"},
   };
   for (const BadCase& c : cases) {
     auto cfg = ParseServeConfig(c.args);

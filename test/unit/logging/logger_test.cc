@@ -2,6 +2,7 @@
 // levels below the threshold are not written; bad level names are refused.
 #include "draguard/logging/logger.h"
 
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -72,6 +73,30 @@ TEST(Logger, ParseLevel) {
   auto bad = ParseLevel("verbose");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("verbose"), std::string::npos);
+}
+
+TEST(Logger, LevelNamesAreWhatParseLevelAccepts) {
+  std::vector<std::string> names = LevelNames();
+  EXPECT_EQ(names, (std::vector<std::string>{"debug", "info", "warn", "error", "off"}));
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    auto level = ParseLevel(names[i]);
+    ASSERT_TRUE(level.ok()) << names[i];
+    EXPECT_EQ(static_cast<std::size_t>(*level), i) << names[i];
+  }
+  EXPECT_EQ(*ParseLevel("warning"), Level::kWarn);
+  for (const char* bad : {"trace", "critical", "fatal", "INFO", ""}) {
+    EXPECT_FALSE(ParseLevel(bad).ok()) << bad;
+  }
+}
+
+// The chart passes logLevel as --log-level: its schema must allow exactly the binary's levels
+// (a value the binary refuses would crash-loop the pods).
+TEST(Logger, ChartSchemaLogLevelEnumIsLevelNames) {
+  std::ifstream in(std::string(DRAGUARD_SOURCE_DIR) + "/charts/draguard/values.schema.json");
+  ASSERT_TRUE(in) << "charts/draguard/values.schema.json";
+  nlohmann::json schema = nlohmann::json::parse(in);
+  const nlohmann::json& level = schema.at("properties").at("logLevel");
+  EXPECT_EQ(level.at("enum").get<std::vector<std::string>>(), LevelNames());
 }
 
 }  // namespace
