@@ -55,6 +55,9 @@ int Cel(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
 /// `draguard topology show -f FILE|DIR [-o json|table] [--node NAME]`.
 /// Exit codes: 0 ok, 1 usage error, 2 nothing loadable, an unreadable path or an unknown --node.
 int Topology(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+/// `draguard topology export [-o FILE] [--nvml-library PATH] [--no-nvml]` (args[0] == "export").
+/// Exit codes: 0 ok (also without NVML), 1 usage error, 2 libhwloc or write failure.
+int TopologyExport(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 /// `draguard backstop [--config F] [--name NAME] [--namespace NS] [-o yaml|json]`: the
 /// ValidatingAdmissionPolicy + binding that enforce DG001 in-tree. Exit codes: 0 ok (nothing
