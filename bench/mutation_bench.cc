@@ -42,11 +42,15 @@ std::shared_ptr<const dg::topology::Snapshot> Topology(const char* file) {
 
 const char* kG4dn = "aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa.xml";
 const char* kDgx = "hwloc_nvidia-dgx2h_2s-xeon8174_16xV100-SXM3_12xNVSwitch_nvlink-hetero.xml";
+// 4x H100 SXM, each on its own root and NUMA node, all NVLinked, 3 RDMA NICs (synthetic export).
+const char* kXe = "../hwloc-synthetic/xe8640-like_4xH100-SXM_4numa_nvlink-all_3xmlx5.xml";
 
-json LegacyPod(int gpus) {
+json LegacyPod(int gpus, bool rdma = false) {
+  json annotations = rdma ? json{{"draguard.io/nic", "rdma"}} : json::object();
   return {{"apiVersion", "v1"},
           {"kind", "Pod"},
-          {"metadata", {{"name", "train-0"}, {"namespace", "team-a"}, {"labels", {{"app", "train"}}}}},
+          {"metadata",
+           {{"name", "train-0"}, {"namespace", "team-a"}, {"labels", {{"app", "train"}}}, {"annotations", annotations}}},
           {"spec",
            {{"restartPolicy", "Never"},
             {"containers",
@@ -81,11 +85,11 @@ const dg::engine::Registry& Rules() {
 }
 
 // One review through the Reviewer; `mutate` selects the webhook.
-void BM_Review(benchmark::State& state, const char* topo_file, int gpus, bool mutate) {
+void BM_Review(benchmark::State& state, const char* topo_file, int gpus, bool mutate, bool rdma = false) {
   static CachedProvisioner provisioner;
   static const dg::webhook::Reviewer reviewer(Rules(), {}, &provisioner);
   auto topo = topo_file ? Topology(topo_file) : nullptr;
-  const std::string body = Review(LegacyPod(gpus));
+  const std::string body = Review(LegacyPod(gpus, rdma));
   auto kind = mutate ? dg::admission::WebhookKind::kMutating : dg::admission::WebhookKind::kValidating;
   for (auto _ : state) {
     auto out = reviewer.Review(body, kind, Policy(), topo.get(), std::chrono::system_clock::time_point{},
@@ -99,6 +103,10 @@ BENCHMARK_CAPTURE(BM_Review, validate_2gpu_g4dn, kG4dn, 2, false);
 BENCHMARK_CAPTURE(BM_Review, mutate_2gpu_g4dn, kG4dn, 2, true);
 BENCHMARK_CAPTURE(BM_Review, mutate_4gpu_numa_g4dn, kG4dn, 4, true);
 BENCHMARK_CAPTURE(BM_Review, mutate_8gpu_dgx2h, kDgx, 8, true);
+BENCHMARK_CAPTURE(BM_Review, validate_2gpu_xe8640, kXe, 2, false);
+BENCHMARK_CAPTURE(BM_Review, mutate_2gpu_nvlink_xe8640, kXe, 2, true);
+BENCHMARK_CAPTURE(BM_Review, mutate_3gpu_rails_xe8640, kXe, 3, true, true);
+BENCHMARK_CAPTURE(BM_Review, mutate_2gpu_nvlink_pairs_minsky, "hwloc_ibm-power8-minsky_2s_4xP100-SXM2_nvlink-gpu-cpu-hetero.xml", 2, true);
 
 // The conversion alone (profile, template, patch), without decoding or encoding.
 void BM_ConvertPod(benchmark::State& state, const char* topo_file, int gpus) {
@@ -125,11 +133,11 @@ void BM_GenerateTemplate(benchmark::State& state, const char* topo_file, int gpu
   auto profile = dg::mutation::ProfilePod(LegacyPod(gpus), Policy()).value();
   for (auto _ : state) benchmark::DoNotOptimize(dg::mutation::GenerateTemplate(profile, "team-a", Policy(), topo.get()));
 }
-BENCHMARK_CAPTURE(BM_GenerateTemplate, 2gpu_no_topology, nullptr, 2);
+BENCHMARK_CAPTURE(BM_GenerateTemplate, 1gpu_no_topology, nullptr, 1);
 BENCHMARK_CAPTURE(BM_GenerateTemplate, 2gpu_g4dn, kG4dn, 2);
 
 void BM_Diff(benchmark::State& state) {
-  const json pod = LegacyPod(2);
+  const json pod = LegacyPod(1);
   auto c = dg::mutation::ConvertPod(pod, "team-a", Policy(), nullptr);
   for (auto _ : state) benchmark::DoNotOptimize(json::diff(pod, c.pod));
 }

@@ -55,6 +55,9 @@ int Cel(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
 /// `draguard topology show -f FILE|DIR [-o json|table] [--node NAME]`.
 /// Exit codes: 0 ok, 1 usage error, 2 nothing loadable, an unreadable path or an unknown --node.
 int Topology(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+/// `draguard topology export [-o FILE] [--nvml-library PATH] [--no-nvml]` (args[0] == "export").
+/// Exit codes: 0 ok (also without NVML), 1 usage error, 2 libhwloc or write failure.
+int TopologyExport(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 /// `draguard backstop [--config F] [--name NAME] [--namespace NS] [-o yaml|json]`: the
 /// ValidatingAdmissionPolicy + binding that enforce DG001 in-tree. Exit codes: 0 ok (nothing
@@ -82,7 +85,8 @@ struct Flags;
 /// failure prints "draguard COMMAND: <why>" to `err` and returns false.
 bool LoadCliPolicy(const Flags& f, policy::PolicyStore& policies, const std::string& command, std::ostream& err);
 /// The topology of `convert` and `render` (`--topology-dir`): a directory of exports, one export
-/// file, or (no flag) the bundled examples; loaded once, not watched. On failure prints
+/// file, "bundled:examples" (the demo machines, by name only), or (no flag) none; loaded once,
+/// not watched. On failure prints
 /// "draguard COMMAND: --topology-dir: <why>" to `err` and returns null.
 std::unique_ptr<topology::Store> LoadCliTopology(const Flags& f, const std::string& command, std::ostream& err);
 /// Largest `-f FILE` the offline commands read.

@@ -16,6 +16,7 @@ Usage:
   draguard render [flags]                      print the templates of mutation.catalogue
   draguard audit -f FILE|DIR|- [flags]         judge manifests and cluster dumps as the webhook would
   draguard topology show -f FILE|DIR [-o json|table] [--node NAME]
+  draguard topology export [-o FILE] [--publish]  this machine's hwloc export (NVML-enriched)
   draguard cel check EXPR                      parse and type-check a DRA selector
   draguard cel eval EXPR --device JSON         evaluate a DRA selector against a device
   draguard cel eval EXPR --topology F --node N evaluate it against every simulated GPU of a node
@@ -37,7 +38,8 @@ serve flags:
   --client-ca FILE           require client certificates signed by this CA
   --client-cn CN             allowed client certificate CN (repeatable, e.g. kube-apiserver)
   --config FILE              policy file (default: the bundled policy); hot-reloaded
-  --topology-dir DIR         hwloc XML exports, one per node
+  --topology-dir DIR         hwloc XML exports, one per node; bundled:examples = the two demo
+                             machines (the default only outside a cluster with no source set)
   --topology-configmaps NS   watch topology ConfigMaps (draguard.io/topology=hwloc) in NS
                              through the API instead of --topology-dir (needs --kube)
   --kube auto|on|off         Kubernetes API access (default auto: in-cluster config when
@@ -65,7 +67,8 @@ multi-document YAML or JSON file (a kind: List is expanded into its items) and c
 spec as /mutate would at CREATE. stdout: every document in input order (converted when it changed),
 then the ResourceClaimTemplates they reference. Warnings, errors and a summary go to stderr.
   --config FILE              policy file (default: the bundled policy)
-  --topology-dir DIR|FILE    hwloc XML exports, a directory or one file (default: the bundled examples)
+  --topology-dir DIR|FILE    hwloc XML exports, a directory or one file (default: none, so
+                             multi-GPU Pods are refused; bundled:examples = the demo machines)
   --namespace NS             namespace of objects without metadata.namespace (default "default")
   -o yaml|json               multi-document YAML (default) or one JSON List
   Exit codes: 0 converted or nothing to convert, 1 some pod spec could not be converted (printed
@@ -74,7 +77,8 @@ then the ResourceClaimTemplates they reference. Warnings, errors and a summary g
 render: the ResourceClaimTemplates of the policy's mutation.catalogue (content-addressed names,
 stable output), once per --namespace; without one they carry no namespace (kubectl apply -n NS).
   --config FILE              policy file (default: the bundled policy, whose catalogue is empty)
-  --topology-dir DIR|FILE    hwloc XML exports, a directory or one file (default: the bundled examples)
+  --topology-dir DIR|FILE    hwloc XML exports, a directory or one file (default: none, so
+                             multi-GPU Pods are refused; bundled:examples = the demo machines)
   --namespace NS, -n NS      namespace of the templates (repeatable)
   -o yaml|json               multi-document YAML (default) or one JSON List
   Exit codes: 0 ok (an empty catalogue prints nothing), 1 a profile cannot be generated, 2 usage

@@ -22,6 +22,9 @@ Result<std::unique_ptr<topology::Store>> LoadTopology(const std::string& path) {
   std::unique_ptr<topology::Source> source;
   std::error_code ec;
   if (path.empty()) {
+    // No topology: converted manifests are applied to a real cluster, never pinned to demo nodes.
+    source = std::make_unique<topology::InMemorySource>(std::vector<topology::InMemoryExport>{});
+  } else if (path == "bundled:examples") {
     source = topology::MakeBundledExampleSource();
   } else if (std::filesystem::is_directory(path, ec)) {
     source = topology::MakeDirectorySource(path);

@@ -151,25 +151,40 @@ std::unique_ptr<kubetopo::ConfigMapSource> ConfigMapTopologySource(const ServeCo
 }
 
 // Topology: ConfigMaps through the API (--topology-configmaps), the exports in --topology-dir
-// (both watched), else the bundled examples. An error names the flag of the source.
+// (both watched), the bundled examples when named or for a local newcomer, else none (never the
+// demo machines in a cluster). An error names the flag of the source.
 Status StartTopology(const ServeConfig& cfg, const kube::Client* client, topology::Store& store,
                      const LoggerPtr& logger) {
   std::unique_ptr<topology::Source> source;
   std::string described;
   const char* flag = "--topology-dir";
-  if (!cfg.topology_configmaps.empty()) {
-    auto cm_source = ConfigMapTopologySource(cfg, *client, logger);
-    described = cm_source->Describe();
-    source = std::move(cm_source);
-    flag = "--topology-configmaps";
-  } else if (cfg.topology_dir.empty()) {
-    source = topology::MakeBundledExampleSource();
-    described = "bundled examples";
-  } else {
-    source = topology::MakeDirectorySource(cfg.topology_dir);
-    described = cfg.topology_dir;
+  const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
+  switch (TopologySourceFor(cfg, host != nullptr && *host != '\0')) {
+    case TopologySource::kConfigMaps: {
+      auto cm_source = ConfigMapTopologySource(cfg, *client, logger);
+      described = cm_source->Describe();
+      source = std::move(cm_source);
+      flag = "--topology-configmaps";
+      break;
+    }
+    case TopologySource::kExamples:
+      source = topology::MakeBundledExampleSource();
+      described = "bundled examples (demo machines, not this cluster's nodes)";
+      break;
+    case TopologySource::kDirectory:
+      source = topology::MakeDirectorySource(cfg.topology_dir);
+      described = cfg.topology_dir;
+      break;
+    case TopologySource::kNone:
+      source = std::make_unique<topology::InMemorySource>(std::vector<topology::InMemoryExport>{});
+      described = "none";
+      logger->Warn("no topology source in a cluster: multi-GPU conversions are refused until exports are "
+                   "provided (--topology-dir DIR or --topology-configmaps NAMESPACE)",
+                   {});
+      break;
   }
-  const bool watch = !cfg.topology_configmaps.empty() || !cfg.topology_dir.empty();
+  const bool watch = !cfg.topology_configmaps.empty() ||
+                     (!cfg.topology_dir.empty() && cfg.topology_dir != kBundledExamples);
   if (Status st = store.Start(std::move(source), watch); !st.ok()) {
     return Status(st.code(), std::string(flag) + ": " + st.message());
   }

@@ -137,6 +137,17 @@ Status ParseKubeAndTopology(const Flags& f, ServeConfig* cfg) {
   return Status::Ok();
 }
 
+}  // namespace
+
+TopologySource TopologySourceFor(const ServeConfig& cfg, bool in_cluster) {
+  if (!cfg.topology_configmaps.empty()) return TopologySource::kConfigMaps;
+  if (cfg.topology_dir == kBundledExamples) return TopologySource::kExamples;
+  if (!cfg.topology_dir.empty()) return TopologySource::kDirectory;
+  return in_cluster ? TopologySource::kNone : TopologySource::kExamples;
+}
+
+namespace {
+
 // --tls-cert and --tls-key (together, or neither: then generated in --state-dir).
 Status ParseTls(const Flags& f, ServeConfig* cfg) {
   if (f.Has("--tls-cert") != f.Has("--tls-key")) {

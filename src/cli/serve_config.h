@@ -47,13 +47,26 @@ struct ServeConfig {
   std::string state_dir = ".draguard";              ///< --state-dir (generated CA and certificate)
   bool tls_from_flags = false;                      ///< --tls-cert/--tls-key given: nothing generated
   std::optional<std::string> policy_file;           ///< --config; unset = the bundled policy
-  std::string topology_dir;                         ///< --topology-dir; "" = the bundled examples
+  /// --topology-dir; "" = none, or the bundled examples for a local newcomer (TopologySourceFor);
+  /// "bundled:examples" = the bundled examples by name.
+  std::string topology_dir;
   std::string topology_configmaps;                  ///< --topology-configmaps namespace; "" = none
   KubeMode kube = KubeMode::kAuto;                  ///< --kube
   std::chrono::milliseconds kube_timeout{10000};    ///< --kube-timeout
   std::optional<SelfTlsConfig> tls_self;            ///< --tls-self-*; unset = not tls.mode=self
   AuditServeConfig audit;                           ///< --audit-*
 };
+
+/// The --topology-dir value that names the bundled example exports.
+inline constexpr const char* kBundledExamples = "bundled:examples";
+
+/// Where `draguard serve` reads the topology model from.
+enum class TopologySource : uint8_t { kConfigMaps, kDirectory, kExamples, kNone };
+
+/// The topology source of `cfg`. The bundled examples are a demo: they are used when named, or
+/// when no source is configured and the process does not run in a cluster (`in_cluster`:
+/// KUBERNETES_SERVICE_HOST is set), never otherwise.
+TopologySource TopologySourceFor(const ServeConfig& cfg, bool in_cluster);
 
 /// Parses the words after `serve`. Pure: reads no file and no environment. A failure's message
 /// names the flag and is meant to follow "draguard serve: ".

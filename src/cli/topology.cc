@@ -10,7 +10,8 @@ constexpr const char* kUsage =
     "usage: draguard topology show -f FILE|DIR [-o json|table] [--node NAME]\n"
     "  -f, --file FILE|DIR   hwloc XML export, or a directory of <node>.xml / <node>.hwloc.xml files\n"
     "  -o, --output FORMAT   json (default) or table\n"
-    "      --node NAME       show only this node\n";
+    "      --node NAME       show only this node\n"
+    "usage: draguard topology export [-o FILE] [--nvml-library PATH] [--no-nvml]   (see export --help)\n";
 
 int Show(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::string path;
@@ -87,6 +88,7 @@ int Topology(const std::vector<std::string>& args, std::ostream& out, std::ostre
     return args.empty() ? kExitUsage : kExitOk;
   }
   if (args[0] == "show") return Show(args, out, err);
+  if (args[0] == "export") return TopologyExport(args, out, err);
   err << "topology: unknown subcommand \"" << args[0] << "\"\n" << kUsage;
   return kExitUsage;
 }

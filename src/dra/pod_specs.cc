@@ -1,5 +1,7 @@
 #include "draguard/dra/pod_specs.h"
 
+#include <set>
+
 namespace draguard::dra {
 namespace {
 
@@ -165,6 +167,7 @@ PodObjects FindPodObjects(const admission::AdmissionRequest& request, const poli
   }
   out.workload = true;
   std::vector<std::string> templates, containers;
+  std::set<std::string> parent_claims;  // container paths whose parent takes claims
   for (const auto& b : kBuiltins) {
     if (gvk.group == b.group && gvk.kind == b.kind) templates.push_back(b.path);
   }
@@ -172,6 +175,7 @@ PodObjects FindPodObjects(const admission::AdmissionRequest& request, const poli
     if (cr.group == gvk.group && cr.kind == gvk.kind) {
       templates.insert(templates.end(), cr.pod_templates.begin(), cr.pod_templates.end());
       containers.insert(containers.end(), cr.containers.begin(), cr.containers.end());
+      if (cr.container_claims == "parent") parent_claims.insert(cr.containers.begin(), cr.containers.end());
     }
   }
   bool update = request.operation == admission::Operation::kUpdate;
@@ -198,6 +202,7 @@ PodObjects FindPodObjects(const admission::AdmissionRequest& request, const poli
       ref.pointer = p;
       ref.container = node;
       ref.kind = "container";
+      ref.claims_in_parent = parent_claims.count(c) > 0;
       ref.name = StringMember(node, "name");
       if (ref.name.empty()) {
         auto slash = p.rfind('/');

@@ -3,6 +3,8 @@
 
 #include <charconv>
 
+#include "draguard/kubetopo/publisher.h"
+
 namespace draguard::kubetopo {
 namespace {
 
@@ -24,12 +26,16 @@ Result<std::pair<std::string, std::string>> SelectExport(const kube::ConfigMap& 
   for (const auto* m : {&cm.data, &cm.binary_data}) {
     if (auto it = m->find(kTopologyKey); it != m->end()) return std::make_pair(it->first, it->second);
   }
+  // What `topology export --publish` writes for exports over the ConfigMap size limit.
+  if (auto it = cm.binary_data.find(kCompressedTopologyKey); it != cm.binary_data.end()) {
+    return std::make_pair(it->first, it->second);
+  }
   for (const auto* m : {&cm.data, &cm.binary_data}) {
     for (const auto& [k, v] : *m) {
       if (EndsWithXml(k)) return std::make_pair(k, v);
     }
   }
-  return Status::NotFound(OriginOf(cm) + ": no key topology.xml or *.xml in data or binaryData");
+  return Status::NotFound(OriginOf(cm) + ": no key topology.xml, topology.xml.gz or *.xml in data or binaryData");
 }
 
 ConfigMapSource::ConfigMapSource(const kube::Client& client, ConfigMapSourceOptions options)
@@ -84,6 +90,11 @@ Result<std::string> ConfigMapSource::Read(const topology::SourceEntry& entry, si
   if (it == maps_.end()) return Status::NotFound(entry.origin + ": no longer present");
   auto selected = SelectExport(it->second);
   if (!selected.ok()) return selected.status();
+  if (selected->first == kCompressedTopologyKey) {
+    Result<std::string> xml = Gunzip(selected->second, max_bytes);
+    if (!xml.ok()) return Status(xml.status().code(), entry.origin + " key " + selected->first + ": " + xml.status().message());
+    return xml;
+  }
   const std::string& bytes = selected->second;
   if (bytes.size() > max_bytes) {
     return Status::ResourceExhausted(entry.origin + " key " + selected->first + ": export is " +

@@ -270,6 +270,16 @@ TopologyMetrics::TopologyMetrics(Registry& r)
       load_errors(r.Counter("draguard_topology_load_errors_total", "Refused hwloc exports by reason.",
                             {"reason"})) {}
 
+ExporterMetrics::ExporterMetrics(Registry& r)
+    : publishes(r.Counter("draguard_topology_export_publish_total", "Export publish attempts by result.",
+                          {"result"})),
+      writes(r.Counter("draguard_topology_export_writes_total", "API writes by kind (create, update, label).",
+                       {"kind"})),
+      last_success(r.Gauge("draguard_topology_export_last_success_timestamp_seconds",
+                           "Unix time of the last successful publish.")),
+      nvml_gpus(r.Gauge("draguard_topology_export_nvml_gpus", "GPUs NVML reported in the last export.")),
+      export_bytes(r.Gauge("draguard_topology_export_bytes", "Size of the last export in bytes.")) {}
+
 AuditMetrics::AuditMetrics(Registry& r)
     : violations(r.Gauge("draguard_audit_violations",
                          "Findings of the last background audit run by rule, action and namespace (namespaces "

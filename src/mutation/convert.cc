@@ -206,13 +206,18 @@ std::vector<std::string> ContainerNames(const Json& pod, const std::vector<std::
 }
 
 // Adds a claim from template `template_name` to `pod` and to its containers at `pointers`.
-void AddClaim(Json& pod, const std::vector<std::string>& pointers, const std::string& template_name) {
+void AddClaim(Json& pod, const std::vector<std::string>& pointers, const std::string& template_name,
+              bool whole_claim) {
   Json& spec = pod["spec"];
   const std::string claim = FreeClaimName(spec);
   for (const auto& pointer : pointers) {
     Json& claims = pod[Json::json_pointer(pointer)]["resources"]["claims"];
     if (!claims.is_array()) claims = Json::array();
-    claims.push_back({{"name", claim}, {"request", "gpu"}});
+    if (whole_claim) {
+      claims.push_back({{"name", claim}});
+    } else {
+      claims.push_back({{"name", claim}, {"request", "gpu"}});
+    }
   }
   Json& rcs = spec["resourceClaims"];
   if (!rcs.is_array()) rcs = Json::array();
@@ -253,7 +258,7 @@ std::string ConvertEntries(const Json& pod, const ClaimProfile& profile,
     auto tmpl = GenerateTemplate(one, namespace_name, policy, topology);
     std::vector<std::string> names = ContainerNames(pod, covered[e]);
     if (!tmpl.ok()) return "container " + Quoted(names) + ": " + tmpl.status().message();
-    AddClaim(out.pod, covered[e], tmpl->name);
+    AddClaim(out.pod, covered[e], tmpl->name, tmpl->whole_claim);
     if (!tmpl->nodes.empty() || !tmpl->shapes.empty()) {
       Restriction r{tmpl->nodes, tmpl->shapes};
       where = where ? Intersect(*where, r, topology, policy) : r;
@@ -289,6 +294,41 @@ std::string ConvertEntries(const Json& pod, const ClaimProfile& profile,
                 (parts.size() > 1 ? "s " : " ") + Join(parts);
   return "";
 }
+
+// Whether `v` (a resource quantity) asks for something: anything but 0.
+bool NonZero(const Json& v) {
+  if (v.is_number()) return v.get<double>() != 0;
+  if (v.is_string()) {
+    const std::string t = v.get<std::string>();
+    return !(t == "0" || t == "0.0" || t.empty());
+  }
+  return true;
+}
+
+// JSON Pointers of the legacy GPU entries left anywhere in `node` (under a `limits` or
+// `requests` map), at most `max`; depth-bounded.
+void FindLegacy(const Json& node, const std::string& pointer, const policy::Policy& policy, int depth,
+                std::vector<std::string>* out) {
+  if (depth > 64 || out->size() >= 16) return;
+  if (node.is_array()) {
+    for (std::size_t i = 0; i < node.size(); ++i) FindLegacy(node[i], pointer + "/" + std::to_string(i), policy, depth + 1, out);
+    return;
+  }
+  if (!node.is_object()) return;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const std::string child = pointer + "/" + dra::EscapePointerToken(it.key());
+    if ((it.key() == "limits" || it.key() == "requests") && it->is_object()) {
+      for (auto e = it->begin(); e != it->end(); ++e) {
+        if (policy.IsLegacyResource(e.key()) && NonZero(*e)) out->push_back(child + "/" + dra::EscapePointerToken(e.key()));
+      }
+      continue;
+    }
+    FindLegacy(*it, child, policy, depth + 1, out);
+  }
+}
+
+// The parent pointer of `pointer` ("/spec/predictor/model" -> "/spec/predictor").
+std::string ParentPointer(const std::string& pointer) { return pointer.substr(0, pointer.rfind('/')); }
 
 }  // namespace
 
@@ -360,6 +400,64 @@ ObjectConversion ConvertObject(const admission::Json& object, std::string_view n
     }
     for (auto& t : c.templates) {
       if (names.insert(t.name).second) out.templates.push_back(std::move(t));
+    }
+  }
+  // Container-like objects of custom resources (KServe's predictor.model, TrainJob's trainer, ...).
+  for (const auto& loose : dra::FindPodObjects(req, policy).loose_containers) {
+    const Json::json_pointer ptr(loose.pointer);
+    if (!out.object.contains(ptr) || !out.object.at(ptr).is_object()) continue;
+    const Json container = out.object.at(ptr);
+    std::vector<std::string> left;
+    FindLegacy(container, loose.pointer, policy, 0, &left);
+    if (left.empty()) continue;
+    const std::string who = loose.pointer + ": container \"" + loose.name + "\"";
+    if (container.contains("resourcesPerNode") || !loose.claims_in_parent || loose.pointer.empty()) {
+      std::string resource = left.front().substr(left.front().rfind('/') + 1);
+      for (std::size_t at; (at = resource.find("~1")) != std::string::npos;) resource.replace(at, 2, "/");
+      for (std::size_t at; (at = resource.find("~0")) != std::string::npos;) resource.replace(at, 2, "~");
+      out.errors.push_back(who + " requests " + resource +
+                           " (at " + left.front() + ") but " + req.kind.kind +
+                           " has no place for pod-level resource claims draguard could write (policy "
+                           "customResources containerClaims: none); not convertible: request the GPUs "
+                           "through the pod templates or ResourceClaims the resource supports");
+      continue;
+    }
+    // The parent is PodSpec-like: convert the container as the only container of that spec.
+    const Json::json_pointer parent_ptr(ParentPointer(loose.pointer));
+    Json spec = out.object.at(parent_ptr);
+    if (!spec.is_object()) continue;
+    Json renamed = container;
+    if (!renamed.contains("name")) renamed["name"] = loose.name;
+    spec.erase("initContainers");
+    spec["containers"] = Json::array({renamed});
+    Json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"spec", spec}};
+    if (object.contains("metadata")) pod["metadata"] = object["metadata"];
+    PodConversion c = ConvertPod(pod, ns, policy, topology);
+    for (const auto& w : c.warnings) out.warnings.push_back(loose.pointer + ": " + w);
+    if (c.outcome == PodConversion::Outcome::kRefused) {
+      out.errors.push_back(who + ": " + c.reason);
+      continue;
+    }
+    if (c.outcome != PodConversion::Outcome::kConverted) continue;
+    Json converted = c.pod["spec"]["containers"][0];
+    if (!container.contains("name")) converted.erase("name");
+    out.object[ptr] = converted;
+    for (const char* key : {"resourceClaims", "affinity"}) {
+      if (c.pod["spec"].contains(key)) out.object[parent_ptr][key] = c.pod["spec"][key];
+    }
+    out.changed = true;
+    for (auto& t : c.templates) {
+      if (names.insert(t.name).second) out.templates.push_back(std::move(t));
+    }
+  }
+  // Never a silent pass: a legacy request left anywhere in the output is an error.
+  if (out.errors.empty()) {
+    std::vector<std::string> left;
+    FindLegacy(out.object, "", policy, 0, &left);
+    for (const auto& p : left) {
+      out.errors.push_back(p + ": legacy GPU request left in place; draguard does not know this path as a "
+                               "pod spec or container (add the kind to the policy's customResources, or "
+                               "convert it by hand)");
     }
   }
   return out;

@@ -13,6 +13,7 @@ namespace draguard::mutation::internal {
 namespace {
 
 constexpr std::size_t kMaxAlternatives = 8;  // DRA's firstAvailable limit
+constexpr std::size_t kMaxRequests = 32;     // DRA's requests per claim
 
 using Selectors = std::vector<std::shared_ptr<const cel::CheckedExpr>>;
 
@@ -124,203 +125,342 @@ struct Request {
   }
 };
 
-// Named alternatives of a firstAvailable request, each restricting `attr` of `domain` to its values.
-void NameAlternatives(std::vector<Alternative>& alts, const char* prefix, const std::string& domain,
-                      const std::string& attr, Plan& plan) {
-  for (auto& alt : alts) {
-    alt.name = prefix + std::to_string(plan.alternatives.size() + 1);
-    alt.restriction = InList(domain, attr, alt.values);
-    plan.alternatives.push_back(std::move(alt));
-  }
+// 0: only NVLink-connected GPUs, 1: or one PCIe root, 2: or one NUMA node.
+int WeakestClass(const std::string& interconnect) {
+  if (interconnect == "nvlink") return 0;
+  if (interconnect == "pcie") return 1;
+  return 2;  // auto, numa, any
 }
 
-// NVLink cliques named by the GPUs' UUIDs: cliques are per node.
-Result<Plan> PlanNvlinkCliques(const Request& r, Plan plan) {
-  std::vector<Alternative> alts;
-  for (const auto* sd : r.enough) {
-    for (const auto& node_name : sd->group->nodes) {
-      const topology::NodeTopology* node = r.view.snapshot->Find(node_name);
-      if (node == nullptr) continue;
-      for (const auto& clique : sd->group->shape->derived.link_cliques) {
-        auto members = Intersect(clique, r.q.at(sd));
-        if (members.size() < r.n) continue;
-        Alternative alt;
-        for (uint32_t g : members) {
-          auto uuid = node->GpuUuid(g);
-          if (!uuid) break;
-          alt.values.emplace_back(*uuid);
-        }
-        if (alt.values.size() != members.size()) continue;
-        std::sort(alt.values.begin(), alt.values.end());
-        alt.fit = members.size();
-        alt.nodes.insert(node_name);
-        alts.push_back(std::move(alt));
-      }
+bool Linked(const topology::Shape& shape, uint32_t a, uint32_t b) {
+  const auto& peers = shape.derived.link_peers;
+  return a < peers.size() && std::binary_search(peers[a].begin(), peers[a].end(), b);
+}
+
+bool PairwiseLinked(const topology::Shape& shape, const std::vector<uint32_t>& gpus) {
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    for (std::size_t j = i + 1; j < gpus.size(); ++j) {
+      if (!Linked(shape, gpus[i], gpus[j])) return false;
     }
   }
-  if (alts.empty()) {
-    return Status::FailedPrecondition("no node has " + std::to_string(r.n) + " NVLink-connected GPUs matching " +
-                                      r.what + " with known UUIDs");
-  }
-  std::stable_sort(alts.begin(), alts.end(), [](const Alternative& a, const Alternative& b) {
-    return a.fit != b.fit ? a.fit < b.fit : *a.nodes.begin() < *b.nodes.begin();
-  });
-  if (alts.size() > kMaxAlternatives) alts.resize(kMaxAlternatives);
-  std::set<std::string> nodes;
-  for (const auto& alt : alts) nodes.insert(alt.nodes.begin(), alt.nodes.end());
-  NameAlternatives(alts, "nvlink-", "gpu.nvidia.com", "uuid", plan);
-  if (nodes.size() < r.view.gpu_nodes) plan.nodes = std::move(nodes);
-  return plan;
+  return true;
 }
 
-// NVLink: NVSwitch (fully connected) shapes, else cliques identified by GPU UUIDs.
-Result<Plan> PlanNvlink(const Request& r, Plan plan) {
-  if (r.nic) {
-    return Status::FailedPrecondition("an RDMA NIC aligned with NVLink-connected GPUs cannot be expressed in DRA "
-                                      "(the NIC can only share a PCIe root with GPUs); drop draguard.io/nic or "
-                                      "the nvlink interconnect");
-  }
-  std::vector<const ShapeDevices*> full;
-  for (const auto* sd : r.enough) {
-    if (sd->group->shape->derived.link_fully_connected) full.push_back(sd);
-  }
-  plan.placement = Placement::kNvlink;
-  if (full.empty()) return PlanNvlinkCliques(r, std::move(plan));
-  r.RestrictTo(plan, full);
-  return plan;
+bool ShareNuma(const topology::Shape& shape, const std::vector<uint32_t>& gpus) {
+  if (gpus.empty()) return true;
+  std::vector<uint32_t> common = shape.gpus[gpus.front()].numa_nodes;
+  for (uint32_t g : gpus) common = Intersect(common, shape.gpus[g].numa_nodes);
+  return !common.empty();
 }
 
-// The shapes that can place the GPUs (and the NIC) under one PCIe root; `best_root` receives the
-// most qualifying GPUs under one root.
-std::vector<const ShapeDevices*> RootedShapes(const Request& r, std::size_t* best_root) {
-  std::vector<const ShapeDevices*> rooted;
-  for (const auto* sd : r.enough) {
-    const auto& d = sd->group->shape->derived;
-    bool ok = false;
-    for (uint32_t root = 0; root < d.gpus_by_root.size(); ++root) {
-      std::size_t k = Intersect(d.gpus_by_root[root], r.q.at(sd)).size();
-      *best_root = std::max(*best_root, k);
-      if (k >= r.n && (!r.nic || HasRdmaNicUnder(*sd, root))) ok = true;
+// The value of `attr` (pciBusID or pcieRoot) a GPU publishes; "" when it publishes none.
+const std::string& GpuAttr(const topology::Shape& shape, uint32_t g, const std::string& attr) {
+  return attr == "pciBusID" ? shape.gpus[g].pci_bus_id : shape.PcieRootId(shape.gpus[g]);
+}
+
+// How one alternative behaves on one shape.
+struct OnShape {
+  bool useful = false;        // some allocation exists
+  bool safe = true;           // every allocation it allows has its class
+  std::vector<uint32_t> sel;  // the GPUs it may take (ascending)
+};
+
+OnShape Evaluate(const Request& r, const ShapeDevices& sd, const Alternative& alt) {
+  OnShape out;
+  const auto& shape = *sd.group->shape;
+  for (uint32_t g : r.q.at(&sd)) {
+    if (!alt.attr.empty()) {
+      const std::string& v = GpuAttr(shape, g, alt.attr);
+      if (v.empty() || !std::binary_search(alt.values.begin(), alt.values.end(), v)) continue;
     }
-    if (ok) rooted.push_back(sd);
+    out.sel.push_back(g);
   }
-  return rooted;
+  // The sets the scheduler may allocate from: one per PCIe root with the constraint.
+  std::vector<std::pair<uint32_t, std::vector<uint32_t>>> groups;
+  if (alt.constraint) {
+    std::map<uint32_t, std::vector<uint32_t>> by_root;
+    for (uint32_t g : out.sel) {
+      if (shape.gpus[g].pcie_root != topology::kNoIndex) by_root[shape.gpus[g].pcie_root].push_back(g);
+    }
+    for (auto& [root, gpus] : by_root) groups.emplace_back(root, std::move(gpus));
+  } else {
+    groups.emplace_back(topology::kNoIndex, out.sel);
+  }
+  for (const auto& [root, gpus] : groups) {
+    if (gpus.size() < r.n) continue;
+    if (r.nic && (root == topology::kNoIndex || !HasRdmaNicUnder(sd, root))) continue;
+    out.useful = true;
+    switch (alt.placement) {
+      case Placement::kNvlink: out.safe = out.safe && PairwiseLinked(shape, gpus); break;
+      case Placement::kPcieRoot: out.safe = out.safe && alt.constraint; break;
+      case Placement::kNuma: out.safe = out.safe && ShareNuma(shape, gpus); break;
+      default: out.safe = false;
+    }
+  }
+  return out;
 }
 
-// Alternatives restricting pcieRoot to the roots local to one NUMA node, tightest first;
-// `best_numa` receives the most qualifying GPUs local to one NUMA node.
-std::vector<Alternative> NumaAlternatives(const Request& r, std::size_t* best_numa) {
+// The most qualifying GPUs of a root (with an RDMA NIC when asked) among `gpus`.
+std::size_t MostUnderOneRoot(const Request& r, const ShapeDevices& sd, const std::vector<uint32_t>& gpus) {
+  const auto& d = sd.group->shape->derived;
+  std::size_t best = 0;
+  for (uint32_t root = 0; root < d.gpus_by_root.size(); ++root) {
+    if (r.nic && !HasRdmaNicUnder(sd, root)) continue;
+    best = std::max(best, Intersect(d.gpus_by_root[root], gpus).size());
+  }
+  return best;
+}
+
+// Alternatives restricting pcieRoot to the roots local to one NUMA node; `best_numa` receives
+// the most qualifying GPUs local to one NUMA node.
+void NumaCandidates(const Request& r, std::vector<Alternative>* out, std::size_t* best_numa) {
   std::map<std::vector<std::string>, Alternative> by_roots;
   for (const auto* sd : r.enough) {
     const auto& shape = *sd->group->shape;
     for (const auto& numa : shape.numa_nodes) {
       std::vector<std::string> roots;
-      std::vector<uint32_t> gpus;
+      std::size_t gpus = 0;
       for (uint32_t root = 0; root < shape.pcie_roots.size(); ++root) {
         const auto& nn = shape.pcie_roots[root].numa_nodes;
         if (std::find(nn.begin(), nn.end(), numa.os_index) == nn.end()) continue;
         auto k = Intersect(shape.derived.gpus_by_root[root], r.q.at(sd));
         if (k.empty()) continue;
         roots.push_back(shape.pcie_roots[root].id);
-        gpus.insert(gpus.end(), k.begin(), k.end());
+        gpus += k.size();
       }
-      *best_numa = std::max(*best_numa, gpus.size());
-      if (gpus.size() < r.n) continue;
+      *best_numa = std::max(*best_numa, gpus);
+      if (gpus < r.n) continue;
       std::sort(roots.begin(), roots.end());
       Alternative& alt = by_roots[roots];
+      alt.placement = Placement::kNuma;
+      alt.attr = "pcieRoot";
       alt.values = roots;
-      alt.fit = std::max(alt.fit, gpus.size());
-      alt.from.insert(sd);
+      alt.fit = std::max(alt.fit, gpus);
     }
   }
-  std::vector<Alternative> alts;
-  for (auto& [roots, alt] : by_roots) alts.push_back(std::move(alt));
-  std::stable_sort(alts.begin(), alts.end(), [](const Alternative& a, const Alternative& b) {
-    return a.fit != b.fit ? a.fit < b.fit : a.values < b.values;
-  });
-  if (alts.size() > kMaxAlternatives) alts.resize(kMaxAlternatives);
-  return alts;
+  for (auto& [roots, alt] : by_roots) out->push_back(std::move(alt));
 }
 
-// The shapes on which every alternative selects NUMA-local GPUs (root names repeat across shapes,
-// so an alternative from one shape could span NUMA nodes on another) and some alternative fits.
-std::vector<const ShapeDevices*> NumaSafeShapes(const Request& r, const std::vector<Alternative>& alts) {
-  std::vector<const ShapeDevices*> safe;
+// Every alternative worth trying, strongest class first; `best_*` receive the most GPUs any
+// shape can give in each class (for messages).
+std::vector<Alternative> Candidates(const Request& r, int weakest, std::size_t* best_link, std::size_t* best_root,
+                                    std::size_t* best_numa) {
+  std::vector<Alternative> out;
+  auto add = [&](Placement placement, bool constraint, const char* attr, std::vector<std::string> values,
+                 std::size_t fit) {
+    for (auto& a : out) {
+      if (a.placement == placement && a.constraint == constraint && a.attr == attr && a.values == values) {
+        a.fit = std::min(a.fit, fit);
+        return;
+      }
+    }
+    Alternative a;
+    a.placement = placement;
+    a.constraint = constraint;
+    a.attr = attr;
+    a.values = std::move(values);
+    a.fit = fit;
+    out.push_back(std::move(a));
+  };
   for (const auto* sd : r.enough) {
     const auto& shape = *sd->group->shape;
-    bool ok = true;
-    bool useful = false;
-    for (const auto& alt : alts) {
-      std::vector<uint32_t> sel;
-      for (uint32_t g : r.q.at(sd)) {
-        const std::string& root = shape.PcieRootId(shape.gpus[g]);
-        if (std::binary_search(alt.values.begin(), alt.values.end(), root)) sel.push_back(g);
-      }
-      if (sel.size() < r.n) continue;
-      useful = true;
-      std::vector<uint32_t> common = shape.gpus[sel.front()].numa_nodes;
-      for (uint32_t g : sel) common = Intersect(common, shape.gpus[g].numa_nodes);
-      if (common.empty()) ok = false;
+    const auto& q = r.q.at(sd);
+    *best_root = std::max(*best_root, MostUnderOneRoot(r, *sd, q));
+    if (r.n < 2) continue;  // one GPU and a NIC: the root is the only alignment
+    if (PairwiseLinked(shape, q)) {
+      // NVSwitch or all-to-all NVLink: any qualifying GPUs will do.
+      *best_link = std::max(*best_link, q.size());
+      if (MostUnderOneRoot(r, *sd, q) >= r.n) add(Placement::kNvlink, true, "", {}, q.size());
+      if (!r.nic) add(Placement::kNvlink, false, "", {}, q.size());
+      continue;
     }
-    if (ok && useful) safe.push_back(sd);
+    for (const auto& clique : shape.derived.link_cliques) {
+      auto members = Intersect(clique, q);
+      if (members.size() < 2) continue;
+      *best_link = std::max(*best_link, members.size());
+      if (members.size() < r.n) continue;
+      // Bus addresses are stable across the nodes of a shape (UUIDs are per node, or sanitised).
+      std::vector<std::string> buses;
+      for (uint32_t g : members) buses.push_back(shape.gpus[g].pci_bus_id);
+      std::sort(buses.begin(), buses.end());
+      if (MostUnderOneRoot(r, *sd, members) >= r.n) add(Placement::kNvlink, true, "pciBusID", buses, members.size());
+      if (!r.nic) add(Placement::kNvlink, false, "pciBusID", buses, members.size());
+    }
   }
-  return safe;
+  if (weakest >= 1 || r.n < 2) add(Placement::kPcieRoot, true, "", {}, 0);
+  std::vector<Alternative> numa;
+  if (!r.nic && r.n >= 2) NumaCandidates(r, &numa, best_numa);
+  if (weakest >= 2) out.insert(out.end(), numa.begin(), numa.end());
+  auto rank = [](const Alternative& a) { return static_cast<int>(a.placement == Placement::kNvlink ? 0 : a.placement == Placement::kPcieRoot ? 1 : 2); };
+  std::stable_sort(out.begin(), out.end(), [&](const Alternative& a, const Alternative& b) {
+    if (rank(a) != rank(b)) return rank(a) < rank(b);
+    if (a.constraint != b.constraint) return a.constraint;
+    if (a.fit != b.fit) return a.fit < b.fit;
+    return a.values < b.values;
+  });
+  return out;
 }
 
-// NUMA-local placement; nullopt when no shape can use it.
-std::optional<Plan> PlanNuma(const Request& r, Plan plan, std::size_t* best_numa) {
-  std::vector<Alternative> alts = NumaAlternatives(r, best_numa);
-  std::vector<const ShapeDevices*> safe = NumaSafeShapes(r, alts);
-  if (safe.empty()) return std::nullopt;
-  plan.placement = Placement::kNuma;
-  std::vector<Alternative> valid;
-  for (auto& alt : alts) {
-    bool from_safe = std::any_of(alt.from.begin(), alt.from.end(), [&](const ShapeDevices* sd) {
-      return std::find(safe.begin(), safe.end(), sd) != safe.end();
-    });
-    if (from_safe) valid.push_back(std::move(alt));
+// Picks the alternatives, strongest first: each one kept must be aligned on every shape the Pod
+// may use, and add an allocation some shape did not have yet. Fills plan.alternatives and returns
+// the shapes the Pod may use.
+std::vector<const ShapeDevices*> Choose(const Request& r, const std::vector<Alternative>& candidates, Plan& plan) {
+  std::vector<std::map<const ShapeDevices*, OnShape>> kept_eval;
+  std::vector<Alternative> kept;
+  auto allowed = [&](const ShapeDevices* sd) {
+    bool useful = false;
+    for (const auto& e : kept_eval) {
+      const OnShape& o = e.at(sd);
+      if (!o.safe) return false;
+      useful = useful || o.useful;
+    }
+    return useful;
+  };
+  for (const auto& c : candidates) {
+    if (kept.size() == kMaxAlternatives) break;
+    std::map<const ShapeDevices*, OnShape> eval;
+    for (const auto* sd : r.enough) eval[sd] = Evaluate(r, *sd, c);
+    bool ok = true, adds = false;
+    for (const auto* sd : r.enough) {
+      const OnShape& o = eval[sd];
+      if (allowed(sd)) {
+        if (!o.safe) ok = false;
+      } else {
+        bool kept_safe = true;
+        for (const auto& e : kept_eval) kept_safe = kept_safe && e.at(sd).safe;
+        if (!kept_safe) continue;  // an earlier alternative already rules this shape out
+      }
+      if (!o.useful || !o.safe) continue;
+      // Dominated: an earlier alternative without constraint may take every set this one may.
+      bool dominated = false;
+      for (std::size_t k = 0; k < kept.size() && !dominated; ++k) {
+        const OnShape& ko = kept_eval[k].at(sd);
+        dominated = !kept[k].constraint && ko.useful &&
+                    std::includes(ko.sel.begin(), ko.sel.end(), o.sel.begin(), o.sel.end());
+      }
+      if (!dominated) adds = true;
+    }
+    if (!ok || !adds) continue;
+    kept.push_back(c);
+    kept_eval.push_back(std::move(eval));
   }
-  NameAlternatives(valid, "numa-", "resource.kubernetes.io", "pcieRoot", plan);
-  r.RestrictTo(plan, safe);
-  return plan;
+  std::vector<const ShapeDevices*> shapes;
+  for (const auto* sd : r.enough) {
+    if (!kept.empty() && allowed(sd)) shapes.push_back(sd);
+  }
+  std::map<Placement, int> seen;
+  for (auto& alt : kept) {
+    const char* prefix = alt.placement == Placement::kNvlink ? "nvlink-" : alt.placement == Placement::kPcieRoot ? "pcie-" : "numa-";
+    alt.name = prefix + std::to_string(++seen[alt.placement]);
+    if (!alt.attr.empty()) alt.restriction = InList("resource.kubernetes.io", alt.attr, alt.values);
+    plan.alternatives.push_back(std::move(alt));
+  }
+  if (!plan.alternatives.empty()) plan.placement = plan.alternatives.front().placement;
+  return shapes;
 }
 
-// PCIe root, else NUMA node, else unaligned when the policy allows it.
-Result<Plan> PlanAligned(const Request& r, Plan plan, const policy::Policy& policy) {
-  std::size_t best_root = 0;
-  std::vector<const ShapeDevices*> rooted = RootedShapes(r, &best_root);
-  if (!rooted.empty()) {
-    plan.placement = Placement::kPcieRoot;
-    plan.constraint = true;
-    r.RestrictTo(plan, rooted);
-    return plan;
+// RDMA NIC functions (distinct PCI addresses) per PCIe root index of a shape.
+std::map<uint32_t, std::size_t> RdmaNicsByRoot(const ShapeDevices& sd) {
+  std::map<uint32_t, std::set<std::string>> functions;
+  for (const auto& nic : sd.group->shape->nics) {
+    if (nic.rdma && nic.pcie_root != topology::kNoIndex) functions[nic.pcie_root].insert(nic.pci_bus_id);
   }
-  std::size_t best_numa = 0;
-  if (!r.nic) {
-    if (auto numa = PlanNuma(r, plan, &best_numa)) return std::move(*numa);
+  std::map<uint32_t, std::size_t> out;
+  for (const auto& [root, f] : functions) out[root] = f.size();
+  return out;
+}
+
+// Rails: how many GPUs of `gpus` can each get a distinct RDMA NIC under their own root.
+std::size_t RailCount(const ShapeDevices& sd, const std::vector<uint32_t>& gpus) {
+  const auto nics = RdmaNicsByRoot(sd);
+  std::map<uint32_t, std::size_t> per_root;
+  for (uint32_t g : gpus) {
+    uint32_t root = sd.group->shape->gpus[g].pcie_root;
+    if (root != topology::kNoIndex) per_root[root]++;
   }
-  std::string why = "no node can place " + std::to_string(r.n) + " GPUs matching " + r.what +
-                    (r.nic ? " and an RDMA NIC under one PCIe root" : " under one PCIe root or NUMA node") +
-                    "; at most " + std::to_string(r.nic ? best_root : std::max(best_root, best_numa)) +
-                    (r.nic ? " under a root" : "") + " on " + DescribeShape(*r.best_shape->group);
-  if (!policy.mutation.allow_unaligned) return Status::FailedPrecondition(why);
-  plan.placement = Placement::kUnaligned;
-  plan.note = why + "; placed unaligned because the policy sets mutation.unaligned: allow";
-  r.RestrictTo(plan, r.enough);
-  return plan;
+  std::size_t n = 0;
+  for (const auto& [root, k] : per_root) {
+    auto it = nics.find(root);
+    n += std::min(k, it == nics.end() ? std::size_t{0} : it->second);
+  }
+  return n;
+}
+
+// Rails (one NIC per GPU, each under its GPU's root): the GPUs aligned by one alternative that
+// every GPU request shares (per-request alternatives could pick different NVLink sets).
+// Candidates: NVLink-complete shapes (no restriction), one clique by bus address, or one PCIe
+// root for all. Returns the shapes, or none.
+std::vector<const ShapeDevices*> PlanRails(const Request& r, int weakest, Plan& plan, std::size_t* best_rails) {
+  Request single = r;  // the GPUs' alignment, without the one-NIC-per-root condition
+  single.nic = false;
+  std::vector<Alternative> candidates;
+  for (const auto& c : Candidates(single, weakest, best_rails, best_rails, best_rails)) {
+    if (c.placement == Placement::kNvlink && !c.constraint) candidates.push_back(c);
+  }
+  if (weakest >= 1) {
+    Alternative pcie;
+    pcie.placement = Placement::kPcieRoot;
+    pcie.constraint = true;
+    candidates.push_back(pcie);
+  }
+  *best_rails = 0;
+  for (const auto* sd : r.enough) *best_rails = std::max(*best_rails, RailCount(*sd, r.q.at(sd)));
+  for (auto& c : candidates) {
+    std::vector<const ShapeDevices*> shapes;
+    bool safe = true;
+    for (const auto* sd : r.enough) {
+      OnShape o = Evaluate(single, *sd, c);
+      if (!o.safe) {
+        safe = false;
+        break;
+      }
+      bool fits = false;
+      if (c.constraint) {  // all GPUs and their NICs under one root
+        const auto nics = RdmaNicsByRoot(*sd);
+        const auto& d = sd->group->shape->derived;
+        for (const auto& [root, k] : nics) {
+          if (root < d.gpus_by_root.size() && std::min(Intersect(d.gpus_by_root[root], o.sel).size(), k) >= r.n) {
+            fits = true;
+          }
+        }
+      } else {
+        fits = o.useful && RailCount(*sd, o.sel) >= r.n;
+      }
+      if (fits) shapes.push_back(sd);
+    }
+    if (!safe || shapes.empty()) continue;
+    c.name = c.placement == Placement::kNvlink ? "nvlink-1" : "pcie-1";
+    if (!c.attr.empty()) c.restriction = InList("resource.kubernetes.io", c.attr, c.values);
+    plan.placement = c.placement;
+    plan.alternatives = {c};
+    plan.rails = true;
+    return shapes;
+  }
+  return {};
+}
+
+const char* ClassWords(int weakest) {
+  switch (weakest) {
+    case 0: return "pairwise NVLink-connected";
+    case 1: return "pairwise NVLink-connected or under one PCIe root";
+    default: return "pairwise NVLink-connected, under one PCIe root or on one NUMA node";
+  }
 }
 
 Result<Plan> PlanGpus(const std::string& what, int64_t count, bool nic, const std::string& interconnect,
                       const View& view, const Selectors& selectors, const policy::Policy& policy) {
   Plan plan;
   if (view.shapes.empty()) {
-    // No topology: the strongest placement, unchecked.
-    if (count >= 2 || nic) {
-      plan.placement = Placement::kPcieRoot;
-      plan.constraint = true;
-      plan.note = "no topology is loaded: the " + std::string(nic ? "GPUs and NIC" : "GPUs") +
-                  " are constrained to one PCIe root without checking that any node can provide that";
-    }
+    if (count < 2 && !nic) return plan;  // one GPU needs no topology
+    std::string why = "no topology is loaded for any node, so draguard cannot tell which GPUs" +
+                      std::string(nic ? " and NICs" : "") +
+                      " share NVLink, a PCIe root or a NUMA node. Provide the nodes' hwloc exports "
+                      "(`draguard topology export` on each node; draguard serve --topology-dir DIR or "
+                      "--topology-configmaps NAMESPACE, the chart's topology values; "
+                      "draguard convert --topology-dir DIR)";
+    if (!policy.mutation.allow_unaligned) return Status::FailedPrecondition(why);
+    plan.placement = Placement::kUnaligned;
+    plan.note = why + "; converted unaligned because the policy sets mutation.unaligned: allow";
     return plan;
   }
   Request r(what, static_cast<std::size_t>(count), nic, view);
@@ -337,8 +477,42 @@ Result<Plan> PlanGpus(const std::string& what, int64_t count, bool nic, const st
     r.RestrictTo(plan, r.enough);
     return plan;
   }
-  if (interconnect == "nvlink") return PlanNvlink(r, std::move(plan));
-  return PlanAligned(r, std::move(plan), policy);
+  const int weakest = WeakestClass(interconnect.empty() || interconnect == "any" ? policy.mutation.interconnect
+                                                                                 : interconnect);
+  std::size_t best_link = 0, best_root = 0, best_numa = 0;
+  std::vector<Alternative> candidates = Candidates(r, weakest, &best_link, &best_root, &best_numa);
+  std::vector<const ShapeDevices*> shapes = Choose(r, candidates, plan);
+  if (!plan.alternatives.empty()) {
+    r.RestrictTo(plan, shapes);
+    return plan;
+  }
+  std::size_t best_rails = 0;
+  if (r.nic && r.n >= 2) {
+    if (2 * r.n > kMaxRequests) {
+      return Status::FailedPrecondition(std::to_string(r.n) + " GPUs with one RDMA NIC each need " +
+                                        std::to_string(2 * r.n) + " requests; a claim holds at most 32");
+    }
+    shapes = PlanRails(r, weakest, plan, &best_rails);
+    if (!plan.alternatives.empty()) {
+      r.RestrictTo(plan, shapes);
+      return plan;
+    }
+  }
+  std::string why = "no node can place " + std::to_string(r.n) + " GPUs matching " + r.what + " " +
+                    (r.n < 2 ? "" : ClassWords(weakest)) +
+                    (r.nic ? std::string(r.n < 2 ? "" : ", ") + "with an RDMA NIC under their PCIe root" : "") +
+                    "; at most " + std::to_string(best_link) + " NVLink-connected, " + std::to_string(best_root) +
+                    " under one PCIe root" + (r.nic ? " with an RDMA NIC" : "") +
+                    (r.nic ? ", " + std::to_string(best_rails) + " with an RDMA NIC each under its own root"
+                           : ", " + std::to_string(best_numa) + " on one NUMA node") +
+                    " (" +
+                    DescribeShape(*r.best_shape->group) + ")";
+  if (weakest < 2) why += "; draguard.io/interconnect or mutation.interconnect accepts weaker placements";
+  if (!policy.mutation.allow_unaligned) return Status::FailedPrecondition(why);
+  plan.placement = Placement::kUnaligned;
+  plan.note = why + "; placed unaligned because the policy sets mutation.unaligned: allow";
+  r.RestrictTo(plan, r.enough);
+  return plan;
 }
 
 }  // namespace
@@ -380,55 +554,32 @@ Result<Plan> PlanEntry(const std::string& who, const RequestProfile& p, bool nic
 }
 
 void NodeRestriction::Add(const Plan& plan) {
-  auto intersect = [](auto& acc, const auto& more) {
-    if (!more) return;
-    if (!acc) {
-      acc = *more;
-      return;
-    }
-    std::decay_t<decltype(*acc)> both;
-    std::set_intersection(acc->begin(), acc->end(), more->begin(), more->end(), std::inserter(both, both.end()));
-    acc = std::move(both);
-  };
-  intersect(shapes, plan.shapes);
-  intersect(nodes, plan.nodes);
+  if (!plan.shapes) return;
+  if (!shapes) {
+    shapes = *plan.shapes;
+    return;
+  }
+  std::set<std::size_t> both;
+  std::set_intersection(shapes->begin(), shapes->end(), plan.shapes->begin(), plan.shapes->end(),
+                        std::inserter(both, both.end()));
+  shapes = std::move(both);
 }
 
 Status ResolveRestriction(const NodeRestriction& where, const View& view, const policy::Policy& policy,
                           GeneratedTemplate* out) {
-  // Named nodes (NVLink cliques) of the allowed shapes, else shapes.
-  std::optional<std::set<std::string>> nodes = where.nodes;
-  const auto& shapes = where.shapes;
-  if (nodes && shapes) {
-    std::set<std::string> kept;
-    for (const auto& name : *nodes) {
-      const topology::NodeTopology* node = view.snapshot->Find(name);
-      for (std::size_t i : *shapes) {
-        if (node != nullptr && node->shape == view.shapes[i].group->shape) kept.insert(name);
-      }
-    }
-    nodes = std::move(kept);
-  }
+  if (!where.shapes) return Status::Ok();
   std::size_t restricted_nodes = 0;
-  if (nodes) {
-    restricted_nodes = nodes->size();
-  } else if (shapes) {
-    for (std::size_t i : *shapes) restricted_nodes += view.shapes[i].group->nodes.size();
-  }
-  if ((nodes || shapes) && restricted_nodes == 0) {
+  for (std::size_t i : *where.shapes) restricted_nodes += view.shapes[i].group->nodes.size();
+  if (restricted_nodes == 0) {
     return Status::FailedPrecondition("no single node can place every converted container's devices together");
   }
-  if (nodes) {
-    out->nodes.assign(nodes->begin(), nodes->end());
-  } else if (shapes) {
-    for (std::size_t i : *shapes) out->shapes.push_back(view.shapes[i].group->shape->fingerprint);
-    std::sort(out->shapes.begin(), out->shapes.end());
-    if (restricted_nodes <= policy.mutation.hostname_affinity_limit) {
-      for (std::size_t i : *shapes) {
-        out->nodes.insert(out->nodes.end(), view.shapes[i].group->nodes.begin(), view.shapes[i].group->nodes.end());
-      }
-      std::sort(out->nodes.begin(), out->nodes.end());
+  for (std::size_t i : *where.shapes) out->shapes.push_back(view.shapes[i].group->shape->fingerprint);
+  std::sort(out->shapes.begin(), out->shapes.end());
+  if (restricted_nodes <= policy.mutation.hostname_affinity_limit) {
+    for (std::size_t i : *where.shapes) {
+      out->nodes.insert(out->nodes.end(), view.shapes[i].group->nodes.begin(), view.shapes[i].group->nodes.end());
     }
+    std::sort(out->nodes.begin(), out->nodes.end());
   }
   return Status::Ok();
 }

@@ -47,36 +47,41 @@ struct View {
 /// The view of `snap` (null: no topology), built on first use and kept with the snapshot.
 std::shared_ptr<const View> GetView(const topology::Snapshot* snap, const policy::Policy& policy);
 
-/// One firstAvailable alternative: a selector restriction and the nodes where it is valid.
+/// One way to place an entry's GPUs: the template's `exactly` when it is the only one, else one
+/// firstAvailable subrequest. Every alternative is aligned on every node the Pod may use.
 struct Alternative {
-  std::string name;                    ///< "numa-1", "nvlink-1"
-  std::string restriction;             ///< extra selector
-  std::vector<std::string> values;     ///< roots or UUIDs, for matching and messages
-  std::size_t fit = 0;                 ///< qualifying GPUs it offers (smaller = tighter)
-  std::set<std::string> nodes;         ///< NVLink: the node it names
-  std::set<const ShapeDevices*> from;  ///< NUMA: the shapes it was derived from
+  std::string name;                         ///< "nvlink-1", "pcie-1", "numa-1" (its class and rank)
+  Placement placement = Placement::kNone;   ///< the class every allocation it allows has
+  bool constraint = false;                  ///< pcieRoot matchAttribute over its GPUs (and the NIC)
+  std::string attr;                         ///< restricted resource.kubernetes.io attribute; "" = none
+  std::vector<std::string> values;          ///< allowed values of `attr` (ascending)
+  std::string restriction;                  ///< the extra selector; "" = none
+  std::size_t fit = 0;                      ///< qualifying GPUs it offers on its tightest shape
 };
 
 /// The placement of one entry of a claim profile.
 struct Plan {
-  Placement placement = Placement::kNone;  ///< how the devices are placed
-  std::vector<Alternative> alternatives;   ///< kNuma / kNvlink with cliques
-  bool constraint = false;                 ///< pcieRoot matchAttribute over the entry's requests
+  Placement placement = Placement::kNone;  ///< the strongest (first) alternative's class
+  /// Empty: one device or unaligned (plain `exactly`); one: `exactly` with its restriction and
+  /// constraint; more: firstAvailable in this order.
+  std::vector<Alternative> alternatives;
+  /// Rails: N single-GPU requests, each with an RDMA NIC under its root; the GPUs share
+  /// `alternatives[0]`'s restriction (and are pairwise NVLink-connected or on one root).
+  bool rails = false;
   std::optional<std::set<std::size_t>> shapes;  ///< restriction to View::shapes indexes; nullopt = any
-  std::optional<std::set<std::string>> nodes;   ///< restriction to named nodes (NVLink cliques)
   std::string note;                        ///< for warnings
 };
 
 /// Plans a full-GPU or shared entry `p` whose selectors are `selectors` (with an RDMA NIC when
-/// `nic`). Fails when the selectors do not compile, or when no node can place the devices as
-/// required: then the message starts with `who` ("request \"gpu\" (2x full GPU >= 1Gi)").
+/// `nic`). `interconnect` is the weakest class accepted ("auto", "nvlink", "pcie", "numa").
+/// Fails when the selectors do not compile, or when no node can place the devices as required:
+/// then the message starts with `who` ("request \"gpu\" (2x full GPU >= 1Gi)").
 Result<Plan> PlanEntry(const std::string& who, const RequestProfile& p, bool nic, const std::string& interconnect,
                        const std::vector<std::string>& selectors, const View& view, const policy::Policy& policy);
 
 /// Where a Pod using the template may run: the intersection of its entries' restrictions.
 struct NodeRestriction {
   std::optional<std::set<std::size_t>> shapes;  ///< View::shapes indexes; nullopt = any
-  std::optional<std::set<std::string>> nodes;   ///< node names; nullopt = any
   /// Narrows the restriction to what `plan` allows as well.
   void Add(const Plan& plan);
 };

@@ -105,6 +105,7 @@ Status ReadContainer(const Json& container, const PodSettings& pod, const policy
   prof.latency_sensitive = pod.latency_sensitive;
   int kinds = 0;
   std::optional<uint64_t> hami_mib;
+  std::vector<std::string> soft;  // HAMi soft shares, dropped
   for (const auto& [name, value] : entries) {
     const std::string what = who + " " + name;
     if (name == "nvidia.com/gpu" || name == "nvidia.com/gpu.shared") {
@@ -140,8 +141,7 @@ Status ReadContainer(const Json& container, const PodSettings& pod, const policy
       if (!mib.ok()) return mib.status();
       hami_mib = *mib;
     } else if (name == "nvidia.com/gpucores" || name == "nvidia.com/gpumem-percentage") {
-      notes->push_back(who + ": " + name + " (a soft share of one GPU) has no DRA equivalent and was dropped; the "
-                                          "container gets whole GPUs");
+      soft.push_back(name);
     } else {
       return Status::FailedPrecondition(what + " has no DRA equivalent draguard can generate. Fix: request the "
                                                "device through a ResourceClaimTemplate");
@@ -150,6 +150,16 @@ Status ReadContainer(const Json& container, const PodSettings& pod, const policy
   if (kinds > 1) {
     return Status::FailedPrecondition(who + " mixes several legacy GPU kinds (full, MIG, shared); split it or "
                                             "write its ResourceClaim explicitly");
+  }
+  const bool mig = kinds > 0 && prof.kind == RequestProfile::Kind::kMig;
+  for (const auto& name : soft) {
+    notes->push_back(who + ": " + name + " (a soft share of one GPU) has no DRA equivalent and was dropped; the " +
+                     (mig ? "container gets the whole MIG device (" + prof.mig_profile + ")"
+                          : std::string(kinds > 0 ? "container gets whole GPUs" : "container asks for no GPU")));
+  }
+  if (mig && hami_mib) {
+    notes->push_back(who + ": nvidia.com/gpumem (" + std::to_string(*hami_mib) +
+                     " MiB) was dropped: the MIG profile " + prof.mig_profile + " fixes the device's memory");
   }
   if (kinds == 0) return Status::Ok();  // only zero counts or dropped soft limits
   if (prof.kind != RequestProfile::Kind::kMig) {
@@ -287,8 +297,9 @@ Result<ClaimProfile> ProfilePod(const admission::Json& pod, const policy::Policy
   DRAGUARD_RETURN_IF_ERROR(ReadGpuSettings(ann, policy, &settings));
   DRAGUARD_RETURN_IF_ERROR(ReadMpsSettings(ann, policy, &settings));
   if (const std::string* i = Annotation(ann, kInterconnectAnnotation)) {
-    if (*i != "nvlink" && *i != "pcie" && *i != "any") {
-      return Status::InvalidArgument(std::string(kInterconnectAnnotation) + " \"" + *i + "\" must be nvlink, pcie or any");
+    if (*i != "auto" && *i != "nvlink" && *i != "pcie" && *i != "numa" && *i != "any") {
+      return Status::InvalidArgument(std::string(kInterconnectAnnotation) + " \"" + *i +
+                                     "\" must be auto, nvlink, pcie, numa or any");
     }
     out.interconnect = *i;
   }

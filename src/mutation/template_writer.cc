@@ -81,10 +81,15 @@ Json NicRequest(const std::string& name, const policy::Policy& policy) {
             {"selectors", Json::array({{{"cel", {{"expression", internal::NicSelector(policy)}}}}})}}}};
 }
 
-// The GPU request: `exactly`, or one firstAvailable alternative per planned alternative.
+// The GPU request: `exactly` (with the only alternative's restriction), or one firstAvailable
+// subrequest per planned alternative.
 Json GpuRequest(const std::string& name, Json exactly, const Json& selectors, const internal::Plan& plan) {
-  if (plan.alternatives.empty()) {
-    exactly["selectors"] = selectors;
+  if (plan.alternatives.size() <= 1) {
+    Json sel = selectors;
+    if (!plan.alternatives.empty() && !plan.alternatives[0].restriction.empty()) {
+      sel.push_back({{"cel", {{"expression", plan.alternatives[0].restriction}}}});
+    }
+    exactly["selectors"] = sel;
     return {{"name", name}, {"exactly", exactly}};
   }
   Json alts = Json::array();
@@ -92,7 +97,7 @@ Json GpuRequest(const std::string& name, Json exactly, const Json& selectors, co
     Json sub = exactly;
     sub["name"] = alt.name;
     Json sel = selectors;
-    sel.push_back({{"cel", {{"expression", alt.restriction}}}});
+    if (!alt.restriction.empty()) sel.push_back({{"cel", {{"expression", alt.restriction}}}});
     sub["selectors"] = sel;
     alts.push_back(sub);
   }
@@ -116,20 +121,32 @@ Json MpsConfig(const std::string& request, const RequestProfile& p) {
 
 // The placement in words, appended to the profile's description.
 std::string PlacementWords(const internal::Plan& plan, bool nic) {
+  const std::string with_nic = nic ? " with 1 RDMA NIC" : "";
+  std::string first;
+  const internal::Alternative* a = plan.alternatives.empty() ? nullptr : &plan.alternatives.front();
   switch (plan.placement) {
-    case Placement::kPcieRoot:
-      return nic ? ", same PCIe root as 1 RDMA NIC" : ", same PCIe root";
-    case Placement::kNuma:
-      return ", NUMA-local (" + std::to_string(plan.alternatives.size()) + " PCIe root set" +
-             (plan.alternatives.size() == 1 ? ")" : "s, first available)");
     case Placement::kNvlink:
-      return ", NVLink-connected";
+      first = a != nullptr && a->constraint ? ", NVLink-connected on one PCIe root" + with_nic : ", NVLink-connected";
+      break;
+    case Placement::kPcieRoot:
+      first = nic ? ", same PCIe root as 1 RDMA NIC" : ", same PCIe root";
+      break;
+    case Placement::kNuma:
+      first = ", NUMA-local";
+      break;
     case Placement::kUnaligned:
       return ", unaligned";
     case Placement::kNone:
       return nic ? " + 1 RDMA NIC" : "";
   }
-  return "";
+  if (plan.alternatives.size() > 1) {
+    std::set<Placement> classes;
+    for (const auto& alt : plan.alternatives) classes.insert(alt.placement);
+    if (classes.count(Placement::kPcieRoot) && plan.placement != Placement::kPcieRoot) first += ", else same PCIe root";
+    if (classes.count(Placement::kNuma) && plan.placement != Placement::kNuma) first += ", else NUMA-local";
+    first += ", " + std::to_string(plan.alternatives.size()) + " alternatives first available";
+  }
+  return first;
 }
 
 std::string Join(const std::vector<std::string>& items, const char* separator) {
@@ -218,17 +235,45 @@ class Writer {
     if (!plan.ok()) return plan.status();
     if (!plan->note.empty()) out_.notes.push_back("request \"" + request + "\": " + plan->note);
     where_.Add(*plan);
+    if (plan->rails) return AddRails(request, p, std::move(exactly), selectors, *plan, words);
     requests_.push_back(GpuRequest(request, std::move(exactly), selectors, *plan));
     std::vector<std::string> covered = {request};
     if (nic) {
       requests_.push_back(NicRequest(request + "-nic", policy_));
       covered.push_back(request + "-nic");
     }
-    if (plan->constraint) constraints_.push_back({{"requests", covered}, {"matchAttribute", kPcieRootAttr}});
-    nvlink_ = nvlink_ || plan->placement == Placement::kNvlink;
+    for (const auto& alt : plan->alternatives) {
+      if (!alt.constraint) continue;
+      Json reqs = covered;
+      if (plan->alternatives.size() > 1) reqs[0] = request + "/" + alt.name;
+      constraints_.push_back({{"requests", reqs}, {"matchAttribute", kPcieRootAttr}});
+    }
+    for (const auto& alt : plan->alternatives) nvlink_ = nvlink_ || alt.placement == Placement::kNvlink;
     words += PlacementWords(*plan, nic);
     if (p.kind == RequestProfile::Kind::kShared) configs_.push_back(MpsConfig(request, p));
     return plan->placement;
+  }
+
+  // Rails: one single-GPU request and one NIC request per GPU ("gpu-rail-0", "gpu-rail-0-nic",
+  // ...), each pair on one PCIe root; the GPUs share the plan's restriction (NVLink) or one root.
+  Result<Placement> AddRails(const std::string& request, const RequestProfile& p, Json exactly, const Json& selectors,
+                             const internal::Plan& plan, std::string& words) {
+    exactly["count"] = 1;
+    Json gpus = Json::array();
+    for (int64_t i = 0; i < p.count; ++i) {
+      const std::string name = request + "-rail-" + std::to_string(i);
+      internal::Plan one = plan;
+      requests_.push_back(GpuRequest(name, exactly, selectors, one));
+      requests_.push_back(NicRequest(name + "-nic", policy_));
+      constraints_.push_back({{"requests", {name, name + "-nic"}}, {"matchAttribute", kPcieRootAttr}});
+      gpus.push_back(name);
+    }
+    if (plan.alternatives[0].constraint) constraints_.push_back({{"requests", gpus}, {"matchAttribute", kPcieRootAttr}});
+    nvlink_ = nvlink_ || plan.placement == Placement::kNvlink;
+    out_.whole_claim = true;
+    words += std::string(plan.placement == Placement::kNvlink ? ", NVLink-connected" : ", same PCIe root") +
+             ", rails: 1 RDMA NIC per GPU on its PCIe root";
+    return plan.placement;
   }
 
   // The claims' metadata: draguard's label, the latency-sensitive class labels, the interconnect.

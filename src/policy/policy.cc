@@ -200,8 +200,9 @@ Status ParseCatalogueProfile(const Parser& p, const YAML::Node& n, const std::st
   }
   if (auto v = n["interconnect"]) {
     DRAGUARD_RETURN_IF_ERROR(p.String(v, path + ".interconnect", &out->interconnect));
-    if (out->interconnect != "pcie" && out->interconnect != "nvlink" && out->interconnect != "any") {
-      return p.Error(v, path + ".interconnect", "must be pcie, nvlink or any");
+    if (out->interconnect != "auto" && out->interconnect != "pcie" && out->interconnect != "nvlink" &&
+        out->interconnect != "numa" && out->interconnect != "any") {
+      return p.Error(v, path + ".interconnect", "must be auto, nvlink, pcie, numa or any");
     }
   }
   if (auto v = n["latencySensitive"]) {
@@ -214,7 +215,8 @@ Status ParseMutation(const Parser& p, const YAML::Node& n, MutationConfig* m) {
   DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(n, "mutation"));
   DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(n, "mutation",
                                        {"enabled", "templates", "defaultMemory", "shared", "mps", "nic",
-                                        "unaligned", "hostnameAffinityLimit", "apiTimeoutMs", "catalogue"}));
+                                        "unaligned", "interconnect", "hostnameAffinityLimit", "apiTimeoutMs",
+                                        "catalogue"}));
   if (auto e = n["enabled"]) DRAGUARD_RETURN_IF_ERROR(p.Bool(e, "mutation.enabled", &m->enabled));
   if (auto t = n["templates"]) {
     DRAGUARD_RETURN_IF_ERROR(p.Enum<TemplateMode>(
@@ -257,6 +259,13 @@ Status ParseMutation(const Parser& p, const YAML::Node& n, MutationConfig* m) {
     int allow = 0;
     DRAGUARD_RETURN_IF_ERROR(p.Enum<int>(v, "mutation.unaligned", {{"deny", 0}, {"allow", 1}}, &allow));
     m->allow_unaligned = allow == 1;
+  }
+  if (auto v = n["interconnect"]) {
+    DRAGUARD_RETURN_IF_ERROR(p.String(v, "mutation.interconnect", &m->interconnect));
+    if (m->interconnect != "auto" && m->interconnect != "nvlink" && m->interconnect != "pcie" &&
+        m->interconnect != "numa") {
+      return p.Error(v, "mutation.interconnect", "must be auto, nvlink, pcie or numa");
+    }
   }
   if (auto v = n["hostnameAffinityLimit"]) {
     int64_t limit = 0;
@@ -396,7 +405,7 @@ Result<Policy> ParseDocument(const YAML::Node& root, const Parser& p) {
       const YAML::Node& e = n[i];
       std::string path = "customResources[" + std::to_string(i) + "]";
       DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(e, path));
-      DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(e, path, {"group", "kind", "podTemplates", "containers"}));
+      DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(e, path, {"group", "kind", "podTemplates", "containers", "containerClaims"}));
       CustomResource cr;
       if (!e["group"]) return p.Error(e, path + ".group", "is required");
       if (!e["kind"]) return p.Error(e, path + ".kind", "is required");
@@ -408,6 +417,12 @@ Result<Policy> ParseDocument(const YAML::Node& root, const Parser& p) {
       }
       if (auto c = e["containers"]) {
         DRAGUARD_RETURN_IF_ERROR(p.StringList(c, path + ".containers", &cr.containers));
+      }
+      if (auto c = e["containerClaims"]) {
+        DRAGUARD_RETURN_IF_ERROR(p.String(c, path + ".containerClaims", &cr.container_claims));
+        if (cr.container_claims != "parent" && cr.container_claims != "none") {
+          return p.Error(c, path + ".containerClaims", "must be parent or none");
+        }
       }
       for (const auto* list : {&cr.pod_templates, &cr.containers}) {
         for (const auto& tp : *list) {
@@ -555,10 +570,12 @@ std::vector<CustomResource> DefaultCustomResources() {
        {"spec.leaderWorkerTemplate.leaderTemplate", "spec.leaderWorkerTemplate.workerTemplate"}, {}},
       {"jobset.x-k8s.io", "JobSet", {"spec.replicatedJobs[].template.spec.template"}, {}},
       {"serving.kserve.io", "InferenceService", {"spec.predictor", "spec.transformer", "spec.explainer"},
-       kserve_containers},
+       kserve_containers, "parent"},
       {"serving.kserve.io", "LLMInferenceService",
        {"spec.template", "spec.worker", "spec.prefill.template", "spec.prefill.worker"}, {}},
       {"batch.volcano.sh", "Job", {"spec.tasks[].template"}, {}},
+      // NIM Operator: spec.resources of the NIMService; no pod-level claims draguard could write.
+      {"apps.nvidia.com", "NIMService", {}, {"spec"}},
   };
 }
 

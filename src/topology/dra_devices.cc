@@ -80,7 +80,36 @@ std::vector<SimulatedDevice> SimulateDraDevices(const NodeTopology& node) {
       d.unknown.push_back(dom + "/memory");
     }
     for (const char* a : kNeverInExport) d.unknown.emplace_back(a);
-    out.push_back(std::move(d));
+    if (g.mig_mode != MigMode::kEnabled) {
+      out.push_back(std::move(d));
+      continue;
+    }
+    // MIG enabled: the driver publishes the GPU's configured instances instead of the full GPU.
+    for (const MigInstance& m : g.mig_instances) {
+      SimulatedDevice mig;
+      mig.name = d.name + "-mig-" + std::to_string(m.profile_id) + "-" + std::to_string(m.placement_start) + "-" +
+                 std::to_string(m.placement_size);
+      mig.gpu_index = i;
+      mig.driver = d.driver;
+      mig.mig_instance = &m - g.mig_instances.data();
+      mig.attributes.push_back({dom, "type", std::string("mig")});
+      mig.attributes.push_back({dom, "profile", m.profile});
+      if (auto uuid = node.GpuUuid(i)) {
+        mig.attributes.push_back({dom, "parentUUID", std::string(*uuid)});
+      } else {
+        mig.unknown.push_back(dom + "/parentUUID");
+      }
+      if (!g.model.empty()) mig.attributes.push_back({dom, "productName", g.model});
+      if (const std::string& root = s.PcieRootId(g); !root.empty()) {
+        mig.attributes.push_back({"resource.kubernetes.io", "pcieRoot", root});
+      } else {
+        mig.unknown.push_back("resource.kubernetes.io/pcieRoot");
+      }
+      mig.capacity.push_back({dom, "memory", m.memory_bytes, "NVIDIAMIGGPUInstance"});
+      mig.unknown.push_back(dom + "/uuid");  // MIG device UUIDs exist per compute instance only
+      for (const char* a : kNeverInExport) mig.unknown.emplace_back(a);
+      out.push_back(std::move(mig));
+    }
   }
   return out;
 }

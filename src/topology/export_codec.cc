@@ -64,6 +64,7 @@ class Reader {
     return true;
   }
   bool done() const { return ok_ && pos_ == in_.size(); }
+  bool at_end() const { return pos_ == in_.size(); }
   bool ok() const { return ok_; }
 
  private:
@@ -77,6 +78,7 @@ class Reader {
 };
 
 constexpr uint64_t kMagic = 0x31304f5047524447ull;  // "GDRGPO01"
+constexpr uint64_t kMigSection = 0x47494dull;         // "MIG"
 
 void WriteIc(Writer& w, const Interconnect& ic) {
   w.Str(ic.source);
@@ -158,6 +160,44 @@ void WriteShape(Writer& w, const Shape& s) {
   }
   WriteIc(w, s.nvlink);
   WriteIc(w, s.xgmi);
+  // MIG: only when an export records it, so the encoding (and fingerprint) of every other shape
+  // stays what it was.
+  bool mig = false;
+  for (const Gpu& g : s.gpus) mig = mig || g.mig_mode != MigMode::kUnknown;
+  if (!mig) return;
+  w.U64(kMigSection);
+  for (const Gpu& g : s.gpus) {
+    w.U64(static_cast<uint64_t>(g.mig_mode));
+    w.U64(g.mig_instances.size());
+    for (const MigInstance& m : g.mig_instances) {
+      w.Str(m.profile);
+      w.U64(m.id);
+      w.U64(m.profile_id);
+      w.U64(m.slices);
+      w.U64(m.memory_bytes);
+      w.U64(m.placement_start);
+      w.U64(m.placement_size);
+    }
+  }
+}
+
+bool ReadMig(Reader& r, Shape& s) {
+  uint64_t marker = 0;
+  if (!r.U64(marker) || marker != kMigSection) return false;
+  for (Gpu& g : s.gpus) {
+    uint64_t mode = 0;
+    size_t n = 0;
+    if (!r.U64(mode) || mode > 2 || !r.Count(n)) return false;
+    g.mig_mode = static_cast<MigMode>(mode);
+    g.mig_instances.resize(n);
+    for (MigInstance& m : g.mig_instances) {
+      if (!r.Str(m.profile) || !r.Num(m.id) || !r.Num(m.profile_id) || !r.Num(m.slices) || !r.U64(m.memory_bytes) ||
+          !r.Num(m.placement_start) || !r.Num(m.placement_size)) {
+        return false;
+      }
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -212,7 +252,7 @@ Result<ParsedExport> DecodeExport(std::string_view bytes) {
     size_t devs = 0;
     if (!r.Str(g.pci_bus_id) || !r.U64(vendor) || !r.Num(g.vendor_id) || !r.Num(g.device_id) || !r.Num(g.pci_class) ||
         !r.Str(g.model) || !r.U64(has_mem) || !r.U64(mem) || !r.U64(src) || !r.U64(has_sm) || !r.U64(sm) ||
-        !r.Num(g.pcie_root) || !r.Idx(g.numa_nodes) || !r.Count(devs) || vendor > 1 || src > 3) {
+        !r.Num(g.pcie_root) || !r.Idx(g.numa_nodes) || !r.Count(devs) || vendor > 1 || src > 4) {
       return bad();
     }
     g.vendor = static_cast<GpuVendor>(vendor);
@@ -236,7 +276,9 @@ Result<ParsedExport> DecodeExport(std::string_view bytes) {
     x.rdma = rdma != 0;
     if (x.pcie_root != kNoIndex && x.pcie_root >= s.pcie_roots.size()) return bad();
   }
-  if (!ReadIc(r, s.nvlink, s.gpus.size()) || !ReadIc(r, s.xgmi, s.gpus.size()) || !r.done()) return bad();
+  if (!ReadIc(r, s.nvlink, s.gpus.size()) || !ReadIc(r, s.xgmi, s.gpus.size())) return bad();
+  if (r.ok() && !r.at_end() && !ReadMig(r, s)) return bad();
+  if (!r.done()) return bad();
   if (p.gpu_uuids.size() != s.gpus.size()) return bad();
   FinalizeShape(s);
   return p;

@@ -33,6 +33,7 @@ json NodeJson(const NodeTopology& n) {
   o["node"] = n.name;
   o["source"] = n.source;
   o["hwlocVersion"] = OrNull(n.hwloc_version);
+  o["shape"] = s.fingerprint;  // the node's draguard.io/topology-shape label value
   json numa = json::array();
   for (const NumaNode& m : s.numa_nodes) {
     numa.push_back({{"osIndex", m.os_index}, {"memoryBytes", m.memory_bytes}, {"cpus", m.cpus}});
@@ -93,12 +94,16 @@ std::string FormatJson(const Snapshot& snapshot, std::string_view node) {
 
 std::string FormatTable(const Snapshot& snapshot, std::string_view node) {
   std::ostringstream out;
-  out << std::left << std::setw(24) << "NODE" << " " << std::setw(13) << "PCI" << " " << std::setw(28) << "MODEL" << " "
+  out << std::left << std::setw(24) << "NODE" << " " << std::setw(16) << "SHAPE" << " " << std::setw(13) << "PCI" << " " << std::setw(28) << "MODEL" << " "
       << std::setw(9) << "MEMORY" << " " << std::setw(11) << "PCIE-ROOT" << " " << std::setw(6) << "NUMA" << " "
       << std::setw(24) << "LOCAL-NICS" << " " << "NVLINK-PEERS\n";
   for (const auto& n : snapshot.nodes()) {
     if (!node.empty() && n->name != node) continue;
     const Shape& s = *n->shape;
+    if (s.gpus.empty()) {  // still one line, so that every node's shape is listed
+      out << std::left << std::setw(24) << n->name << " " << std::setw(16) << s.fingerprint << " " << std::setw(13)
+          << "-" << " " << std::setw(28) << "(no GPUs)" << "\n";
+    }
     for (uint32_t i = 0; i < s.gpus.size(); ++i) {
       const Gpu& g = s.gpus[i];
       std::string mem = g.memory_bytes ? std::to_string(*g.memory_bytes >> 20) + "Mi" : "-";
@@ -113,7 +118,8 @@ std::string FormatTable(const Snapshot& snapshot, std::string_view node) {
       }
       if (peers.empty()) peers = "-";
       std::string root = s.PcieRootId(g);
-      out << std::left << std::setw(24) << n->name << " " << std::setw(13) << g.pci_bus_id << " " << std::setw(28)
+      out << std::left << std::setw(24) << n->name << " " << std::setw(16) << s.fingerprint << " " << std::setw(13)
+          << g.pci_bus_id << " " << std::setw(28)
           << (g.model.empty() ? "-" : g.model.substr(0, 28)) << " " << std::setw(9) << mem << " " << std::setw(11)
           << (root.empty() ? "-" : root) << " " << std::setw(6) << JoinIndexes(g.numa_nodes) << " " << std::setw(24)
           << (nics.empty() ? "-" : nics) << " " << peers << "\n";

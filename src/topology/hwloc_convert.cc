@@ -109,10 +109,74 @@ std::unordered_map<uint64_t, uint32_t> ConvertRoots(const RawTopology& raw, Shap
   return root_by_gp;
 }
 
+// One NVIDIAMIGGPUInstance value ("profile=1g.10gb id=1 profile_id=19 slices=1 memory_mib=9856
+// placement=6:1"); nullopt when a field is missing or malformed.
+std::optional<MigInstance> ParseMigInstance(const std::string& v) {
+  MigInstance m;
+  std::optional<uint32_t> id, profile_id, slices, mib, start, size;
+  size_t pos = 0;
+  while (pos < v.size()) {
+    size_t end = v.find(' ', pos);
+    if (end == std::string::npos) end = v.size();
+    const std::string tok = v.substr(pos, end - pos);
+    pos = end + 1;
+    const size_t eq = tok.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = tok.substr(0, eq), val = tok.substr(eq + 1);
+    if (key == "profile") {
+      m.profile = val;
+    } else if (key == "id") {
+      id = ParseU32(val);
+    } else if (key == "profile_id") {
+      profile_id = ParseU32(val);
+    } else if (key == "slices") {
+      slices = ParseU32(val);
+    } else if (key == "memory_mib") {
+      mib = ParseU32(val);
+    } else if (key == "placement") {
+      const size_t colon = val.find(':');
+      if (colon != std::string::npos) {
+        start = ParseU32(val.substr(0, colon));
+        size = ParseU32(val.substr(colon + 1));
+      }
+    }
+  }
+  if (m.profile.empty() || m.profile.size() > 64 || !id || !profile_id || !slices || !mib || !start || !size) {
+    return std::nullopt;
+  }
+  m.id = *id;
+  m.profile_id = *profile_id;
+  m.slices = *slices;
+  m.memory_bytes = static_cast<uint64_t>(*mib) << 20;
+  m.placement_start = *start;
+  m.placement_size = *size;
+  return m;
+}
+
+// MIG mode and GPU instances from the infos of an nvml OS device (the first one that has them).
+void ReadMig(const RawInfos& infos, Gpu& g) {
+  if (g.mig_mode != MigMode::kUnknown) return;
+  const std::string mode = Info(infos, "NVIDIAMIGMode");
+  if (mode == "Enabled") {
+    g.mig_mode = MigMode::kEnabled;
+  } else if (mode == "Disabled") {
+    g.mig_mode = MigMode::kDisabled;
+  } else {
+    return;
+  }
+  constexpr size_t kMaxInstances = 64;
+  for (const auto& [k, v] : infos) {
+    if (k != "NVIDIAMIGGPUInstance" || g.mig_instances.size() >= kMaxInstances) continue;
+    if (auto m = ParseMigInstance(v)) g.mig_instances.push_back(std::move(*m));
+  }
+  std::sort(g.mig_instances.begin(), g.mig_instances.end(),
+            [](const MigInstance& a, const MigInstance& b) { return a.id < b.id; });
+}
+
 // What the OS devices of one GPU say, per family.
 struct GpuOsInfo {
   std::string model_nvml, model_cuda, model_rsmi, model_opencl;
-  std::optional<uint64_t> mem_cuda, mem_rsmi, mem_opencl;
+  std::optional<uint64_t> mem_cuda, mem_rsmi, mem_opencl, mem_nvml;
   std::string uuid_nvml, uuid_rsmi;
   uint32_t rsmi_count = 0;
 };
@@ -132,6 +196,8 @@ void ReadGpuOsDevices(const RawTopology& raw, const RawPciDevice& pci, Gpu& g, G
       case OsDevKind::kNvml:
         if (info.model_nvml.empty()) info.model_nvml = Info(c.infos, "GPUModel");
         if (info.uuid_nvml.empty()) info.uuid_nvml = Info(c.infos, "NVIDIAUUID");
+        if (!info.mem_nvml) info.mem_nvml = KibToBytes(Info(c.infos, "NVMLTotalMemorySize"));
+        ReadMig(c.infos, g);
         break;
       case OsDevKind::kRsmi:
         ++info.rsmi_count;
@@ -173,6 +239,9 @@ Gpu ConvertGpu(const RawTopology& raw, const RawPciDevice& p, uint32_t pcie_root
   if (info.mem_cuda) {
     g.memory_bytes = info.mem_cuda;
     g.memory_source = MemorySource::kCudaGlobalMemory;
+  } else if (info.mem_nvml) {
+    g.memory_bytes = info.mem_nvml;
+    g.memory_source = MemorySource::kNvmlTotalMemory;
   } else if (info.mem_rsmi) {
     g.memory_bytes = info.mem_rsmi;
     g.memory_source = MemorySource::kRsmiVram;

@@ -69,6 +69,7 @@ const char* MemorySourceName(MemorySource source) {
     case MemorySource::kCudaGlobalMemory: return "CUDAGlobalMemorySize";
     case MemorySource::kRsmiVram: return "RSMIVRAMSize";
     case MemorySource::kOpenClGlobalMemory: return "OpenCLGlobalMemorySize";
+    case MemorySource::kNvmlTotalMemory: return "NVMLTotalMemorySize";
     case MemorySource::kUnknown: break;
   }
   return "";

@@ -82,6 +82,9 @@ const char* const kMinsky = "hwloc_ibm-power8-minsky_2s_4xP100-SXM2_nvlink-gpu-c
 const char* const kPascal = "llnl_pascal_relion-x1904gt_2s-e5-2695v4_2xP100-PCIe_cuda-nvml-opencl.xml";
 // K40m + M2075 (+ an AMD GPU) with the IB NIC under the same host bridge as two of them.
 const char* const kX9drg = "hwloc_supermicro-x9drg_2s-e5-2650_K40m+M2075+R9_mlx5_normalio.xml";
+// Synthetic 4x H100 SXM (XE8640 class): every GPU on its own root and NUMA node, all NVLinked,
+// RDMA NICs next to three of them, all-zero UUIDs (test/data/hwloc-synthetic).
+const char* const kXe8640 = "../hwloc-synthetic/xe8640-like_4xH100-SXM_4numa_nvlink-all_3xmlx5.xml";
 
 std::vector<TopologySpec> TopologySpecs() {
   return {
@@ -96,6 +99,9 @@ std::vector<TopologySpec> TopologySpecs() {
       {"g4dn+dgx2h", {{"g4dn-1", kG4dn}, {"g4dn-2", kG4dn}, {"dgx2h-1", kDgx2h}, {"dgx2h-2", kDgx2h}}},
       // Two shapes whose pcieRoot names differ (domains 0000 and 0003/0004/...).
       {"r740+lassen", {{"r740-1", kR740}, {"lassen-1", kLassen}}},
+      // Two nodes with identical (all-zero) GPU UUIDs, and NVLink next to a PCIe-only shape.
+      {"xe8640", {{"xe-1", kXe8640}, {"xe-2", kXe8640}}},
+      {"xe8640+r740", {{"xe-1", kXe8640}, {"r740-1", kR740}}},
   };
 }
 
@@ -225,7 +231,7 @@ void Build(Fixtures& f) {
     t.name = spec.name;
     for (const auto& [node, file] : spec.nodes) {
       fs::copy_file(kData / "hwloc" / file, dir / (node + ".xml"));
-      t.files[node] = file;
+      t.files[node] = fs::path(file).filename().string();
     }
     std::vector<topology::LoadProblem> problems;
     auto snap = topology::LoadSnapshot(dir.string(), {}, &problems);
@@ -416,7 +422,8 @@ TEST_F(MutationFixtures, IndependentImplementationsAgree) {
 
   const fs::path cases_dir = F().work / "cases";
   fs::create_directories(cases_dir);
-  Json index = {{"groundTruth", (kData / "hwloc" / "ground-truth.md").string()},
+  Json index = {{"groundTruth", Json::array({(kData / "hwloc" / "ground-truth.md").string(),
+                                             (kData / "hwloc-synthetic" / "ground-truth.md").string()})},
                 {"gpuClass", F().policy.device_classes.gpu.empty() ? "gpu.nvidia.com" : F().policy.device_classes.gpu[0]},
                 {"migClass", F().policy.device_classes.mig.empty() ? "mig.nvidia.com" : F().policy.device_classes.mig[0]},
                 {"nicClass", F().policy.mutation.nic.device_class},
@@ -553,12 +560,18 @@ TEST_F(MutationFixtures, IndependentImplementationsAgree) {
       for (auto& a : r["firstAvailable"]) a["selectors"].erase(a["selectors"].size() - 1);
     }
   });
-  // NVLink cliques without their UUID restriction: P100s of different cliques become choosable.
+  // NVLink cliques without their pciBusID restriction: P100s of different cliques become choosable.
   control("control-nvlink", "minsky", "gpus-2+nvlink", "nvlink", [](Json& t) {
     for (auto& r : t["spec"]["spec"]["devices"]["requests"]) {
       if (!r.contains("firstAvailable")) continue;
       for (auto& a : r["firstAvailable"]) a["selectors"].erase(a["selectors"].size() - 1);
     }
+  });
+  // Rails without their pair constraints: a NIC under another GPU's root becomes choosable.
+  control("control-rails", "xe8640", "gpus-2+nic-rdma", "nvlink", [](Json& t) {
+    Json& devices = t["spec"]["spec"]["devices"];
+    ASSERT_NE(devices.dump().find("gpu-rail-1-nic"), std::string::npos) << devices.dump();
+    devices.erase("constraints");
   });
   // A patch that loses its last operation.
   control("control-patch", "r740", "base", "none", [](Json& p) { p.erase(p.size() - 1); });
@@ -570,7 +583,7 @@ TEST_F(MutationFixtures, IndependentImplementationsAgree) {
                         &rc);
   Json py = Json::parse(out, nullptr, false);
   ASSERT_TRUE(rc == 0 && !py.is_discarded()) << "apply_json_patch.py failed (" << rc << "): " << out.substr(0, 2000);
-  EXPECT_EQ(py.value("checked", 0), static_cast<int>(F().converted.size()) + 4);  // + the controls
+  EXPECT_EQ(py.value("checked", 0), static_cast<int>(F().converted.size()) + 5);  // + the controls
   bool patch_control_caught = false;
   for (const auto& failure : py["failures"]) {
     if (failure.value("case", "").rfind("control-", 0) == 0) {
@@ -593,7 +606,7 @@ TEST_F(MutationFixtures, IndependentImplementationsAgree) {
     ADD_FAILURE() << failure.get<std::string>();
   }
   EXPECT_EQ(js["failures"].size(), 0u) << js["failures"].size() << " failures (first 60 shown)";
-  for (const char* id : {"control-pcie", "control-numa", "control-nvlink"}) {
+  for (const char* id : {"control-pcie", "control-numa", "control-nvlink", "control-rails"}) {
     const Json& got = js["controls"].value(id, Json::array());
     bool misaligned = false;
     for (const auto& m : got) misaligned = misaligned || m.get<std::string>().find(" may get ") != std::string::npos;
@@ -609,6 +622,7 @@ TEST_F(MutationFixtures, IndependentImplementationsAgree) {
             << s.value("sets", 0) << ", failures " << js["failures"].size() << "\n";
   EXPECT_EQ(s.value("pods", 0), static_cast<int>(F().converted.size() + index["controls"].size()));
   EXPECT_GT(s.value("sets", 0), 1000);
+  EXPECT_GT(s.value("rails", 0), 0) << "no rail-aligned claim was enumerated";
 }
 
 // draguard's own validating rules accept what its mutation produced.
@@ -804,6 +818,91 @@ TEST_F(MutationFixtures, ReproSeveralContainersTemplateAllowedByOwnRules) {
     EXPECT_TRUE(d.response.allowed) << (d.response.status ? d.response.status->message : std::string()) << "\n"
                                     << tmpl.object.dump();
   }
+}
+
+// The issue's reproducer: 4x H100 SXM, each GPU on its own PCIe root and NUMA node, all
+// NVLink-connected. A 2-GPU Pod converts to NVLink placement: nothing to restrict (every pair is
+// linked), no pcieRoot constraint (no root holds two), no per-node UUIDs (they are all zero).
+TEST_F(MutationFixtures, ReproXe8640TwoGpusConvertNvlink) {
+  const Topology* t = FindTopology(F(), "xe8640");
+  ASSERT_NE(t, nullptr);
+  for (int n : {2, 3, 4}) {
+    auto c = ConvertPod(PodWithContainers({n}), "team-a", F().policy, t->snapshot.get());
+    ASSERT_EQ(c.outcome, PodConversion::Outcome::kConverted) << n << ": " << c.reason;
+    ASSERT_EQ(c.templates.size(), 1u);
+    EXPECT_EQ(c.templates[0].placements, std::vector<Placement>{Placement::kNvlink});
+    const Json& devices = c.templates[0].object["spec"]["spec"]["devices"];
+    EXPECT_FALSE(devices.contains("constraints")) << devices.dump();
+    EXPECT_EQ(devices["requests"][0]["exactly"]["count"], n);
+    EXPECT_EQ(devices.dump().find("uuid"), std::string::npos) << devices.dump();
+    EXPECT_FALSE(c.pod["spec"].contains("affinity")) << c.pod["spec"].dump();
+    EXPECT_EQ(c.templates[0].object["spec"]["metadata"]["annotations"]["draguard.io/interconnect"], "nvlink");
+  }
+  // Asked for one PCIe root (or NUMA node) only: no NVLink fallback is wanted, none fits.
+  Json pod = WithAnnotation(PodWithContainers({2}), std::string(kInterconnectAnnotation), "pcie");
+  auto pcie = ConvertPod(pod, "team-a", F().policy, t->snapshot.get());
+  EXPECT_EQ(pcie.outcome, PodConversion::Outcome::kConverted) << "pcie accepts NVLink as stronger: " << pcie.reason;
+}
+
+// A mixed cluster: NVLink shapes get the NVLink claim; an alternative that would be unaligned on
+// the PCIe-only shape (r740: one V100 per root, different NUMA nodes) restricts the Pod.
+TEST_F(MutationFixtures, ReproNvlinkShapesRestrictMixedCluster) {
+  const Topology* t = FindTopology(F(), "xe8640+r740");
+  ASSERT_NE(t, nullptr);
+  auto c = ConvertPod(PodWithContainers({2}), "team-a", F().policy, t->snapshot.get());
+  ASSERT_EQ(c.outcome, PodConversion::Outcome::kConverted) << c.reason;
+  EXPECT_EQ(c.templates[0].nodes, std::vector<std::string>{"xe-1"});
+}
+
+// Partial meshes: the cliques are named by PCI bus address (stable across nodes of a shape).
+TEST_F(MutationFixtures, ReproCliquesByBusAddress) {
+  const Topology* t = FindTopology(F(), "minsky");
+  ASSERT_NE(t, nullptr);
+  auto c = ConvertPod(PodWithContainers({2}), "team-a", F().policy, t->snapshot.get());
+  ASSERT_EQ(c.outcome, PodConversion::Outcome::kConverted) << c.reason;
+  const std::string dump = c.templates[0].object.dump();
+  EXPECT_NE(dump.find("pciBusID"), std::string::npos) << dump;
+  EXPECT_EQ(dump.find("uuid"), std::string::npos) << dump;
+  EXPECT_EQ(c.templates[0].placements, std::vector<Placement>{Placement::kNvlink});
+  // 3 GPUs: no clique of 3; one NUMA node holds 2: refused with the numbers.
+  auto three = ConvertPod(PodWithContainers({3}), "team-a", F().policy, t->snapshot.get());
+  ASSERT_EQ(three.outcome, PodConversion::Outcome::kRefused);
+  EXPECT_NE(three.reason.find("at most 2 NVLink-connected"), std::string::npos) << three.reason;
+}
+
+// No topology for any node: one GPU converts, several are refused with how to provide exports
+// (or converted unaligned with a warning when the policy allows it).
+TEST_F(MutationFixtures, NoTopologyRefusesMultiGpuWithHowTo) {
+  auto one = ConvertPod(PodWithContainers({1}), "team-a", F().policy, nullptr);
+  EXPECT_EQ(one.outcome, PodConversion::Outcome::kConverted) << one.reason;
+  auto two = ConvertPod(PodWithContainers({2}), "team-a", F().policy, nullptr);
+  ASSERT_EQ(two.outcome, PodConversion::Outcome::kRefused);
+  EXPECT_NE(two.reason.find("--topology-dir"), std::string::npos) << two.reason;
+  EXPECT_NE(two.reason.find("hwloc exports"), std::string::npos) << two.reason;
+  policy::Policy lax = F().policy;
+  lax.mutation.allow_unaligned = true;
+  lax.fingerprint += "/unaligned";
+  auto unaligned = ConvertPod(PodWithContainers({2}), "team-a", lax, nullptr);
+  ASSERT_EQ(unaligned.outcome, PodConversion::Outcome::kConverted) << unaligned.reason;
+  bool warned = false;
+  for (const auto& w : unaligned.warnings) warned = warned || w.find("unaligned") != std::string::npos;
+  EXPECT_TRUE(warned);
+}
+
+// mutation.interconnect: nvlink refuses what only a PCIe root could place (g4dn has no NVLink).
+TEST_F(MutationFixtures, InterconnectPolicySetsWeakestClass) {
+  const Topology* t = FindTopology(F(), "g4dn");
+  ASSERT_NE(t, nullptr);
+  policy::Policy strict = F().policy;
+  strict.mutation.interconnect = "nvlink";
+  strict.fingerprint += "/nvlink";
+  auto c = ConvertPod(PodWithContainers({2}), "team-a", strict, t->snapshot.get());
+  ASSERT_EQ(c.outcome, PodConversion::Outcome::kRefused);
+  EXPECT_NE(c.reason.find("pairwise NVLink-connected"), std::string::npos) << c.reason;
+  // The Pod annotation overrides the policy.
+  auto relaxed = ConvertPod(WithAnnotation(PodWithContainers({2}), std::string(kInterconnectAnnotation), "auto"),
+                            "team-a", strict, t->snapshot.get());
+  EXPECT_EQ(relaxed.outcome, PodConversion::Outcome::kConverted) << relaxed.reason;
 }
 
 }  // namespace

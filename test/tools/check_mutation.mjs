@@ -137,12 +137,13 @@ function legacyCount (c) {
 // ---- Main ---------------------------------------------------------------------------------
 const root = process.argv[2]
 const index = JSON.parse(readFileSync(join(root, 'index.json'), 'utf8'))
-const truth = parseGroundTruth(readFileSync(index.groundTruth, 'utf8'))
+// One ground-truth file or several (the hwloc captures and the synthetic exports).
+const truth = Object.assign({}, ...[index.groundTruth].flat().map((f) => parseGroundTruth(readFileSync(f, 'utf8'))))
 DOMAINS = [...new Set([...DOMAINS, index.nicDriver])]
 const failureMap = new Map() // message -> {first case, count}
 const log = []
 const summary = {cases: 0, pods: 0, templates: 0, evaluations: 0, sets: 0, nodeChecks: 0, satisfiable: 0,
-  migEntriesUnchecked: 0, ignoredAffinityKeys: 0, unknownMatches: 0, memoryUnknown: 0, podsInvalidBefore: 0, placements: {}, allowedButUnsatisfiable: 0, memoryChecks: 0}
+  migEntriesUnchecked: 0, ignoredAffinityKeys: 0, unknownMatches: 0, memoryUnknown: 0, podsInvalidBefore: 0, placements: {}, allowedButUnsatisfiable: 0, memoryChecks: 0, rails: 0}
 
 // Control cases (deliberately broken templates) collect their failures apart: each must fail.
 let controlSink = null
@@ -302,6 +303,7 @@ function misaligned (placement, gpus, nic, node) {
       return null
     }
     case 'nvlink': {
+      if (nic && gpus.some((g) => g.gt.bridge !== nic.gt.bridge)) return `{${show()}}: the NIC is not under the GPUs' host bridge`
       for (const a of gpus) {
         for (const b of gpus) {
           if (a !== b && !node.gt.linked.has(`${a.bus}|${b.bus}`)) return `{${show()}}: ${a.bus} and ${b.bus} are not NVLink-connected`
@@ -349,6 +351,68 @@ function entrySets (tmpl, entry, alt, altName, nicReq, node, caseName) {
   return out
 }
 
+// Rails: N single-GPU requests <req>-rail-<i>, each with a NIC request <req>-rail-<i>-nic. Every
+// assignment of distinct devices that meets every matchAttribute constraint is enumerated; each
+// must have the GPUs aligned as `placement` says and every NIC under its own GPU's host bridge.
+function railSets (tmpl, entry, placement, node, caseName, problems) {
+  if (!controlSink) summary.rails++
+  const devices = tmpl.spec.spec.devices
+  const rails = []
+  for (let i = 0; i < entry.count; i++) {
+    const g = devices.requests.find((r) => r.name === `${entry.request}-rail-${i}`)
+    const n = devices.requests.find((r) => r.name === `${entry.request}-rail-${i}-nic`)
+    if (!g?.exactly || !n?.exactly) { problems.push(`rail ${i} of ${entry.request}: requests missing`); return [] }
+    if ((g.exactly.count ?? 1) !== 1 || (n.exactly.count ?? 1) !== 1) problems.push(`rail ${i}: count is not 1`)
+    const what = `${tmpl.metadata.name} rail ${i} on ${node.name}`
+    rails.push({gname: g.name, nname: n.name, gpus: candidates(g.exactly, node, caseName, what), nics: candidates(n.exactly, node, caseName, what + ' nic')})
+  }
+  const constraints = (devices.constraints || []).filter((c) => c.matchAttribute)
+  const chosen = new Map() // request name -> device
+  const holds = () => constraints.every((c) => {
+    const names = (c.requests || []).length ? c.requests : [...chosen.keys()]
+    const vals = new Set()
+    for (const nm of names) {
+      const d = chosen.get(nm)
+      if (!d) continue
+      vals.add(attrValue(d, c.matchAttribute))
+    }
+    return !vals.has(undefined) && vals.size <= 1
+  })
+  const out = []
+  let steps = 0
+  const used = new Set()
+  function dfs (i) {
+    if (++steps > 2000000) return
+    if (i === rails.length) {
+      const gpus = rails.map((r) => chosen.get(r.gname))
+      const nics = rails.map((r) => chosen.get(r.nname))
+      let why = misaligned(placement, gpus, null, node)
+      rails.forEach((r, k) => {
+        if (!why && (!gpus[k].gt || !nics[k].gt || gpus[k].gt.bridge !== nics[k].gt.bridge)) why = `rail ${k}: NIC ${nics[k].name}@${nics[k].bus} is not under GPU ${gpus[k].bus}'s host bridge`
+      })
+      if (why) problems.push(`${tmpl.metadata.name} rails (placement ${placement}) on ${node.name} (${node.file}) may get ${why}`)
+      out.push({gpus, nic: null, nics})
+      return
+    }
+    for (const g of rails[i].gpus) {
+      if (used.has(g)) continue
+      chosen.set(rails[i].gname, g); used.add(g)
+      if (holds()) {
+        for (const n of rails[i].nics) {
+          if (used.has(n)) continue
+          chosen.set(rails[i].nname, n); used.add(n)
+          if (holds()) dfs(i + 1)
+          used.delete(n); chosen.delete(rails[i].nname)
+          if (problems.length > 20) return
+        }
+      }
+      used.delete(g); chosen.delete(rails[i].gname)
+    }
+  }
+  dfs(0)
+  return out
+}
+
 const enumCache = new Map()
 
 function checkTemplateOnNode (c, tmpl, placements, node, ti) {
@@ -362,25 +426,34 @@ function checkTemplateOnNode (c, tmpl, placements, node, ti) {
   for (let e = 0; e < entriesOf.length; e++) {
     const entry = entriesOf[e]
     const req = reqs.find((r) => r.name === entry.request)
+    if (!req && entry.kind === 'gpu' && reqs.some((r) => r.name === `${entry.request}-rail-0`)) {
+      const r = railSets(tmpl, entry, placements[0], node, caseName, problems)
+      sets += r.length
+      perEntry.push(r)
+      continue
+    }
     if (!req) { problems.push(`request ${entry.request} missing from ${tmpl.metadata.name}`); continue }
     if (entry.kind === 'mig') { summary.migEntriesUnchecked++; perEntry.push(null); continue }
     const nicReq = reqs.find((r) => r.name === entry.request + '-nic') || null
     if (c.nic && entry.kind === 'gpu' && !nicReq) problems.push(`request ${entry.request}: draguard.io/nic rdma but no ${entry.request}-nic request`)
     const alts = req.exactly ? [[null, req.exactly]] : (req.firstAvailable || []).map((a) => [a.name, a])
-    const placement = placements[0]
+    // A firstAvailable alternative is named after its class (nvlink-1, pcie-1, numa-1): every
+    // allocation it allows must have that class; `exactly` has the entry's placement.
+    const CLASS_OF = {nvlink: 'nvlink', pcie: 'pcieRoot', numa: 'numa'}
+    const classOf = (altName) => (altName && CLASS_OF[altName.replace(/-\d+$/, '')]) || placements[0]
     let chosenAny = []
-    const single = entriesOf.filter((x) => x.kind !== 'mig').length === 1
     for (const [altName, alt] of alts) {
       const s = entrySets(tmpl, entry, alt, altName, nicReq, node, caseName)
       if (s.length === 0) continue
       chosenAny = chosenAny.concat(s)
       for (const set of s) {
         sets++
+        const placement = classOf(altName)
         const why = misaligned(placement, set.gpus, set.nic, node)
         if (why) { problems.push(`request ${entry.request}${altName ? '/' + altName : ''} (placement ${placement}) on ${node.name} (${node.file}) may get ${why}`); break }
       }
-      // With one request, the scheduler takes the first alternative that works on the node.
-      if (single) break
+      // Every alternative is checked, not only the first that fits an empty node: with other
+      // devices allocated, the scheduler takes the first alternative that still fits.
     }
     perEntry.push(chosenAny)
   }
@@ -393,7 +466,7 @@ function checkTemplateOnNode (c, tmpl, placements, node, ti) {
     if (perEntry[e] === null) return dfs(e + 1)
     for (const s of perEntry[e]) {
       if (++steps > 2000000) { undecided = true; return false }
-      const devs = [...s.gpus, ...(s.nic ? [s.nic] : [])]
+      const devs = [...s.gpus, ...(s.nic ? [s.nic] : []), ...(s.nics || [])]
       if (devs.some((d) => used.has(d))) continue
       devs.forEach((d) => used.add(d))
       const ok = dfs(e + 1)

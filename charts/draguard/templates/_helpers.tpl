@@ -211,18 +211,44 @@ kind: Policy
 {{ toYaml $p }}
 {{- end -}}
 
-{{/* The topology source: topology.source, or (empty) directory when topology.volume is set, else bundled. */}}
+{{/* The topology source: topology.source, or (empty) directory when topology.volume is set, else
+configmaps when the exporter runs (and the API is reachable), else none (the bundled demo exports
+only when named). */}}
 {{- define "draguard.topologySource" -}}
 {{- if .Values.topology.source -}}
 {{- .Values.topology.source -}}
 {{- else if .Values.topology.volume -}}
 directory
+{{- else if and .Values.exporter.enabled (ne (toString .Values.kube.mode) "off") -}}
+configmaps
 {{- else -}}
-bundled
+none
 {{- end -}}
 {{- end -}}
 
 {{/* Namespace of the topology ConfigMaps (default: the release namespace). */}}
 {{- define "draguard.topologyNamespace" -}}
 {{- default .Release.Namespace .Values.topology.configMaps.namespace -}}
+{{- end -}}
+
+{{/* ServiceAccount of the topology exporter. */}}
+{{- define "draguard.exporterName" -}}
+{{- printf "%s-exporter" (include "draguard.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Selector labels of the exporter pods (distinct from the webhook's, so the webhook's Service,
+PDB and Deployment never select them). */}}
+{{- define "draguard.exporterSelectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-topology-exporter" (include "draguard.name" .) | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* Labels of the exporter's objects. */}}
+{{- define "draguard.exporterLabels" -}}
+helm.sh/chart: {{ include "draguard.chart" . }}
+{{ include "draguard.exporterSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: topology-exporter
+app.kubernetes.io/part-of: draguard
+app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}

@@ -32,6 +32,9 @@ struct ContainerRef {
   std::string kind;                    ///< "container", "initContainer" or "sidecar"
   std::string name;                    ///< container name ("" when absent)
   const admission::Json* container = nullptr;
+  /// A custom resource's container whose parent object takes pod-level claims
+  /// (customResources[].containerClaims: parent).
+  bool claims_in_parent = false;
 };
 
 /// Everything pod-like in a reviewed object.

@@ -6,8 +6,10 @@
 // Which ConfigMaps: those matching the label selector (default draguard.io/topology=hwloc) in one
 // namespace (or all). Per ConfigMap, one export:
 //   - node:    label draguard.io/node (empty: the store takes it from the export's HostName)
-//   - bytes:   the key `topology.xml` in `data`, else in `binaryData`; else the first key (in byte
-//              order) ending in `.xml` in `data`, else in `binaryData`. A ConfigMap with none of
+//   - bytes:   the key `topology.xml` in `data`, else in `binaryData`; else `topology.xml.gz` in
+//              `binaryData` (gzip, decompressed up to the size limit; publisher.h writes it for
+//              large exports); else the first key (in byte order) ending in `.xml` in `data`,
+//              else in `binaryData`. A ConfigMap with none of
 //              these is still listed, and reading it fails, so the store logs and counts it.
 //   - version: metadata.resourceVersion
 //   - origin:  "configmap <namespace>/<name>"

@@ -146,6 +146,16 @@ struct TopologyMetrics {
   CounterFamily& load_errors;     ///< draguard_topology_load_errors_total{reason}
 };
 
+/// The families of `topology export --publish` (the per-node exporter).
+struct ExporterMetrics {
+  explicit ExporterMetrics(Registry& r);
+  CounterFamily& publishes;     ///< draguard_topology_export_publish_total{result}
+  CounterFamily& writes;        ///< draguard_topology_export_writes_total{kind} (create, update, label)
+  GaugeFamily& last_success;    ///< draguard_topology_export_last_success_timestamp_seconds
+  GaugeFamily& nvml_gpus;       ///< draguard_topology_export_nvml_gpus
+  GaugeFamily& export_bytes;    ///< draguard_topology_export_bytes
+};
+
 /// The background audit's families (`draguard serve --audit-interval`).
 struct AuditMetrics {
   explicit AuditMetrics(Registry& r);

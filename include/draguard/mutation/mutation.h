@@ -29,7 +29,8 @@ inline constexpr std::string_view kMemoryAnnotation = "draguard.io/gpu-memory";
 inline constexpr std::string_view kProductAnnotation = "draguard.io/gpu-product";
 /// Pod annotation: "rdma" adds an RDMA NIC request aligned with the GPUs; "none" suppresses it.
 inline constexpr std::string_view kNicAnnotation = "draguard.io/nic";
-/// Pod annotation: "nvlink" aligns GPU sets on NVLink instead of PCIe; "pcie" or "any".
+/// Pod annotation: the weakest GPU placement accepted ("auto" = "numa", "nvlink", "pcie", "numa";
+/// "any" = "auto"); overrides mutation.interconnect.
 inline constexpr std::string_view kInterconnectAnnotation = "draguard.io/interconnect";
 /// Pod annotation: MPS defaultActiveThreadPercentage for nvidia.com/gpu.shared.
 inline constexpr std::string_view kMpsThreadsAnnotation = "draguard.io/mps-active-thread-percentage";
@@ -64,7 +65,7 @@ struct ClaimProfile {
   };
   std::vector<Entry> entries;
   bool nic = false;           ///< add an RDMA NIC request next to every full-GPU entry
-  std::string interconnect;   ///< "" (= pcie), "pcie", "nvlink" or "any"
+  std::string interconnect;   ///< "" (= the policy's), "auto", "nvlink", "pcie", "numa" or "any"
   std::vector<std::string> notes;  ///< what the conversion dropped or adjusted, for warnings
 };
 
@@ -73,7 +74,7 @@ enum class Placement : uint8_t {
   kNone,         ///< one device, or alignment not applicable (MIG without topology, ...)
   kPcieRoot,     ///< matchAttribute resource.kubernetes.io/pcieRoot
   kNuma,         ///< firstAvailable alternatives restricted to the roots of one NUMA node
-  kNvlink,       ///< NVLink-connected sets (NVSwitch nodes, or cliques by UUID)
+  kNvlink,       ///< pairwise NVLink-connected GPUs (NVSwitch shapes, or cliques by pciBusID)
   kUnaligned,    ///< no node can align it; admitted because the policy allows it
 };
 
@@ -86,14 +87,17 @@ struct GeneratedTemplate {
   std::string description;   ///< the profile in words ("2x full GPU >= 80G, same PCIe root as 1 RDMA NIC")
   admission::Json object;    ///< complete resource.k8s.io/v1 ResourceClaimTemplate (namespace set)
   std::vector<Placement> placements;  ///< per entry of the claim profile
-  /// The nodes a Pod using the template must be restricted to, by name (ascending): NVLink
-  /// cliques (named by per-node GPU UUIDs), or shape restrictions covering at most
-  /// mutation.hostnameAffinityLimit nodes. Empty with empty `shapes` = no restriction.
+  /// The nodes a Pod using the template must be restricted to, by name (ascending): shape
+  /// restrictions covering at most mutation.hostnameAffinityLimit nodes. Empty with empty
+  /// `shapes` = no restriction.
   std::vector<std::string> nodes;
   /// The shape fingerprints (label draguard.io/topology-shape) a Pod must be restricted to
   /// (ascending); used when `nodes` is empty.
   std::vector<std::string> shapes;
   std::vector<std::string> notes;  ///< adjustments worth a warning (memory floor lowered, ...)
+  /// Containers reference the whole claim (no `request`): rails, whose GPU and NIC requests are
+  /// "gpu-rail-<i>" and "gpu-rail-<i>-nic". Otherwise they reference request "gpu".
+  bool whole_claim = false;
 };
 
 /// Builds the template for `profile` in `namespace_name` ("" = no namespace, for `render`).

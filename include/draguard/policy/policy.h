@@ -64,6 +64,10 @@ struct CustomResource {
   std::vector<std::string> pod_templates;
   /// Dotted paths to single container-like objects (with `resources`), e.g. KServe's predictor.model.
   std::vector<std::string> containers;
+  /// Where `containers` can get DRA claims: "parent" (the object holding each container is a
+  /// PodSpec-like object that takes resourceClaims and affinity, as KServe's predictor) or "none"
+  /// (`draguard convert` reports them as not convertible).
+  std::string container_claims = "none";
 };
 
 /// The built-in list of custom resources (Kubeflow, Ray, LWS, JobSet, KServe, Volcano, ...).
@@ -108,7 +112,7 @@ struct CatalogueProfile {
   std::string memory;            ///< memory floor per GPU; empty = the policy default
   std::string product;           ///< productName to select; empty = any
   std::string nic;               ///< "" | "none" | "rdma"
-  std::string interconnect;      ///< "" | "pcie" | "nvlink" | "any"
+  std::string interconnect;      ///< "" | "auto" | "nvlink" | "pcie" | "numa" | "any"
   bool latency_sensitive = false;  ///< generate for the latency-sensitive class
 };
 
@@ -123,6 +127,9 @@ struct MutationConfig {
   MpsDefaults mps;                              ///< limits for SharedMode::kMps
   NicConfig nic;                                ///< NIC requests
   bool allow_unaligned = false;                 ///< admit multi-device requests no node can align
+  /// Weakest GPU placement accepted for N >= 2 GPUs, strongest tried first: "auto" (= "numa"),
+  /// "nvlink", "pcie" or "numa". The Pod annotation draguard.io/interconnect overrides it.
+  std::string interconnect = "auto";
   uint32_t hostname_affinity_limit = 8;         ///< pin by node name up to this many nodes
   uint32_t api_timeout_ms = 3000;               ///< deadline of template creation per review
   std::vector<CatalogueProfile> catalogue;      ///< profiles for `render` and reference mode

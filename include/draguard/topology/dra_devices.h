@@ -39,6 +39,9 @@ struct SimulatedDevice {
   std::string name;        ///< "gpu-<n>", n = position in PCI bus order (NVML's default order)
   uint32_t gpu_index = 0;  ///< index into shape->gpus
   std::string driver;      ///< kNvidiaDriver
+  /// For a MIG device (type "mig", named "gpu-<n>-mig-<profile id>-<start>-<size>"): its index in
+  /// shape->gpus[gpu_index].mig_instances; -1 for a full GPU.
+  int64_t mig_instance = -1;
   std::vector<SimulatedAttribute> attributes;
   std::vector<SimulatedCapacity> capacity;
   /// Attributes/capacities the driver publishes but the export cannot provide (e.g.
@@ -46,7 +49,9 @@ struct SimulatedDevice {
   std::vector<std::string> unknown;
 };
 
-/// The simulated devices of `node` (NVIDIA GPUs only; AMD GPUs are not simulated).
+/// The simulated devices of `node` (NVIDIA GPUs only; AMD GPUs are not simulated). A GPU whose
+/// export records MIG enabled yields its configured GPU instances (type "mig", profile,
+/// parentUUID, productName, pcieRoot, capacity memory) instead of the full GPU.
 std::vector<SimulatedDevice> SimulateDraDevices(const NodeTopology& node);
 
 /// NVML total memory in bytes for a known PCI device (vendor 0x10de), or 0 when not in the table.

@@ -57,13 +57,30 @@ enum class MemorySource : uint8_t {
   kUnknown,           ///< the export carries no memory size for this GPU
   kCudaGlobalMemory,  ///< `CUDAGlobalMemorySize` (KiB) of a cuda OS device
   kRsmiVram,          ///< `RSMIVRAMSize` (KiB) of an rsmi OS device
-  kOpenClGlobalMemory ///< `OpenCLGlobalMemorySize` (KiB) of an opencl OS device
+  kOpenClGlobalMemory, ///< `OpenCLGlobalMemorySize` (KiB) of an opencl OS device
+  kNvmlTotalMemory     ///< `NVMLTotalMemorySize` (KiB) of an nvml OS device (draguard's exporter)
 };
-/// "CUDAGlobalMemorySize", "RSMIVRAMSize", "OpenCLGlobalMemorySize" or "" for kUnknown.
+/// "CUDAGlobalMemorySize", "RSMIVRAMSize", "OpenCLGlobalMemorySize", "NVMLTotalMemorySize" or ""
+/// for kUnknown.
 const char* MemorySourceName(MemorySource source);
 
 /// Sentinel for "no PCIe root known" in index fields.
 inline constexpr uint32_t kNoIndex = 0xffffffffu;
+
+/// MIG mode of a GPU as the export records it (NVIDIAMIGMode info of its nvml OS device).
+enum class MigMode : uint8_t { kUnknown, kDisabled, kEnabled };
+
+/// One configured MIG GPU instance (an NVIDIAMIGGPUInstance info, see exporter.h).
+struct MigInstance {
+  std::string profile;          ///< "1g.10gb", ...
+  uint32_t id = 0;              ///< GPU instance id
+  uint32_t profile_id = 0;      ///< NVML profile id
+  uint32_t slices = 0;          ///< GPU slices
+  uint64_t memory_bytes = 0;    ///< profile memory
+  uint32_t placement_start = 0; ///< first memory slice
+  uint32_t placement_size = 0;  ///< memory slices
+  bool operator==(const MigInstance&) const = default;
+};
 
 /// One GPU, counted by PCI device (all its OS devices - cuda, nvml, rsmi, opencl, card,
 /// renderD - are aliases of it).
@@ -81,6 +98,8 @@ struct Gpu {
   std::vector<uint32_t> numa_nodes;       ///< local NUMA node OS indexes, ascending
   std::vector<std::string> os_devices;    ///< OS device names in export order
   uint32_t partitions = 1;                ///< number of rsmi partitions (MI300A TPX/CPX), else 1
+  MigMode mig_mode = MigMode::kUnknown;   ///< kUnknown unless the export records it
+  std::vector<MigInstance> mig_instances; ///< configured GPU instances, ascending id
   bool operator==(const Gpu&) const = default;
 };
 

@@ -1,7 +1,8 @@
 // DG005 topology-alignment: a claim that allocates several devices aligns them on one PCIe root
 // (matchAttribute), places each request on chosen PCIe roots / GPUs by a selector, or declares
-// NVLink for its GPUs.
+// NVLink for its GPUs (then every other device shares a root with one of those GPUs: rails).
 #include <map>
+#include <set>
 
 #include "rules/rules.h"
 #include "rules/util.h"
@@ -37,10 +38,32 @@ class TopologyAlignment final : public Rule {
     }
     auto aligned = [&](const std::vector<const Alternative*>& alts) {
       if (PcieRootCovers(*claim, alts)) return true;
-      for (const auto* a : alts) {
-        if (!alone[a]) return false;
+      // Devices tied by pcieRoot constraints share one root (transitively): components. Aligned
+      // when there is one component, or each component holds a device aligned alone (rails: a
+      // NIC on one root with an NVLink-declared GPU).
+      std::vector<std::size_t> comp(alts.size());
+      for (std::size_t i = 0; i < alts.size(); ++i) comp[i] = i;
+      auto find = [&](std::size_t i) {
+        while (comp[i] != i) i = comp[i] = comp[comp[i]];
+        return i;
+      };
+      std::vector<bool> covered(alts.size(), false);
+      for (const auto& c : claim->constraints) {
+        std::size_t first = alts.size();
+        for (std::size_t i = 0; i < alts.size(); ++i) {
+          if (!CoversAll(c, {alts[i]})) continue;
+          covered[i] = true;
+          if (first == alts.size()) first = i;
+          comp[find(i)] = find(first);
+        }
       }
-      return true;
+      std::set<std::size_t> roots, anchored;
+      for (std::size_t i = 0; i < alts.size(); ++i) {
+        if (!covered[i] && !alone[alts[i]]) return false;
+        roots.insert(find(i));
+        if (alone[alts[i]]) anchored.insert(find(i));
+      }
+      return roots.size() == 1 || anchored.size() == roots.size();
     };
     std::vector<Finding> findings;
     std::size_t uncovered = 0;

@@ -91,6 +91,14 @@ const one = (docs, kind) => {
   return xs[0];
 };
 
+// The exporter's node-label policy is not the backstop policy.
+const notExporter = (d) => !d.metadata.name.includes("exporter");
+const oneBackstopBinding = (docs) => {
+  const xs = find(docs, "ValidatingAdmissionPolicyBinding").filter(notExporter);
+  if (xs.length !== 1) throw new Error(`expected exactly one backstop ValidatingAdmissionPolicyBinding, found ${xs.length}`);
+  return xs[0];
+};
+
 // kubernetes-models: the schema of every built-in kind plus cert-manager and prometheus-operator.
 const modelCache = new Map();
 async function modelFor(apiVersion, kind) {
@@ -662,14 +670,23 @@ async function scenarios() {
     const role = cmTopoDefaultNs.docs.find((d) => d.kind === "Role" && d.metadata.name === "draguard-topology");
     eq(role.metadata.namespace, cmTopoDefaultNs.namespace, "Role namespace");
   });
-  check("default values: --kube auto, no topology Role, bundled topology", () => {
+  check("default values: --kube auto, topology from the exporter's ConfigMaps in the release namespace", () => {
     const r0 = render([]);
-    assert(!r0.docs.some((d) => d.kind === "Role" && d.metadata.name === "draguard-topology"), "no topology Role by default");
+    const c = one(r0.docs, "Deployment").spec.template.spec.containers[0];
+    eq(c.args[c.args.indexOf("--kube") + 1], "auto", "--kube");
+    eq(c.args[c.args.indexOf("--topology-configmaps") + 1], r0.namespace, "--topology-configmaps");
+    assert(find(r0.docs, "Role", "draguard-topology")[0], "webhook topology Role");
+  });
+  check("exporter.enabled=false: no exporter objects, bundled topology", () => {
+    const r0 = render(["--set", "exporter.enabled=false"]);
+    assert(!r0.docs.some((d) => d.kind === "Role" && d.metadata.name === "draguard-topology"), "no topology Role");
+    assert(!r0.docs.some((d) => d.kind === "DaemonSet" || d.metadata.name.includes("exporter")), "no exporter");
     const c = one(r0.docs, "Deployment").spec.template.spec.containers[0];
     eq(c.args[c.args.indexOf("--kube") + 1], "auto", "--kube");
     eq(c.args[c.args.indexOf("--kube-timeout") + 1], "10", "--kube-timeout");
     assert(!c.args.includes("--topology-configmaps") && !c.args.includes("--topology-dir"), "bundled topology");
   });
+  exporterChecks();
   const optIn = render(["--set", "rbac.topologyConfigMaps=true"]);
   check("rbac.topologyConfigMaps=true: cluster-wide configmaps list/watch", () => {
     const cmr = find(optIn.docs, "ClusterRole", "draguard")[0].rules.find((x) => x.resources.includes("configmaps"));
@@ -787,8 +804,8 @@ function checkHooks(r, label, { tlsMode = "self", mutation = true, audit = false
 // The backstop rendered by the chart equals what `draguard backstop` prints for the chart's policy.
 function checkBackstop(r, label, { enabled = true } = {}) {
   const fullname = r.release.includes("draguard") ? r.release : `${r.release}-draguard`;
-  const vap = find(r.docs, "ValidatingAdmissionPolicy");
-  const vapb = find(r.docs, "ValidatingAdmissionPolicyBinding");
+  const vap = find(r.docs, "ValidatingAdmissionPolicy").filter(notExporter);
+  const vapb = find(r.docs, "ValidatingAdmissionPolicyBinding").filter(notExporter);
   if (!enabled) {
     check(`${label}: no backstop`, () => eq(vap.length + vapb.length, 0, "backstop objects"));
     return;
@@ -837,9 +854,9 @@ async function installSafety() {
   checkHooks(au, "policy.mode=audit", { audit: true });
   checkBackstop(au, "policy.mode=audit");
   check("policy.mode=audit: backstop validationActions Warn + Audit", () =>
-    eq(one(au.docs, "ValidatingAdmissionPolicyBinding").spec.validationActions, ["Warn", "Audit"], "actions"));
+    eq(oneBackstopBinding(au.docs).spec.validationActions, ["Warn", "Audit"], "actions"));
   check("default: backstop validationActions Deny", () =>
-    eq(one(render([]).docs, "ValidatingAdmissionPolicyBinding").spec.validationActions, ["Deny"], "actions"));
+    eq(oneBackstopBinding(render([]).docs).spec.validationActions, ["Deny"], "actions"));
   const varied = render(["--set-json", 'policy.legacyResources=["nvidia.com/gpu","amd.com/*","example.com/xpu-?1","*.vendor.io/npu"]',
     "--set", "policy.extendedResourceMapping=allow", "--set-json", 'policy.exemptions.users=["system:serviceaccount:ci:*"]',
     "--set-json", 'policy.exemptions.groups=["gpu-admins"]',
@@ -852,7 +869,7 @@ async function installSafety() {
   const warn = render(["--set", "policy.rules.DG001.action=warn"]);
   checkBackstop(warn, "backstop: DG001 warn");
   check("backstop: DG001 warn -> Warn + Audit", () =>
-    eq(one(warn.docs, "ValidatingAdmissionPolicyBinding").spec.validationActions, ["Warn", "Audit"], "actions"));
+    eq(oneBackstopBinding(warn.docs).spec.validationActions, ["Warn", "Audit"], "actions"));
   checkBackstop(render(["--set", "policy.rules.DG001.action=off"]), "backstop: DG001 off", { enabled: false });
   checkBackstop(render(["--set", "backstop.enabled=false"]), "backstop.enabled=false", { enabled: false });
   check("uninstallHook.enabled=false / selftest.enabled=false: no hooks", () => {
@@ -862,6 +879,82 @@ async function installSafety() {
 }
 
 // values.schema.json and template guards must reject bad values.
+// The topology exporter DaemonSet, its RBAC and the node-label ValidatingAdmissionPolicy.
+function exporterChecks() {
+  const r = render([]);
+  const sa = "system:serviceaccount:draguard-system:draguard-exporter";
+  check("exporter: DaemonSet on GPU nodes, tolerations, runtimeClass, NVML env, restricted and read-only", () => {
+    const ds = one(r.docs, "DaemonSet");
+    const spec = ds.spec.template.spec;
+    eq(spec.nodeSelector, { "nvidia.com/gpu.present": "true" }, "nodeSelector");
+    assert(spec.tolerations.some((t) => t.key === "nvidia.com/gpu" && t.operator === "Exists"), "GPU toleration");
+    eq(spec.runtimeClassName, "nvidia", "runtimeClassName");
+    eq(spec.serviceAccountName, "draguard-exporter", "serviceAccountName");
+    const c = spec.containers[0];
+    eq(c.args.slice(0, 3), ["topology", "export", "--publish"], "args");
+    eq(c.args[c.args.indexOf("--interval") + 1], "10m", "--interval");
+    const env = Object.fromEntries(c.env.map((e) => [e.name, e.value ?? e.valueFrom]));
+    eq(env.NVIDIA_VISIBLE_DEVICES, "all", "NVIDIA_VISIBLE_DEVICES");
+    eq(env.NVIDIA_DRIVER_CAPABILITIES, "utility", "NVIDIA_DRIVER_CAPABILITIES");
+    eq(env.NODE_NAME, { fieldRef: { fieldPath: "spec.nodeName" } }, "NODE_NAME");
+    eq(c.securityContext.readOnlyRootFilesystem, true, "read-only root");
+    eq(c.securityContext.allowPrivilegeEscalation, false, "no privilege escalation");
+    eq(c.securityContext.capabilities.drop, ["ALL"], "capabilities");
+    eq(spec.securityContext.runAsNonRoot, true, "runAsNonRoot");
+    assert(c.resources.requests && c.resources.limits.memory, "resources");
+    eq(c.readinessProbe.httpGet.path, "/readyz", "readiness");
+    assert(!c.resources.limits["nvidia.com/gpu"], "no GPU requested");
+  });
+  check("exporter: pods are not selected by the webhook's Deployment, Service or PDB", () => {
+    const pod = one(r.docs, "DaemonSet").spec.template.metadata.labels;
+    const sel = one(r.docs, "Deployment").spec.selector.matchLabels;
+    assert(!Object.entries(sel).every(([k, v]) => pod[k] === v), "Deployment selector matches exporter pods");
+    for (const svc of find(r.docs, "Service")) {
+      assert(!Object.entries(svc.spec.selector).every(([k, v]) => pod[k] === v), `Service ${svc.metadata.name} selects exporter pods`);
+    }
+  });
+  check("exporter: RBAC get/patch nodes, create/get/update configmaps in the release namespace only", () => {
+    eq(find(r.docs, "ClusterRole", "draguard-exporter")[0].rules, [{ apiGroups: [""], resources: ["nodes"], verbs: ["get", "patch"] }], "ClusterRole");
+    const role = find(r.docs, "Role", "draguard-exporter")[0];
+    eq(role.metadata.namespace, "draguard-system", "Role namespace");
+    eq(role.rules, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["create", "get", "update"] }], "Role");
+    eq(find(r.docs, "RoleBinding", "draguard-exporter")[0].subjects, [{ kind: "ServiceAccount", name: "draguard-exporter", namespace: "draguard-system" }], "RoleBinding");
+    eq(find(r.docs, "ClusterRoleBinding", "draguard-exporter")[0].subjects[0].name, "draguard-exporter", "ClusterRoleBinding");
+  });
+  check("exporter: the label policy allows only the shape label", () => {
+    const vap = find(r.docs, "ValidatingAdmissionPolicy", "draguard-exporter-node-label")[0];
+    eq(vap.apiVersion, "admissionregistration.k8s.io/v1", "apiVersion");
+    eq(find(r.docs, "ValidatingAdmissionPolicyBinding", "draguard-exporter-node-label")[0].spec, { policyName: vap.metadata.name, validationActions: ["Deny"] }, "binding");
+    const user = (u) => celEvaluate(vap.spec.matchConditions[0].expression, { request: { userInfo: { username: u } } });
+    eq(user(sa), true, "matches the exporter");
+    eq(user("system:serviceaccount:kube-system:node-controller"), false, "not others");
+    const node = (labels, extra = {}) => ({ metadata: { name: "n", labels, ...extra }, spec: { podCIDR: "10.0.0.0/24" } });
+    const run = (oldObject, object) => {
+      const vars = { request: { subResource: "" }, object, oldObject };
+      const variables = {};
+      for (const v of vap.spec.variables) variables[v.name] = celEvaluate(v.expression, { ...vars, variables });
+      return vap.spec.validations.every((v) => celEvaluate(v.expression, { ...vars, variables }) === true);
+    };
+    const base = node({ zone: "a" });
+    eq(run(base, node({ zone: "a", "draguard.io/topology-shape": "0123456789abcdef" })), true, "adding the shape label");
+    eq(run(node({ zone: "a", "draguard.io/topology-shape": "x" }), node({ zone: "a", "draguard.io/topology-shape": "y" })), true, "changing it");
+    eq(run(base, node({ zone: "b" })), false, "changing another label");
+    eq(run(base, node({})), false, "removing a label");
+    eq(run(base, node({ zone: "a", extra: "1" })), false, "adding another label");
+    eq(run(base, node({ zone: "a" }, { annotations: { a: "b" } })), false, "adding an annotation");
+    eq(run(base, { ...base, spec: { unschedulable: true } }), false, "changing the spec");
+  });
+  check("exporter: off by values, no label policy when disabled", () => {
+    const noVap = render(["--set", "exporter.labelPolicy=false"]);
+    eq(find(noVap.docs, "ValidatingAdmissionPolicy", "draguard-exporter-node-label").length, 0, "no policy");
+    const other = render(["--set", "exporter.runtimeClassName=", "--set-json", 'exporter.nodeSelector={"gpu":"yes"}']);
+    const spec = one(other.docs, "DaemonSet").spec.template.spec;
+    assert(!("runtimeClassName" in spec), "no runtimeClassName");
+    // Helm merges maps: the default key stays unless set to null.
+    eq(spec.nodeSelector, { gpu: "yes", "nvidia.com/gpu.present": "true" }, "nodeSelector from values");
+  });
+}
+
 function rejections() {
   const bad = [
     ["replicaCount=abc", ["--set", "replicaCount=abc"]],
@@ -975,6 +1068,9 @@ function localArgs(r, files) {
   set("--config", files.policy);
   set("--shutdown-delay", "1");
   if (a.includes("--client-ca")) set("--client-ca", files.ca);
+  // No API server here: the exporter ConfigMaps (the default topology source) become the bundled examples.
+  const t = a.indexOf("--topology-configmaps");
+  if (t >= 0) a.splice(t, 2);
   return a;
 }
 

@@ -16,6 +16,16 @@ ServeConfig Parse(const std::vector<std::string>& args) {
   return cfg.ok() ? *cfg : ServeConfig{};
 }
 
+// The bundled demo exports: by name, or for a local newcomer with no source; never in a cluster.
+TEST(TopologySourceFor, NoDemoTopologyInACluster) {
+  EXPECT_EQ(TopologySourceFor(Parse({}), /*in_cluster=*/false), TopologySource::kExamples);
+  EXPECT_EQ(TopologySourceFor(Parse({}), /*in_cluster=*/true), TopologySource::kNone);
+  EXPECT_EQ(TopologySourceFor(Parse({"--topology-dir", "bundled:examples"}), true), TopologySource::kExamples);
+  EXPECT_EQ(TopologySourceFor(Parse({"--topology-dir", "/topology"}), false), TopologySource::kDirectory);
+  EXPECT_EQ(TopologySourceFor(Parse({"--topology-configmaps", "gpu", "--kube", "on"}), false),
+            TopologySource::kConfigMaps);
+}
+
 TEST(ParseServeConfig, DefaultsAreTheDocumentedOnes) {
   const ServeConfig c = Parse({});
   const server::ServerOptions& s = c.server;

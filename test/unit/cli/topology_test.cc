@@ -68,7 +68,8 @@ TEST(TopologyCliTest, JsonShapeMatchesProductDoc) {
   ASSERT_EQ(doc.size(), 1u);
   const json& n = doc[0];
   EXPECT_EQ(Keys(n), (std::vector<std::string>{"gpus", "hwlocVersion", "nics", "node", "numaNodes", "nvlink",
-                                               "pcieRoots", "source", "xgmi"}));
+                                               "pcieRoots", "shape", "source", "xgmi"}));
+  EXPECT_EQ(n["shape"].get<std::string>().size(), 16u);
   EXPECT_EQ(n["node"], "hwloc_ibm-power8-minsky_2s_4xP100-SXM2_nvlink-gpu-cpu-hetero");
   EXPECT_EQ(n["source"], kPower8);
   EXPECT_EQ(n["hwlocVersion"], "2.5.0a1-git");
@@ -103,6 +104,10 @@ TEST(TopologyCliTest, TableShowsPeersAndCpuLinks) {
   std::getline(lines, header);
   std::getline(lines, first);
   EXPECT_NE(header.find("PCIE-ROOT"), std::string::npos);
+  EXPECT_NE(header.find("SHAPE"), std::string::npos);
+  // The shape column is the JSON's "shape" (the draguard.io/topology-shape label value).
+  const std::string shape = json::parse(Cli({"show", "-f", kPower8, "-o", "json"}).out)[0]["shape"];
+  EXPECT_NE(first.find(" " + shape + " "), std::string::npos) << first;
   EXPECT_NE(first.find("0002:01:00.0"), std::string::npos);
   EXPECT_NE(first.find("pci0002:00"), std::string::npos);
   EXPECT_NE(first.find("16280Mi"), std::string::npos);

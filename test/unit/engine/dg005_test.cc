@@ -45,6 +45,35 @@ std::string Sel(const std::string& expr) { return R"(,"selectors":[{"cel":{"expr
 const std::string kRoots = "device.attributes['resource.kubernetes.io'].pcieRoot in ['pci0000:17', 'pci0000:34']";
 
 // Placements the claim generator emits: selector-restricted PCIe roots / GPU UUIDs, or NVLink.
+// Rails: single-GPU requests with one NIC each on its GPU's root (pcieRoot constraint per pair).
+TEST(Dg005, Rails) {
+  const std::string one_gpu = R"({"deviceClassName":"gpu.nvidia.com","count":1})";
+  const std::string reqs = R"({"name":"g0","exactly":)" + one_gpu + R"(},{"name":"n0","exactly":{"deviceClassName":"dranet"}},)" +
+                           R"({"name":"g1","exactly":)" + one_gpu + R"(},{"name":"n1","exactly":{"deviceClassName":"dranet"}})";
+  const std::string pairs = R"({"requests":["g0","n0"],"matchAttribute":"resource.kubernetes.io/pcieRoot"},)"
+                            R"({"requests":["g1","n1"],"matchAttribute":"resource.kubernetes.io/pcieRoot"})";
+  auto tmpl = [&](const std::string& constraints, const std::string& annotation) {
+    return R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaimTemplate","metadata":{"name":"t"},"spec":{)" +
+           (annotation.empty() ? std::string()
+                               : R"("metadata":{"annotations":{"draguard.io/interconnect":")" + annotation + R"("}},)") +
+           R"("spec":{"devices":{"requests":[)" + reqs + "]" +
+           (constraints.empty() ? "" : R"(,"constraints":[)" + constraints + "]") + "}}}}";
+  };
+  std::vector<Case> cases = {
+      {"nvlink_rails", tmpl(pairs, "nvlink"), RuleStatus::kPass, {}, ""},
+      // Without NVLink the two pairs may sit on different roots.
+      {"rails_without_nvlink", tmpl(pairs, ""), RuleStatus::kFail, {}, "allocates 4 devices"},
+      // One root for all GPUs ties the pairs together.
+      {"rails_on_one_root",
+       tmpl(pairs + R"(,{"requests":["g0","g1"],"matchAttribute":"resource.kubernetes.io/pcieRoot"})", ""),
+       RuleStatus::kPass, {}, ""},
+      {"nvlink_rail_nic_uncovered",
+       tmpl(R"({"requests":["g0","n0"],"matchAttribute":"resource.kubernetes.io/pcieRoot"})", "nvlink"),
+       RuleStatus::kFail, {}, ""},
+  };
+  for (const auto& c : cases) CheckCase("DG005", c);
+}
+
 TEST(Dg005, SelectorRestrictedAndNvlinkAlignment) {
   auto gpus = [](const std::string& expr, int count = 2) {
     return R"({"name":"gpus","exactly":{"deviceClassName":"gpu.nvidia.com","count":)" + std::to_string(count) +

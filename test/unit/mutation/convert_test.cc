@@ -32,9 +32,9 @@ TEST(ConvertPod, PatchRemovesLegacyEntriesAndReferencesTheTemplate) {
 
 TEST(ConvertPod, ConvertedPodsAndPodsWithoutLegacyRequestsAreUnchanged) {
   auto pol = DefaultPolicy();
-  auto c = ConvertPod(PodWith({{"nvidia.com/gpu", 2}}), "ml", pol, nullptr);
-  ASSERT_EQ(c.outcome, PodConversion::Outcome::kConverted);
-  auto again = ConvertPod(c.pod, "ml", pol, nullptr);
+  auto c = ConvertPod(PodWith({{"nvidia.com/gpu", 2}}), "ml", pol, testing::Topo(testing::kG4dn).get());
+  ASSERT_EQ(c.outcome, PodConversion::Outcome::kConverted) << c.reason;
+  auto again = ConvertPod(c.pod, "ml", pol, testing::Topo(testing::kG4dn).get());
   EXPECT_EQ(again.outcome, PodConversion::Outcome::kUnchanged);
   EXPECT_TRUE(again.patch.empty());
   EXPECT_EQ(ConvertPod(PodWith({{"cpu", 1}}), "ml", pol, nullptr).outcome, PodConversion::Outcome::kUnchanged);
@@ -188,6 +188,45 @@ TEST(ConvertPod, EachContainerGetsItsOwnClaimAndTheyMustFitOneNodeTogether) {
   auto three = ConvertPod(pod, "ml", pol, testing::Topo(testing::kR740).get());
   EXPECT_EQ(three.outcome, PodConversion::Outcome::kRefused);
   EXPECT_NE(three.reason.find("no node can hold all their devices"), std::string::npos) << three.reason;
+}
+
+// KServe's predictor.model is a container whose parent (the predictor) takes pod-level claims.
+TEST(ConvertObject, KserveModelContainerGetsItsClaimInThePredictor) {
+  auto pol = DefaultPolicy();
+  Json isvc = R"({"apiVersion":"serving.kserve.io/v1beta1","kind":"InferenceService","metadata":{"name":"m"},
+    "spec":{"predictor":{"model":{"modelFormat":{"name":"huggingface"},
+      "resources":{"limits":{"nvidia.com/gpu":"1","cpu":"4"}}}}}})"_json;
+  auto c = ConvertObject(isvc, "ml", pol, nullptr);
+  ASSERT_TRUE(c.errors.empty()) << c.errors[0];
+  ASSERT_TRUE(c.changed);
+  ASSERT_EQ(c.templates.size(), 1u);
+  const Json& predictor = c.object["spec"]["predictor"];
+  EXPECT_EQ(predictor["model"]["resources"]["limits"], Json({{"cpu", "4"}}));
+  EXPECT_EQ(predictor["model"]["resources"]["claims"], Json::parse(R"([{"name":"draguard-gpu","request":"gpu"}])"));
+  EXPECT_FALSE(predictor["model"].contains("name"));
+  ASSERT_EQ(predictor["resourceClaims"].size(), 1u);
+  EXPECT_EQ(predictor["resourceClaims"][0]["resourceClaimTemplateName"], c.templates[0].name);
+}
+
+// No place for claims (TrainJob's resourcesPerNode), or a path draguard does not know: reported
+// with the path, never a silent pass.
+TEST(ConvertObject, LegacyRequestsLeftAreErrorsNamingThePath) {
+  auto pol = DefaultPolicy();
+  Json train = R"({"apiVersion":"trainer.kubeflow.org/v1alpha1","kind":"TrainJob","metadata":{"name":"t"},
+    "spec":{"trainer":{"resourcesPerNode":{"limits":{"nvidia.com/gpu":8}}}}})"_json;
+  auto c = ConvertObject(train, "ml", pol, nullptr);
+  ASSERT_EQ(c.errors.size(), 1u);
+  EXPECT_NE(c.errors[0].find("/spec/trainer"), std::string::npos) << c.errors[0];
+  EXPECT_NE(c.errors[0].find("requests nvidia.com/gpu"), std::string::npos) << c.errors[0];
+  EXPECT_NE(c.errors[0].find("not convertible"), std::string::npos) << c.errors[0];
+  Json nim = R"({"apiVersion":"apps.nvidia.com/v1alpha1","kind":"NIMService","metadata":{"name":"n"},
+    "spec":{"resources":{"limits":{"nvidia.com/gpu":1}}}})"_json;
+  EXPECT_EQ(ConvertObject(nim, "ml", pol, nullptr).errors.size(), 1u);
+  Json unknown = R"({"apiVersion":"example.com/v1","kind":"Thing","metadata":{"name":"t"},
+    "spec":{"worker":{"resources":{"limits":{"nvidia.com/gpu":"2"}}},"idle":{"resources":{"limits":{"nvidia.com/gpu":"0"}}}}})"_json;
+  auto u = ConvertObject(unknown, "ml", pol, nullptr);
+  ASSERT_EQ(u.errors.size(), 1u);
+  EXPECT_NE(u.errors[0].find("/spec/worker/resources/limits/nvidia.com~1gpu"), std::string::npos) << u.errors[0];
 }
 
 }  // namespace

@@ -63,19 +63,28 @@ TEST(GenerateTemplate, ObjectShapeLabelsAndContentAddressedName) {
   // Same profile: same name in any namespace; another profile: another name.
   auto again = GenerateTemplate(Gpus(1), "other", pol, nullptr);
   EXPECT_EQ(again->name, t->name);
-  EXPECT_NE(GenerateTemplate(Gpus(2), "ml", pol, nullptr)->name, t->name);
+  EXPECT_NE(GenerateTemplate(Gpus(1, "2Gi"), "ml", pol, nullptr)->name, t->name);
   ExpectSelectorsCompile(*t);
 }
 
-TEST(GenerateTemplate, WithoutTopologyMultiGpuGetsAPcieRootConstraintAndANote) {
+TEST(GenerateTemplate, WithoutTopologyMultiGpuIsRefusedWithHowToProvideExports) {
   auto t = GenerateTemplate(Gpus(2), "ml", DefaultPolicy(), nullptr);
-  ASSERT_TRUE(t.ok());
-  EXPECT_EQ(t->placements[0], Placement::kPcieRoot);
-  EXPECT_EQ(Devices(*t)["constraints"][0]["matchAttribute"], "resource.kubernetes.io/pcieRoot");
-  EXPECT_EQ(Devices(*t)["constraints"][0]["requests"], Json::array({"gpu"}));
-  EXPECT_EQ(t->object["spec"]["metadata"]["annotations"]["draguard.io/interconnect"], "pcie");
-  ASSERT_FALSE(t->notes.empty());
-  EXPECT_NE(t->notes[0].find("no topology"), std::string::npos);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("no topology is loaded for any node"), std::string::npos) << t.status().message();
+  EXPECT_NE(t.status().message().find("--topology-configmaps"), std::string::npos) << t.status().message();
+  // A GPU and a NIC need a topology as well; one GPU does not.
+  EXPECT_FALSE(GenerateTemplate(Gpus(1, "1Gi", true), "ml", DefaultPolicy(), nullptr).ok());
+  EXPECT_TRUE(GenerateTemplate(Gpus(1), "ml", DefaultPolicy(), nullptr).ok());
+  // Allowed by the policy: unaligned, with a note.
+  auto pol = DefaultPolicy();
+  pol.mutation.allow_unaligned = true;
+  pol.fingerprint.clear();
+  auto u = GenerateTemplate(Gpus(2), "ml", pol, nullptr);
+  ASSERT_TRUE(u.ok()) << u.status().message();
+  EXPECT_EQ(u->placements[0], Placement::kUnaligned);
+  EXPECT_FALSE(Devices(*u).contains("constraints"));
+  ASSERT_FALSE(u->notes.empty());
+  EXPECT_NE(u->notes[0].find("no topology"), std::string::npos);
 }
 
 TEST(GenerateTemplate, TwoT4sShareARootOnEveryG4dnRoot) {
@@ -83,7 +92,13 @@ TEST(GenerateTemplate, TwoT4sShareARootOnEveryG4dnRoot) {
   ASSERT_TRUE(t.ok()) << t.status().message();
   EXPECT_EQ(t->placements[0], Placement::kPcieRoot);
   EXPECT_TRUE(t->nodes.empty());  // every node can do it: no restriction
-  EXPECT_EQ(t->description, "2x full GPU >= 1Gi, same PCIe root");
+  // One root first; on a node whose roots have one free T4 each, two of one NUMA node.
+  EXPECT_EQ(t->description, "2x full GPU >= 1Gi, same PCIe root, else NUMA-local, 3 alternatives first available");
+  const Json& req = Devices(*t)["requests"][0];
+  ASSERT_TRUE(req.contains("firstAvailable")) << req.dump();
+  EXPECT_EQ(req["firstAvailable"][0]["name"], "pcie-1");
+  EXPECT_EQ(req["firstAvailable"][1]["name"], "numa-1");
+  EXPECT_EQ(Devices(*t)["constraints"][0]["requests"], Json::array({"gpu/pcie-1"}));
 }
 
 TEST(GenerateTemplate, FourT4sFallBackToNumaLocalRootSets) {
@@ -110,7 +125,7 @@ TEST(GenerateTemplate, EightT4sCannotBeAlignedAndSayWhy) {
   auto t = GenerateTemplate(Gpus(8), "ml", pol, Topo(testing::kG4dn).get());
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("no node can place 8 GPUs"), std::string::npos) << t.status().message();
-  EXPECT_NE(t.status().message().find("at most 4"), std::string::npos) << t.status().message();
+  EXPECT_NE(t.status().message().find("4 on one NUMA node"), std::string::npos) << t.status().message();
   pol.mutation.allow_unaligned = true;
   pol.fingerprint.clear();  // changed in code: no longer the parsed document
   auto u = GenerateTemplate(Gpus(8), "ml", pol, Topo(testing::kG4dn).get());
@@ -153,19 +168,26 @@ TEST(GenerateTemplate, NvlinkOnNvswitchNeedsNoRestrictionButIsDeclared) {
   EXPECT_TRUE(Devices(*t)["requests"][0].contains("exactly"));
 }
 
-TEST(GenerateTemplate, NvlinkPairsAreNamedByUuidPerNode) {
+TEST(GenerateTemplate, NvlinkPairsAreNamedByPciBusAddress) {
   auto t = GenerateTemplate(Gpus(2, "1Gi", false, "nvlink"), "ml", DefaultPolicy(), Topo(testing::kMinsky).get());
   ASSERT_TRUE(t.ok()) << t.status().message();
   EXPECT_EQ(t->placements[0], Placement::kNvlink);
   const Json& req = Devices(*t)["requests"][0];
   ASSERT_TRUE(req.contains("firstAvailable")) << req.dump();
-  EXPECT_EQ(req["firstAvailable"].size(), 2u);  // GPUs 0+1 and 2+3
-  EXPECT_NE(req["firstAvailable"][0]["selectors"].back()["cel"]["expression"].get<std::string>().find(".uuid in ["),
-            std::string::npos);
-  EXPECT_TRUE(t->nodes.empty());  // the only node: the UUIDs restrict enough
+  ASSERT_EQ(req["firstAvailable"].size(), 2u);  // GPUs 0+1 and 2+3
+  EXPECT_EQ(req["firstAvailable"][0]["selectors"].back()["cel"]["expression"],
+            "'pciBusID' in device.attributes['resource.kubernetes.io'] && "
+            "device.attributes['resource.kubernetes.io'].pciBusID in ['0002:01:00.0', '0003:01:00.0']");
+  EXPECT_EQ(req.dump().find("uuid"), std::string::npos);  // UUIDs are per node (or sanitised)
+  EXPECT_TRUE(t->nodes.empty());
   ExpectSelectorsCompile(*t);
   // Three NVLink-connected GPUs do not exist there.
   EXPECT_FALSE(GenerateTemplate(Gpus(3, "1Gi", false, "nvlink"), "ml", DefaultPolicy(), Topo(testing::kMinsky).get()).ok());
+  // By default the pairs come first as well (they share a NUMA node too, so nothing is added).
+  auto d = GenerateTemplate(Gpus(2), "ml", DefaultPolicy(), Topo(testing::kMinsky).get());
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->placements[0], Placement::kNvlink);
+  EXPECT_EQ(Devices(*d)["requests"][0]["firstAvailable"].size(), 2u);
 }
 
 TEST(GenerateTemplate, MemoryFloorIsLoweredToWhatTheGpusReport) {
@@ -240,7 +262,7 @@ TEST(GenerateTemplate, MixedClusterRestrictsToTheShapesThatCanAlign) {
   auto pol = DefaultPolicy();
   auto t = GenerateTemplate(Gpus(4), "ml", pol, snap.get());
   ASSERT_TRUE(t.ok()) << t.status().message();
-  EXPECT_EQ(t->placements[0], Placement::kPcieRoot);  // the DGX has 4 GPUs per root
+  EXPECT_EQ(t->placements[0], Placement::kNvlink);  // NVSwitch, and 4 GPUs per root first
   EXPECT_EQ(t->nodes, std::vector<std::string>{"dgx-a"});
   ASSERT_EQ(t->shapes.size(), 1u);
   EXPECT_EQ(t->shapes[0], snap->Find("dgx-a")->shape->fingerprint);

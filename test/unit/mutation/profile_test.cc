@@ -82,6 +82,18 @@ TEST(ProfilePod, HamiMemoryRaisesTheFloorAndSoftLimitsAreDroppedWithANote) {
   EXPECT_NE(p->notes[0].find("nvidia.com/gpucores"), std::string::npos);
 }
 
+// Next to a MIG request the container gets the MIG device, not whole GPUs, and HAMi's gpumem
+// cannot raise a floor (the profile fixes the memory): both say so.
+TEST(ProfilePod, HamiKeysNextToMigSayWhatTheContainerGets) {
+  auto p = ProfilePod(PodWith({{"nvidia.com/mig-3g.40gb", 1}, {"nvidia.com/gpumem", 3000}, {"nvidia.com/gpucores", 30}}),
+                      DefaultPolicy());
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->notes.size(), 2u);
+  EXPECT_NE(p->notes[0].find("whole MIG device (3g.40gb)"), std::string::npos) << p->notes[0];
+  EXPECT_EQ(p->notes[0].find("whole GPUs"), std::string::npos) << p->notes[0];
+  EXPECT_NE(p->notes[1].find("nvidia.com/gpumem (3000 MiB) was dropped"), std::string::npos) << p->notes[1];
+}
+
 TEST(ProfilePod, RefusesMixedKindsUnknownNamesAndOversizedCounts) {
   auto pol = DefaultPolicy();
   EXPECT_FALSE(ProfilePod(PodWith({{"nvidia.com/gpu", 1}, {"nvidia.com/mig-1g.10gb", 1}}), pol).ok());

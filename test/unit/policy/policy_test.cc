@@ -129,7 +129,9 @@ TEST(Policy, DefaultPolicyFileMatchesTheBuiltInDefaults) {
     EXPECT_EQ(p->custom_resources[i].kind, builtin.custom_resources[i].kind);
     EXPECT_EQ(p->custom_resources[i].pod_templates, builtin.custom_resources[i].pod_templates);
     EXPECT_EQ(p->custom_resources[i].containers, builtin.custom_resources[i].containers);
+    EXPECT_EQ(p->custom_resources[i].container_claims, builtin.custom_resources[i].container_claims);
   }
+  EXPECT_EQ(p->mutation.interconnect, builtin.mutation.interconnect);
   EXPECT_EQ(p->device_classes.gpu, builtin.device_classes.gpu);
   EXPECT_EQ(p->device_classes.mig, builtin.device_classes.mig);
   EXPECT_EQ(p->device_classes.passthrough, builtin.device_classes.passthrough);

@@ -170,13 +170,14 @@ TEST(ReviewerMutate, ReferenceModeUsesOnlyTheCatalogue) {
   Reviewer r(Rules(), {}, &prov);
   auto pol = DefaultPolicy();
   pol.mutation.templates = policy::TemplateMode::kReference;
-  auto miss = Mutate(r, Review(PodWith({{"nvidia.com/gpu", 2}})), pol);
+  // (One GPU: several need a topology to be aligned.)
+  auto miss = Mutate(r, Review(PodWith({{"nvidia.com/gpu", 1}})), pol);
   EXPECT_FALSE(miss.response["allowed"].get<bool>());
   EXPECT_NE(miss.response["status"]["message"].get<std::string>().find("catalogue"), std::string::npos);
-  policy::CatalogueProfile two;
-  two.gpus = 2;
-  pol.mutation.catalogue = {two};
-  auto hit = Mutate(r, Review(PodWith({{"nvidia.com/gpu", 2}})), pol);
+  policy::CatalogueProfile one;
+  one.gpus = 1;
+  pol.mutation.catalogue = {one};
+  auto hit = Mutate(r, Review(PodWith({{"nvidia.com/gpu", 1}})), pol);
   EXPECT_TRUE(hit.response["allowed"].get<bool>());
   EXPECT_TRUE(hit.patch.is_array());
   EXPECT_TRUE(prov.calls.empty());
@@ -185,7 +186,7 @@ TEST(ReviewerMutate, ReferenceModeUsesOnlyTheCatalogue) {
 Json TwoContainerPod() {
   Json pod = PodWith({{"nvidia.com/gpu", 1}});
   pod["spec"]["containers"].push_back(
-      {{"name", "side"}, {"image", "x"}, {"resources", {{"limits", {{"nvidia.com/gpu", 2}}}}}});
+      {{"name", "side"}, {"image", "x"}, {"resources", {{"limits", {{"nvidia.com/mig-1g.10gb", 1}}}}}});
   return pod;
 }
 

@@ -1,0 +1,26 @@
+// Internal to the CLI: the pieces `topology export` and its --publish loop share.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "flags.h"
+#include "draguard/status.h"
+#include "draguard/topology/exporter.h"
+
+namespace draguard::cli {
+
+/// An export and the fingerprint of the shape the loader reads from it.
+struct ExportWithShape {
+  topology::LocalExport local;
+  std::string fingerprint;
+};
+
+/// Exports this machine (ExportThisNode), prints its warnings to `err` and checks that the loader
+/// accepts the result.
+Result<ExportWithShape> ProduceExport(const topology::ExportOptions& options, std::ostream& err);
+
+/// The --publish loop (topology_publish.cc); returns the exit code.
+int TopologyPublish(const Flags& f, const topology::ExportOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace draguard::cli
