@@ -4,7 +4,9 @@
 #include <charconv>
 #include <cstdlib>
 #include <optional>
+#include <sstream>
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 namespace draguard::yamljson {
@@ -480,6 +482,45 @@ std::string ToYaml(const json& value) {
   return out;
 }
 
+namespace {
+
+// Records where each document starts; ignores everything else.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override { start = mark; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+  YAML::Mark start;  ///< start of the last document
+};
+
+// yaml-cpp 0.7 never consumes a ',' that follows a document's root node outside a flow collection
+// ("," or "\"x\" ,"): YAML::LoadAll then yields empty documents forever. Walks the documents first
+// and refuses a stream in which one does not advance. yaml-cpp exceptions pass through.
+Status CheckDocumentsAdvance(const std::string& text) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentStarts events;
+  int previous = -1;
+  while (parser.HandleNextDocument(events)) {
+    if (events.start.pos == previous) {
+      return Status::InvalidArgument("invalid YAML: line " + std::to_string(events.start.line + 1) + ", column " +
+                                     std::to_string(events.start.column + 1) +
+                                     ": unexpected ',' outside a flow collection");
+    }
+    previous = events.start.pos;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<std::vector<json>> ParseDocuments(std::string_view text) {
   if (text.size() > kMaxBytes) return Status::ResourceExhausted("input larger than 16 MiB");
   // JSON input: take the strict JSON parser (exact numbers, no YAML surprises).
@@ -491,8 +532,10 @@ Result<std::vector<json>> ParseDocuments(std::string_view text) {
   if (auto fast = FastBlock(text).Parse()) return std::vector<json>{std::move(*fast)};
   if (FlowDepth(text) > kMaxDepth) return Status::ResourceExhausted("YAML nested deeper than 128 levels");
   try {
+    std::string copy(text);
+    if (Status st = CheckDocumentsAdvance(copy); !st.ok()) return st;
     std::vector<json> out;
-    for (const auto& node : YAML::LoadAll(std::string(text))) {
+    for (const auto& node : YAML::LoadAll(copy)) {
       if (node.IsNull()) continue;
       auto v = Convert(node, 0);
       if (!v.ok()) return v.status();

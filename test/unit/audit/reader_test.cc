@@ -95,6 +95,14 @@ TEST(Reader, MalformedYamlDocumentIsReportedAndTheRestRead) {
   EXPECT_EQ(Name(docs[4]), "i1");
 }
 
+// Found by the audit fuzzer: a stray ',' used to hang the reader (yaml-cpp looped).
+TEST(Reader, StrayFlowEntryIsReportedAndTheRestRead) {
+  auto docs = ReadAll(",\n---\nkind: Pod\napiVersion: v1\nmetadata: {name: ok1}\n");
+  ASSERT_EQ(docs.size(), 2u);
+  EXPECT_NE(docs[0].error.find("unexpected ','"), std::string::npos) << docs[0].error;
+  EXPECT_EQ(Name(docs[1]), "ok1");
+}
+
 TEST(Reader, DocumentOverTheCapIsAnErrorNotAnAllocation) {
   std::string big = "kind: ConfigMap\napiVersion: v1\ndata:\n";
   for (int i = 0; i < 2000; ++i) big += "  k" + std::to_string(i) + ": " + std::string(100, 'x') + "\n";

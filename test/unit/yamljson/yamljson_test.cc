@@ -51,6 +51,19 @@ TEST(ParseDocuments, HostileInputIsRefused) {
   EXPECT_NE(r.status().message().find("line 1"), std::string::npos) << r.status().message();
 }
 
+// A ',' after a document's root node outside a flow collection: an error, never an endless stream
+// of empty documents (yaml-cpp 0.7 alone loops on these).
+TEST(ParseDocuments, StrayFlowEntryIsAnErrorNotAHang) {
+  for (const char* text : {",", ",,", " ,", "\"x\" ,", "&a ,", "[a] ,", "---\n,", "a: 1\n---\n[a] ,\n"}) {
+    auto r = ParseDocuments(text);
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_NE(r.status().message().find("unexpected ','"), std::string::npos) << r.status().message();
+  }
+  auto two = ParseDocuments("a: 1\n---\nb: [1, 2]\n---\n---\n");
+  ASSERT_TRUE(two.ok()) << two.status().message();
+  EXPECT_EQ(two->size(), 2u);
+}
+
 
 // ToYaml: ParseDocuments(ToYaml(v)) == v.
 // A leading comment line keeps a text off the block-style fast path: both readings must agree
@@ -59,7 +72,9 @@ void ExpectSameAsGeneralParser(const std::string& yaml, const std::string& what)
   auto fast = ParseDocuments(yaml);
   auto general = ParseDocuments("# general parser\n" + yaml);
   ASSERT_EQ(fast.ok(), general.ok()) << what << "\n" << yaml;
-  if (fast.ok()) EXPECT_EQ(*fast, *general) << what << "\n" << yaml;
+  if (fast.ok()) {
+    EXPECT_EQ(*fast, *general) << what << "\n" << yaml;
+  }
 }
 
 void ExpectRoundTrip(const nlohmann::json& v, const std::string& what) {
