@@ -1,5 +1,5 @@
 // ExportLocalTopology (exporter.h): libhwloc discovery of this machine plus the NVML merge. With
-// hwloc_import.cc the only files of draguard that include <hwloc.h>.
+// hwloc_import.cc and hwloc_handle.h the only files of draguard that include <hwloc.h>.
 #include <hwloc.h>
 #include <hwloc/distances.h>
 // plugins.h (the object-insertion calls that hwloc_topology_insert_misc_object itself uses)
@@ -14,24 +14,10 @@ extern "C" {
 #include <map>
 
 #include "draguard/topology/exporter.h"
+#include "hwloc_handle.h"
 
 namespace draguard::topology {
 namespace {
-
-class TopologyHandle {
- public:
-  TopologyHandle() = default;
-  ~TopologyHandle() {
-    if (topo_ != nullptr) hwloc_topology_destroy(topo_);
-  }
-  TopologyHandle(const TopologyHandle&) = delete;
-  TopologyHandle& operator=(const TopologyHandle&) = delete;
-  bool Init() { return hwloc_topology_init(&topo_) == 0; }
-  hwloc_topology_t get() const { return topo_; }
-
- private:
-  hwloc_topology_t topo_ = nullptr;
-};
 
 std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
@@ -148,11 +134,9 @@ Status MergeNvml(hwloc_topology_t topo, const NvmlReport& nvml, LocalExport& out
 }  // namespace
 
 Result<LocalExport> ExportLocalTopology(const NvmlReport* nvml) {
-  TopologyHandle topo;
+  internal::TopologyHandle topo;
   if (!topo.Init()) return Status::Internal("hwloc_topology_init failed");
-  // The loader's settings: every I/O object, and the PUs/NUMA nodes outside our cgroup too.
-  if (hwloc_topology_set_io_types_filter(topo.get(), HWLOC_TYPE_FILTER_KEEP_ALL) < 0 ||
-      hwloc_topology_set_flags(topo.get(), HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED) < 0) {
+  if (!internal::ApplyLoadSettings(topo.get())) {
     return Status::Internal("hwloc: cannot set I/O filter or flags");
   }
   if (hwloc_topology_load(topo.get()) < 0) return Status::Unavailable(Errno("hwloc could not discover this machine"));

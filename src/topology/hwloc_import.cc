@@ -1,6 +1,7 @@
-// libhwloc import of one export into plain values (hwloc_import.h). The only file of draguard
-// that includes <hwloc.h>.
+// libhwloc import of one export into plain values (hwloc_import.h). With hwloc_export.cc and
+// hwloc_handle.h the only files of draguard that include <hwloc.h>.
 #include "hwloc_import.h"
+#include "hwloc_handle.h"
 
 #include <hwloc.h>
 #include <hwloc/distances.h>
@@ -11,22 +12,6 @@
 
 namespace draguard::topology::internal {
 namespace {
-
-// Owns an hwloc topology for the duration of one import.
-class TopologyHandle {
- public:
-  TopologyHandle() = default;
-  ~TopologyHandle() {
-    if (topo_ != nullptr) hwloc_topology_destroy(topo_);
-  }
-  TopologyHandle(const TopologyHandle&) = delete;
-  TopologyHandle& operator=(const TopologyHandle&) = delete;
-  bool Init() { return hwloc_topology_init(&topo_) == 0; }
-  hwloc_topology_t get() const { return topo_; }
-
- private:
-  hwloc_topology_t topo_ = nullptr;
-};
 
 RawInfos InfosOf(hwloc_obj_t obj) {
   RawInfos out;
@@ -250,11 +235,7 @@ Result<RawTopology> ReadHwlocXml(const std::string& xml, const std::string& form
     *reason = LoadErrorReason::kMalformed;
     return Status::Internal("hwloc_topology_init failed");
   }
-  // REQUIRED: the default I/O filter (KEEP_NONE) silently drops every Bridge/PCIDev/OSDev and
-  // the NVLink/XGMI matrices whose objects disappear with them.
-  if (hwloc_topology_set_io_types_filter(topo.get(), HWLOC_TYPE_FILTER_KEEP_ALL) < 0 ||
-      // See the whole node even if the exporter ran inside a cgroup/cpuset.
-      hwloc_topology_set_flags(topo.get(), HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED) < 0) {
+  if (!ApplyLoadSettings(topo.get())) {
     *reason = LoadErrorReason::kMalformed;
     return Status::Internal("hwloc: cannot set I/O filter or flags");
   }
