@@ -115,7 +115,12 @@ Decision Decide(const EngineResult& result, const policy::Policy& policy) {
   if (!result.rule_exemption.empty()) {
     admission::AddAuditAnnotation(d.response, "exempt-rules", result.rule_exemption);
   }
-  for (const auto& note : result.notes) admission::AddWarning(d.response, note);
+  std::string ignored;
+  for (const auto& note : result.notes) {
+    admission::AddWarning(d.response, note);
+    ignored += (ignored.empty() ? "" : "; ") + note;
+  }
+  if (!ignored.empty()) admission::AddAuditAnnotation(d.response, "exempt-ignored", ignored);
   std::vector<DenyEntry> denies;
   for (const auto& o : result.outcomes) {
     const Rule& rule = *o.rule;

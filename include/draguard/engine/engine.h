@@ -10,6 +10,7 @@
 
 #include "draguard/admission/response.h"
 #include "draguard/admission/review.h"
+#include "draguard/engine/exceptions.h"
 #include "draguard/engine/registry.h"
 #include "draguard/engine/rule.h"
 #include "draguard/policy/policy.h"
@@ -27,28 +28,22 @@ struct RuleOutcome {
 struct EngineResult {
   std::vector<RuleOutcome> outcomes;  ///< one per rule that is not off or exempted
   std::string exemption;              ///< non-empty when the request is exempt: why
-  /// Per-object exception (annotation draguard.io/exempt) in effect: "DG003,DG005 (reason: ...)".
+  /// Per-object exceptions in effect (policy `exceptions`, allowed draguard.io/exempt annotations),
+  /// "; "-joined records: `DG001 (exception "bench": vendor benchmark)`.
   std::string rule_exemption;
-  std::vector<std::string> exempted_rules;  ///< rule IDs skipped because of that exception
-  std::vector<std::string> notes;           ///< warnings about the exception itself (expired, ...)
+  std::vector<std::string> exempted_rules;  ///< rule IDs skipped because of those exceptions
+  std::vector<std::string> notes;           ///< exceptions not applied and why (expired, not allowed, ...)
 };
 
-/// Annotation that lists the rules an object is exempt from ("DG003,DG005").
-inline constexpr const char* kExemptAnnotation = "draguard.io/exempt";
-/// Required justification of a draguard.io/exempt exception.
-inline constexpr const char* kExemptReasonAnnotation = "draguard.io/exempt-reason";
-/// Optional RFC 3339 expiry of a draguard.io/exempt exception.
-inline constexpr const char* kExemptUntilAnnotation = "draguard.io/exempt-until";
-
-/// Parses an RFC 3339 timestamp ("2026-01-31T00:00:00Z", offsets and fractions allowed).
-std::optional<std::chrono::system_clock::time_point> ParseRfc3339(std::string_view text);
+/// RFC 3339 timestamps (policy::ParseRfc3339).
+using policy::ParseRfc3339;
 
 
 /// Runs every enabled rule. A rule that throws is reported as kError (never propagates).
 EngineResult Evaluate(const RuleInput& input, const Registry& registry);
 
 /// Why `rule_id` does not apply to the request at all: a policy exemption (namespace, user, group,
-/// object selector) or a valid draguard.io/exempt exception naming it; "" when it applies. The
+/// object selector) or an exception in effect naming it (DecideExceptions); "" when it applies. The
 /// mutating webhook uses this with MutationRule() to leave exempt Pods untouched.
 std::string ExemptionFrom(const RuleInput& input, const Registry& registry, std::string_view rule_id);
 
