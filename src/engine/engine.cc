@@ -72,6 +72,9 @@ EngineResult Evaluate(const RuleInput& input, const Registry& registry) {
   EngineResult out;
   out.exemption = Exemption(input.request, input.policy);
   if (!out.exemption.empty()) return out;
+  for (auto& e : CustomResourceShapeErrors(input.request, input.policy)) {
+    out.shape_errors.push_back(dra::OwnerName(input.request) + ": " + e);
+  }
   RuleExemptions(input, registry, &out);
   for (const auto& rule : registry.rules()) {
     const policy::Action action = input.policy.ActionFor(rule->id(), rule->default_action());

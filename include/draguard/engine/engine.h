@@ -13,6 +13,7 @@
 #include "draguard/engine/exceptions.h"
 #include "draguard/engine/registry.h"
 #include "draguard/engine/rule.h"
+#include "draguard/engine/shape.h"
 #include "draguard/policy/policy.h"
 
 namespace draguard::engine {
@@ -33,6 +34,9 @@ struct EngineResult {
   std::string rule_exemption;
   std::vector<std::string> exempted_rules;  ///< rule IDs skipped because of those exceptions
   std::vector<std::string> notes;           ///< exceptions not applied and why (expired, not allowed, ...)
+  /// Values of the wrong type where the policy configures a custom resource's pod templates or
+  /// containers (CustomResourceShapeErrors), prefixed with the object: deny in enforce mode.
+  std::vector<std::string> shape_errors;
 };
 
 /// RFC 3339 timestamps (policy::ParseRfc3339).
@@ -77,7 +81,9 @@ policy::Action ModeAction(policy::Action action, const policy::Policy& policy);
 
 /// Turns rule outcomes into a response: deny findings → 403 with every denying finding (most
 /// important rule first), warn → warnings, audit → auditAnnotations; rule errors follow
-/// policy.rule_errors; the global mode applies (ModeAction). Pure function.
+/// policy.rule_errors; the global mode applies (ModeAction). Shape errors of a custom resource
+/// deny in enforce mode (after any rule's message) and warn in audit mode; both record them in the
+/// `custom-resource-shape` audit annotation. Pure function.
 Decision Decide(const EngineResult& result, const policy::Policy& policy);
 
 /// The rule /mutate stands in for (DG001 legacy-gpu-resource): a Pod the webhook cannot convert
