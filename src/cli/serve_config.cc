@@ -75,6 +75,7 @@ Status ParseCounts(const Flags& f, server::ServerOptions* opt) {
   for (auto [name, target] : {std::pair<const char*, std::size_t*>{"--max-body", &opt->max_body},
                               {"--workers", &opt->workers},
                               {"--io-threads", &opt->io_threads},
+                              {"--inline-review-max-body", &opt->inline_review_max_body},
                               {"--max-queued", &opt->max_queued},
                               {"--body-budget", &opt->body_budget},
                               {"--max-connections", &opt->max_connections}}) {
@@ -241,7 +242,7 @@ Result<ServeConfig> ParseServeConfig(const std::vector<std::string>& args) {
                         "--tls-key", "--client-ca", "--client-cn", "--config", "--topology-dir",
                         "--metrics-listen", "--shutdown-delay", "--log-level", "--max-body",
                         "--read-timeout", "--request-timeout", "--keep-alive-timeout",
-                        "--workers", "--io-threads", "--max-queued", "--body-budget",
+                        "--workers", "--io-threads", "--inline-review-max-body", "--max-queued", "--body-budget",
                         "--max-connections", "--reload-interval", "--kube", "--kube-timeout",
                         "--topology-configmaps", "--tls-self-secret", "--tls-self-validating",
                         "--tls-self-mutating", "--tls-self-ca-days", "--tls-self-cert-days",

@@ -12,10 +12,12 @@
 #include <thread>
 #include <unordered_map>
 
+#include <signal.h>
+
 #include <boost/asio.hpp>
-#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <openssl/err.h>
 
 namespace draguard::server {
 
@@ -155,7 +157,7 @@ struct Listener::Impl {
   ListenerOptions opt;
   std::vector<HttpRoute> routes;
   asio::io_context ioc;
-  std::optional<asio::ssl::context> ssl;
+  SSL_CTX* ssl = nullptr;  // null = plain HTTP
   tcp::acceptor acceptor{asio::make_strand(ioc)};
   std::optional<asio::steady_timer> accept_retry;
   std::unique_ptr<WorkerPool> pool;
@@ -173,9 +175,7 @@ struct Listener::Impl {
   std::uint64_t next_id = 0;
 
   ~Impl() {
-    // asio's context deletes what it finds in the SSL_CTX app data as its own verify callback;
-    // the TLS options stored there belong to the server.
-    if (ssl) SSL_CTX_set_app_data(ssl->native_handle(), nullptr);
+    if (ssl != nullptr) SSL_CTX_free(ssl);
   }
 
   std::uint64_t Register(std::weak_ptr<SessionBase> s) {
@@ -219,13 +219,127 @@ struct Listener::Impl {
 
 namespace {
 
+// TLS over a non-blocking socket, OpenSSL reading and writing the descriptor itself: no BIO pair
+// and no staging buffers, so an idle connection keeps only its SSL object (record buffers are
+// released when empty). Models Beast's AsyncReadStream/AsyncWriteStream; one operation of each
+// direction at a time, all on the connection's strand.
+class TlsStream {
+ public:
+  using executor_type = tcp::socket::executor_type;
+  using next_layer_type = tcp::socket;
+
+  TlsStream(tcp::socket socket, SSL_CTX* ctx) : socket_(std::move(socket)), ssl_(SSL_new(ctx)) {
+    beast::error_code ignored;
+    socket_.non_blocking(true, ignored);
+    if (ssl_ != nullptr) {
+      SSL_set_fd(ssl_, static_cast<int>(socket_.native_handle()));
+      SSL_set_mode(ssl_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+                             SSL_MODE_RELEASE_BUFFERS);
+      SSL_set_accept_state(ssl_);
+    }
+  }
+  ~TlsStream() {
+    if (ssl_ != nullptr) SSL_free(ssl_);
+  }
+  TlsStream(const TlsStream&) = delete;
+  TlsStream& operator=(const TlsStream&) = delete;
+
+  executor_type get_executor() { return socket_.get_executor(); }
+  tcp::socket& next_layer() { return socket_; }
+
+  template <class Handler>
+  void async_handshake(Handler&& handler) {
+    Run(kHandshake, nullptr, 0,
+        [h = std::forward<Handler>(handler)](beast::error_code ec, std::size_t) mutable { h(ec); });
+  }
+
+  template <class Buffers, class Token>
+  auto async_read_some(const Buffers& buffers, Token&& token) {
+    return asio::async_initiate<Token, void(beast::error_code, std::size_t)>(
+        [this](auto handler, asio::mutable_buffer b) { Run(kRead, b.data(), b.size(), std::move(handler)); },
+        token, First<asio::mutable_buffer>(buffers));
+  }
+
+  template <class Buffers, class Token>
+  auto async_write_some(const Buffers& buffers, Token&& token) {
+    // Small pieces (a response header and its body) go out as one TLS record: gathered up to one
+    // record, so the write is all or nothing and the count maps back onto `buffers`.
+    asio::const_buffer b = First<asio::const_buffer>(buffers);
+    if (b.size() < kRecord && asio::buffer_size(buffers) > b.size()) {
+      gather_.resize(std::min<std::size_t>(kRecord, asio::buffer_size(buffers)));
+      asio::buffer_copy(asio::buffer(gather_), buffers);
+      b = asio::buffer(gather_);
+    }
+    return asio::async_initiate<Token, void(beast::error_code, std::size_t)>(
+        [this](auto handler, asio::const_buffer b) {
+          Run(kWrite, const_cast<void*>(b.data()), b.size(), std::move(handler));
+        },
+        token, b);
+  }
+
+ private:
+  enum Kind { kHandshake, kRead, kWrite };
+
+  template <class Buffer, class Buffers>
+  static Buffer First(const Buffers& buffers) {
+    for (auto it = asio::buffer_sequence_begin(buffers); it != asio::buffer_sequence_end(buffers); ++it) {
+      Buffer b(*it);
+      if (b.size() > 0) return b;
+    }
+    return Buffer();
+  }
+
+  template <class Handler>
+  void Complete(Handler&& handler, beast::error_code ec, std::size_t n) {
+    asio::post(socket_.get_executor(),
+               [h = std::forward<Handler>(handler), ec, n]() mutable { h(ec, n); });
+  }
+
+  template <class Handler>
+  void Run(Kind kind, void* data, std::size_t len, Handler&& handler) {
+    if (ssl_ == nullptr) return Complete(std::forward<Handler>(handler), asio::error::no_memory, 0);
+    if (kind != kHandshake && len == 0) return Complete(std::forward<Handler>(handler), {}, 0);
+    ERR_clear_error();
+    std::size_t n = 0;
+    int r = kind == kHandshake ? SSL_do_handshake(ssl_)
+            : kind == kRead    ? SSL_read_ex(ssl_, data, len, &n)
+                               : SSL_write_ex(ssl_, data, len, &n);
+    int err = r == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl_, r);
+    if (kind == kWrite && err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
+      std::string().swap(gather_);  // idle connections keep no write buffer
+    }
+    if (r == 1) return Complete(std::forward<Handler>(handler), {}, n);
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+      socket_.async_wait(err == SSL_ERROR_WANT_READ ? tcp::socket::wait_read : tcp::socket::wait_write,
+                         [this, kind, data, len, h = std::forward<Handler>(handler)](
+                             beast::error_code ec) mutable {
+                           if (ec) return h(ec, 0);
+                           Run(kind, data, len, std::move(h));
+                         });
+      return;
+    }
+    ERR_clear_error();
+    // A clean close_notify or a peer that just went away are both the end of the stream.
+    beast::error_code ec = err == SSL_ERROR_ZERO_RETURN || err == SSL_ERROR_SYSCALL
+                               ? beast::error_code(asio::error::eof)
+                               : beast::error_code(asio::error::connection_reset);
+    Complete(std::forward<Handler>(handler), ec, 0);
+  }
+
+  static constexpr std::size_t kRecord = 16384;  // TLS maximum plaintext per record
+  tcp::socket socket_;
+  SSL* ssl_;
+  std::string gather_;
+};
+
 enum class Phase { kHandshake, kIdle, kHeader, kBody, kWorker, kWrite, kLinger, kClosed };
 
 template <class Stream>
 class Session final : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
  public:
-  Session(Listener::Impl* l, Stream stream)
-      : l_(l), stream_(std::move(stream)), timer_(stream_.get_executor()) {}
+  template <class... Args>
+  Session(Listener::Impl* l, Args&&... args)
+      : l_(l), stream_(std::forward<Args>(args)...), timer_(stream_.get_executor()) {}
 
   ~Session() override {
     EndRequest();
@@ -239,8 +353,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     } else {
       phase_ = Phase::kHandshake;
       Arm(l_->opt.handshake_timeout);
-      stream_.async_handshake(asio::ssl::stream_base::server,
-                              [self = this->shared_from_this()](beast::error_code ec) {
+      stream_.async_handshake([self = this->shared_from_this()](beast::error_code ec) {
                                 self->Disarm();
                                 if (ec) return self->Close();
                                 self->WaitRequest();
@@ -474,7 +587,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       req_.body = std::move(parser_->get().body());
       parser_.reset();
     }
-    if (!route_->on_worker) {
+    if (!route_->on_worker || (route_->inline_max_body > 0 && req_.body.size() <= route_->inline_max_body)) {
       HttpResponse res;
       Run(&res);
       return Write(std::move(res));
@@ -635,8 +748,7 @@ void Listener::Impl::Accept() {
     beast::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
     if (ssl) {
-      auto s = std::make_shared<Session<asio::ssl::stream<tcp::socket>>>(
-          this, asio::ssl::stream<tcp::socket>(std::move(socket), *ssl));
+      auto s = std::make_shared<Session<TlsStream>>(this, std::move(socket), ssl);
       s->Begin(Register(s));
     } else {
       auto s = std::make_shared<Session<tcp::socket>>(this, std::move(socket));
@@ -656,14 +768,21 @@ Listener::~Listener() { Stop(); }
 
 Status Listener::Start() {
   Impl& m = *impl_;
+  // OpenSSL writes to the socket with write(2): a peer that went away must be an error, not a
+  // SIGPIPE that ends the process (cpp-httplib's server did the same).
+  struct sigaction current {};
+  if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    ::signal(SIGPIPE, SIG_IGN);
+  }
   if (m.opt.configure_tls) {
-    m.ssl.emplace(asio::ssl::context::tls_server);
+    m.ssl = SSL_CTX_new(TLS_server_method());
     std::string error;
-    if (!m.opt.configure_tls(m.ssl->native_handle(), &error)) {
+    if (m.ssl == nullptr) return Status::Internal("TLS setup failed: SSL_CTX_new");
+    if (!m.opt.configure_tls(m.ssl, &error)) {
       return Status::InvalidArgument("TLS setup failed: " + error);
     }
     // Idle connections keep no TLS record buffers.
-    SSL_CTX_set_mode(m.ssl->native_handle(), SSL_MODE_RELEASE_BUFFERS);
+    SSL_CTX_set_mode(m.ssl, SSL_MODE_RELEASE_BUFFERS);
   }
   beast::error_code ec;
   auto addr = asio::ip::make_address(m.opt.host == "localhost" ? "127.0.0.1" : m.opt.host, ec);

@@ -52,6 +52,8 @@ struct HttpRoute {
   std::string path;
   bool on_worker = false;  ///< run on the worker pool (may block); else inline on the IO thread
   HttpHandler handler;
+  /// With on_worker: bodies up to this size are answered inline on the IO thread (no hand-off).
+  std::size_t inline_max_body = 0;
 };
 
 /// Listener settings.

@@ -197,9 +197,11 @@ void Server::Impl::HandleAdmission(admission::WebhookKind kind, const HttpReques
 std::vector<HttpRoute> Server::Impl::Routes(bool admission) {
   std::vector<HttpRoute> routes;
   if (admission) {
-    routes.push_back({"POST", "/validate", true, [this](const HttpRequest& req, HttpResponse* res) {
+    routes.push_back({"POST", "/validate", true,
+                      [this](const HttpRequest& req, HttpResponse* res) {
                         HandleAdmission(admission::WebhookKind::kValidating, req, res);
-                      }});
+                      },
+                      opt.inline_review_max_body});
     routes.push_back({"POST", "/mutate", true, [this](const HttpRequest& req, HttpResponse* res) {
                         HandleAdmission(admission::WebhookKind::kMutating, req, res);
                       }});
