@@ -12,6 +12,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include <malloc.h>
 #include <signal.h>
 
 #include <boost/asio.hpp>
@@ -167,6 +168,9 @@ struct Listener::Impl {
   std::atomic<bool> draining{false};
   std::atomic<bool> stopping{false};
   std::atomic<std::size_t> budget_used{0};
+  // Bytes freed since the last malloc_trim (bodies, closed connections); see Trim().
+  std::atomic<std::size_t> churn{0};
+  std::optional<asio::steady_timer> trim_timer;
   bool started = false, stopped = false;
 
   mutable std::mutex mu;  // guards sessions
@@ -212,7 +216,20 @@ struct Listener::Impl {
   }
   void Release(std::size_t n) {
     if (opt.body_budget != 0 && n != 0) budget_used.fetch_sub(n);
+    churn.fetch_add(n);
   }
+
+  // glibc keeps freed heap pages: after a burst of large bodies or of connections (a TLS
+  // handshake allocates ~40 KB for a moment) give them back, at most once a second.
+  void Trim() {
+    trim_timer->expires_after(std::chrono::seconds(1));
+    trim_timer->async_wait([this](beast::error_code ec) {
+      if (ec || stopping.load()) return;
+      if (churn.exchange(0) >= kTrimChurn) ::malloc_trim(0);
+      Trim();
+    });
+  }
+  static constexpr std::size_t kTrimChurn = 4 * 1024 * 1024;
 
   void Accept();
 };
@@ -343,6 +360,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
   ~Session() override {
     EndRequest();
+    l_->churn.fetch_add(kConnectionBytes);
     l_->Unregister(id_);
   }
 
@@ -355,6 +373,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       Arm(l_->opt.handshake_timeout);
       stream_.async_handshake([self = this->shared_from_this()](beast::error_code ec) {
                                 self->Disarm();
+                                self->l_->churn.fetch_add(kConnectionBytes);  // handshake scratch freed
                                 if (ec) return self->Close();
                                 self->WaitRequest();
                               });
@@ -704,6 +723,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     }
   }
 
+  static constexpr std::size_t kConnectionBytes = 32 * 1024;  // heap a connection's life churns
   Listener::Impl* l_;
   Stream stream_;
   asio::steady_timer timer_;
@@ -798,6 +818,8 @@ Status Listener::Start() {
   }
   m.bound_port = m.acceptor.local_endpoint().port();
   m.accept_retry.emplace(m.acceptor.get_executor());
+  m.trim_timer.emplace(asio::make_strand(m.ioc));
+  asio::post(m.trim_timer->get_executor(), [&m] { m.Trim(); });
   m.pool = std::make_unique<WorkerPool>(m.opt.workers, m.opt.max_queued);
   m.work.emplace(m.ioc.get_executor());
   // The socket listens already: connections queue in the kernel until the loop takes them.
@@ -845,6 +867,7 @@ void Listener::Stop() {
       beast::error_code ignored;
       m.acceptor.close(ignored);
       if (m.accept_retry) m.accept_retry->cancel();
+      asio::post(m.trim_timer->get_executor(), [&m] { m.trim_timer->cancel(); });
       std::lock_guard<std::mutex> lock(done_mu);
       done = true;
       done_cv.notify_all();
