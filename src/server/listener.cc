@@ -216,7 +216,7 @@ struct Listener::Impl {
   }
   void Release(std::size_t n) {
     if (opt.body_budget != 0 && n != 0) budget_used.fetch_sub(n);
-    churn.fetch_add(n);
+    if (n >= kLargeBody) churn.fetch_add(n);  // small bodies reuse the same heap chunks
   }
 
   // glibc keeps freed heap pages: after a burst of large bodies or of connections (a TLS
@@ -229,7 +229,10 @@ struct Listener::Impl {
       Trim();
     });
   }
-  static constexpr std::size_t kTrimChurn = 4 * 1024 * 1024;
+  // malloc_trim stalls every allocating thread and the pages it returns fault back in: only after
+  // large bodies or many connections (a trim per request would cost ~3× the throughput).
+  static constexpr std::size_t kTrimChurn = 16 * 1024 * 1024;
+  static constexpr std::size_t kLargeBody = 256 * 1024;
 
   void Accept();
 };
