@@ -216,7 +216,7 @@ struct Listener::Impl {
   }
   void Release(std::size_t n) {
     if (opt.body_budget != 0 && n != 0) budget_used.fetch_sub(n);
-    if (n >= kLargeBody) churn.fetch_add(n);  // small bodies reuse the same heap chunks
+    if (n >= kLargeBody) churn.fetch_add(kTrimChurn);  // small bodies reuse the same heap chunks
   }
 
   // glibc keeps freed heap pages: after a burst of large bodies or of connections (a TLS
@@ -352,7 +352,7 @@ class TlsStream {
   std::string gather_;
 };
 
-enum class Phase { kHandshake, kIdle, kHeader, kBody, kWorker, kWrite, kLinger, kClosed };
+enum class Phase { kHandshake, kIdle, kHeader, kBudget, kBody, kWorker, kWrite, kLinger, kClosed };
 
 template <class Stream>
 class Session final : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
@@ -418,6 +418,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
 
   void OnTimeout() {
+    if (phase_ == Phase::kBudget) return WaitForBudget();
     if (phase_ == Phase::kBody) {
       // Answer 408: cancel the read, its handler sends the answer.
       timed_out_ = true;
@@ -554,7 +555,20 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     }
     std::size_t want = parser_->content_length() ? static_cast<std::size_t>(*parser_->content_length())
                                                  : l_->opt.max_body;
-    if (!l_->Reserve(want)) {
+    want_ = want;
+    budget_until_ = std::min(BodyDeadline(), Clock::now() + kBudgetWait);
+    WaitForBudget();
+  }
+
+  // The body is read only once its bytes fit in the budget: wait briefly (the bytes of other
+  // bodies are released as their reviews end), then answer 429.
+  void WaitForBudget() {
+    if (!l_->Reserve(want_)) {
+      if (Clock::now() < budget_until_) {
+        phase_ = Phase::kBudget;
+        ArmAt(std::min(budget_until_, Clock::now() + std::chrono::milliseconds(10)));
+        return;
+      }
       if (l_->opt.on_budget_refused) l_->opt.on_budget_refused();
       HttpResponse res;
       Error(429, "too many request bytes in flight; retry shortly", &res);
@@ -562,7 +576,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       res.close = true;
       return Write(std::move(res));
     }
-    reserved_ = want;
+    reserved_ = want_;
     if (Lower(req_.Header("expect")) == "100-continue") {
       auto cont = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
       phase_ = Phase::kBody;
@@ -727,6 +741,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
 
   static constexpr std::size_t kConnectionBytes = 32 * 1024;  // heap a connection's life churns
+  static constexpr std::chrono::milliseconds kBudgetWait{1000};  // then 429
   Listener::Impl* l_;
   Stream stream_;
   asio::steady_timer timer_;
@@ -741,6 +756,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   bool timed_out_ = false;
   bool counted_ = false;
   std::size_t reserved_ = 0;
+  std::size_t want_ = 0;
+  Clock::time_point budget_until_;
   std::size_t served_ = 0;
   std::size_t lingered_ = 0;
 };
