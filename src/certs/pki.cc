@@ -19,6 +19,8 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include "draguard/write_file.h"
+
 namespace draguard::certs {
 namespace {
 
@@ -250,30 +252,7 @@ Status WritePrivateFile(const std::string& dir, const std::string& name, const s
     return Status::FailedPrecondition(dir + " is not a directory owned by this user");
   }
   if ((st.st_mode & 077) != 0) ::chmod(dir.c_str(), 0700);
-  std::string tmp = dir + "/." + name + ".XXXXXX";
-  int fd = ::mkstemp(tmp.data());  // O_CREAT|O_EXCL, mode 0600
-  if (fd < 0) return Status::Unavailable("cannot create a file in " + dir + ": " + std::strerror(errno));
-  std::size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return Status::Unavailable("cannot write " + tmp + ": " + std::strerror(e));
-    }
-    off += static_cast<std::size_t>(n);
-  }
-  ::fsync(fd);
-  ::close(fd);
-  std::string path = dir + "/" + name;
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return Status::Unavailable("cannot rename to " + path + ": " + std::strerror(e));
-  }
-  return Status::Ok();
+  return WriteFileAtomic(dir + "/" + name, data, 0600);
 }
 
 }  // namespace draguard::certs

@@ -33,6 +33,35 @@ int CertCallback(SSL* ssl, void* arg) {
   return 1;
 }
 
+}  // namespace
+
+bool ClientCommonNameAllowed(X509* leaf, const std::vector<std::string>& allowed) {
+  if (leaf == nullptr) return false;
+  X509_NAME* subject = X509_get_subject_name(leaf);
+  bool match = false;
+  bool any = false;
+  for (int i = X509_NAME_get_index_by_NID(subject, NID_commonName, -1); i >= 0;
+       i = X509_NAME_get_index_by_NID(subject, NID_commonName, i)) {
+    const ASN1_STRING* value = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, i));
+    // The exact bytes as UTF-8 (whatever the ASN.1 string type), with their length: never a C string.
+    unsigned char* utf8 = nullptr;
+    const int len = ASN1_STRING_to_UTF8(&utf8, value);
+    if (len < 0) {
+      ERR_clear_error();
+      return false;
+    }
+    const std::string cn(reinterpret_cast<const char*>(utf8), static_cast<std::size_t>(len));
+    OPENSSL_free(utf8);
+    // An embedded NUL is a forgery aimed at C-string comparisons: the certificate is refused.
+    if (cn.find('\0') != std::string::npos) return false;
+    any = true;
+    if (std::find(allowed.begin(), allowed.end(), cn) != allowed.end()) match = true;
+  }
+  return any && match;
+}
+
+namespace {
+
 // Enforces the client CN allow-list on the leaf certificate.
 int VerifyCallback(int preverify_ok, X509_STORE_CTX* store) {
   if (preverify_ok != 1) return preverify_ok;
@@ -43,15 +72,7 @@ int VerifyCallback(int preverify_ok, X509_STORE_CTX* store) {
   const auto* options =
       static_cast<const TlsContextOptions*>(SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)));
   if (options == nullptr || options->client_cns.empty()) return 1;
-  X509* leaf = X509_STORE_CTX_get_current_cert(store);
-  char cn[256] = {0};
-  if (leaf == nullptr ||
-      X509_NAME_get_text_by_NID(X509_get_subject_name(leaf), NID_commonName, cn, sizeof cn) <= 0) {
-    X509_STORE_CTX_set_error(store, X509_V_ERR_APPLICATION_VERIFICATION);
-    return 0;
-  }
-  const auto& allowed = options->client_cns;
-  if (std::find(allowed.begin(), allowed.end(), std::string(cn)) == allowed.end()) {
+  if (!ClientCommonNameAllowed(X509_STORE_CTX_get_current_cert(store), options->client_cns)) {
     X509_STORE_CTX_set_error(store, X509_V_ERR_APPLICATION_VERIFICATION);
     return 0;
   }
