@@ -22,60 +22,20 @@
 #include "draguard/read_file.h"
 #include "draguard/write_file.h"
 #include "tls_internal.h"
+#include "x509util.h"
 
 namespace draguard::server {
 namespace {
 
-template <typename T, void (*F)(T*)>
-struct Deleter {
-  void operator()(T* p) const { F(p); }
-};
-using BioPtr = std::unique_ptr<BIO, Deleter<BIO, BIO_free_all>>;
-using X509Ptr = std::unique_ptr<X509, Deleter<X509, X509_free>>;
-using PkeyPtr = std::unique_ptr<EVP_PKEY, Deleter<EVP_PKEY, EVP_PKEY_free>>;
-
-std::string OpenSslError() {
-  unsigned long e = ERR_get_error();
-  if (e == 0) return "unknown OpenSSL error";
-  char buf[256];
-  ERR_error_string_n(e, buf, sizeof buf);
-  ERR_clear_error();
-  return buf;
-}
-
-std::string BioToString(BIO* bio) {
-  char* data = nullptr;
-  long n = BIO_get_mem_data(bio, &data);
-  return std::string(data, static_cast<std::size_t>(n));
-}
-
-Result<std::string> CertToPem(X509* x) {
-  BioPtr bio(BIO_new(BIO_s_mem()));
-  if (!bio || PEM_write_bio_X509(bio.get(), x) != 1) return Status::Internal(OpenSslError());
-  return BioToString(bio.get());
-}
-
-Result<std::string> KeyToPem(EVP_PKEY* k) {
-  BioPtr bio(BIO_new(BIO_s_mem()));
-  if (!bio || PEM_write_bio_PrivateKey(bio.get(), k, nullptr, nullptr, 0, nullptr, nullptr) != 1) {
-    return Status::Internal(OpenSslError());
-  }
-  return BioToString(bio.get());
-}
+using x509util::AddExt;
+using x509util::BioPtr;
+using x509util::OpenSslError;
+using x509util::ParseCert;
+using x509util::ParseKey;
+using x509util::PkeyPtr;
+using x509util::X509Ptr;
 
 PkeyPtr NewEcKey() { return PkeyPtr(EVP_EC_gen("P-256")); }
-
-Status AddExt(X509* cert, X509* issuer, int nid, const std::string& value) {
-  X509V3_CTX ctx;
-  X509V3_set_ctx_nodb(&ctx);
-  X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
-  X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value.c_str());
-  if (ext == nullptr) return Status::Internal("extension " + value + ": " + OpenSslError());
-  int ok = X509_add_ext(cert, ext, -1);
-  X509_EXTENSION_free(ext);
-  if (ok != 1) return Status::Internal(OpenSslError());
-  return Status::Ok();
-}
 
 Result<X509Ptr> NewCert(EVP_PKEY* pub, const std::string& cn, int days) {
   X509Ptr x(X509_new());
@@ -97,20 +57,6 @@ Result<X509Ptr> NewCert(EVP_PKEY* pub, const std::string& cn, int days) {
                              reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0);
   if (X509_set_pubkey(x.get(), pub) != 1) return Status::Internal(OpenSslError());
   return x;
-}
-
-Result<X509Ptr> ParseCert(const std::string& pem) {
-  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-  X509Ptr x(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
-  if (!x) return Status::InvalidArgument("not a PEM certificate: " + OpenSslError());
-  return x;
-}
-
-Result<PkeyPtr> ParseKey(const std::string& pem) {
-  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-  PkeyPtr k(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
-  if (!k) return Status::InvalidArgument("not a PEM private key: " + OpenSslError());
-  return k;
 }
 
 int64_t UnixOf(const ASN1_TIME* t) {
@@ -181,8 +127,8 @@ Result<PemPair> CreateCertificateAuthority(const std::string& common_name, int d
   DRAGUARD_RETURN_IF_ERROR(AddExt(cert, cert, NID_key_usage, "critical,keyCertSign,cRLSign"));
   DRAGUARD_RETURN_IF_ERROR(AddExt(cert, cert, NID_subject_key_identifier, "hash"));
   if (X509_sign(cert, key.get(), EVP_sha256()) == 0) return Status::Internal(OpenSslError());
-  auto cp = CertToPem(cert);
-  auto kp = KeyToPem(key.get());
+  auto cp = x509util::CertToPem(cert);
+  auto kp = x509util::KeyToPem(key.get());
   if (!cp.ok()) return cp.status();
   if (!kp.ok()) return kp.status();
   return PemPair{*cp, *kp};
@@ -212,8 +158,8 @@ Result<PemPair> IssueCertificate(const PemPair& ca, const IssueOptions& options)
   DRAGUARD_RETURN_IF_ERROR(AddExt(cert, ca_cert->get(), NID_subject_key_identifier, "hash"));
   DRAGUARD_RETURN_IF_ERROR(AddExt(cert, ca_cert->get(), NID_authority_key_identifier, "keyid:always"));
   if (X509_sign(cert, ca_key->get(), EVP_sha256()) == 0) return Status::Internal(OpenSslError());
-  auto cp = CertToPem(cert);
-  auto kp = KeyToPem(key.get());
+  auto cp = x509util::CertToPem(cert);
+  auto kp = x509util::KeyToPem(key.get());
   if (!cp.ok()) return cp.status();
   if (!kp.ok()) return kp.status();
   return PemPair{*cp, *kp};

@@ -6,6 +6,7 @@
 #include <openssl/x509v3.h>
 
 #include "tls_internal.h"
+#include "x509util.h"
 
 namespace draguard::server {
 namespace {
@@ -79,13 +80,6 @@ int VerifyCallback(int preverify_ok, X509_STORE_CTX* store) {
   return 1;
 }
 
-std::string LastError() {
-  unsigned long e = ERR_get_error();
-  char buf[256] = "unknown";
-  if (e != 0) ERR_error_string_n(e, buf, sizeof buf);
-  ERR_clear_error();
-  return buf;
-}
 
 }  // namespace
 
@@ -95,7 +89,7 @@ bool ConfigureServerContext(SSL_CTX* ctx, const TlsContextOptions* options, std:
       SSL_CTX_set_cipher_list(ctx, kTls12Ciphers) != 1 ||
       SSL_CTX_set_ciphersuites(ctx, kTls13Suites) != 1 ||
       SSL_CTX_set1_groups_list(ctx, "X25519:P-256:P-384") != 1) {
-    *error = "TLS context: " + LastError();
+    *error = "TLS context: " + x509util::OpenSslError();
     return false;
   }
   SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
@@ -109,7 +103,7 @@ bool ConfigureServerContext(SSL_CTX* ctx, const TlsContextOptions* options, std:
   SSL_CTX_set_cert_cb(ctx, CertCallback, const_cast<CertificateSource*>(options->certificates));
   if (!options->client_ca.empty()) {
     if (SSL_CTX_load_verify_locations(ctx, options->client_ca.c_str(), nullptr) != 1) {
-      *error = "client CA " + options->client_ca + ": " + LastError();
+      *error = "client CA " + options->client_ca + ": " + x509util::OpenSslError();
       return false;
     }
     STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(options->client_ca.c_str());
