@@ -18,6 +18,7 @@
 #include "draguard/engine/engine.h"
 #include "draguard/file_watcher.h"
 #include "draguard/read_file.h"
+#include "draguard/truncate.h"
 #include "tls_internal.h"
 
 namespace draguard::server {
@@ -199,7 +200,7 @@ struct Server::Impl {
 
   bool Ready() const {
     if (shutting_down.load()) return false;
-    if (!certs || !certs->Current()) return false;
+    if (!certs || !certs->Usable(std::chrono::system_clock::now())) return false;
     if (deps.policies == nullptr || !deps.policies->Current()) return false;
     if (deps.extra_ready && !deps.extra_ready()) return false;
     return true;
@@ -278,7 +279,7 @@ void Server::Impl::HandleAdmission(admission::WebhookKind kind, const httplib::R
   }
   if (!content_type_ok) {
     Error(res, 415, "Content-Type must be application/json, got \"" +
-                        req.get_header_value("Content-Type") + "\"");
+                        Truncate(req.get_header_value("Content-Type")) + "\"");
     return;
   }
   auto pol = deps.policies->Current();
@@ -315,7 +316,7 @@ void Server::Impl::HandleAdmission(admission::WebhookKind kind, const httplib::R
     return;
   }
   const std::string verdict = engine::VerdictName(out.verdict);
-  deps.metrics->requests.Inc({webhook, out.operation, out.kind, verdict});
+  deps.metrics->requests.Inc({webhook, out.operation, out.kind_label, verdict});
   for (const auto& m : out.rule_metrics) deps.metrics->rule_results.Inc({m.rule, m.action, m.result});
   deps.logger->Info("admission", {{"webhook", std::string(webhook)},
                                   {"uid", out.uid},
@@ -434,7 +435,8 @@ Status Server::Start() {
           logger->Error("serving certificate refused; previous certificate keeps serving",
                         {{"error", st.message()}});
         }
-      });
+      },
+      m.opt.tls_required_names);
   DRAGUARD_RETURN_IF_ERROR(m.certs->Reload());
   if (!m.opt.client_ca.empty()) {
     auto ca = ReadFile(m.opt.client_ca);
