@@ -15,6 +15,7 @@
 #include "draguard/engine/engine.h"
 #include "draguard/file_watcher.h"
 #include "draguard/read_file.h"
+#include "draguard/truncate.h"
 #include "listener.h"
 #include "tls_internal.h"
 
@@ -98,7 +99,7 @@ struct Server::Impl {
 
   bool Ready() const {
     if (shutting_down.load()) return false;
-    if (!certs || !certs->Current()) return false;
+    if (!certs || !certs->Usable(std::chrono::system_clock::now())) return false;
     if (deps.policies == nullptr || !deps.policies->Current()) return false;
     if (deps.extra_ready && !deps.extra_ready()) return false;
     return true;
@@ -138,7 +139,7 @@ void Server::Impl::HandleAdmission(admission::WebhookKind kind, const HttpReques
     base.erase(std::remove(base.begin(), base.end(), ' '), base.end());
     std::transform(base.begin(), base.end(), base.begin(), ::tolower);
     if (base != "application/json") {
-      Error(res, 415, "Content-Type must be application/json, got \"" + ct.substr(0, 256) + "\"");
+      Error(res, 415, "Content-Type must be application/json, got \"" + Truncate(ct) + "\"");
       return;
     }
   }
@@ -176,7 +177,7 @@ void Server::Impl::HandleAdmission(admission::WebhookKind kind, const HttpReques
     return;
   }
   const std::string verdict = engine::VerdictName(out.verdict);
-  deps.metrics->requests.Inc({webhook, out.operation, out.kind, verdict});
+  deps.metrics->requests.Inc({webhook, out.operation, out.kind_label, verdict});
   for (const auto& m : out.rule_metrics) deps.metrics->rule_results.Inc({m.rule, m.action, m.result});
   deps.logger->Info("admission", {{"webhook", std::string(webhook)},
                                   {"uid", out.uid},
@@ -299,7 +300,8 @@ Status Server::Start() {
           logger->Error("serving certificate refused; previous certificate keeps serving",
                         {{"error", st.message()}});
         }
-      });
+      },
+      m.opt.tls_required_names);
   DRAGUARD_RETURN_IF_ERROR(m.certs->Reload());
   if (!m.opt.client_ca.empty()) {
     auto ca = ReadFile(m.opt.client_ca);

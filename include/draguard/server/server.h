@@ -33,6 +33,7 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8443;                        ///< 0 picks an ephemeral port
   std::string tls_cert, tls_key;          ///< PEM files (required)
+  std::vector<std::string> tls_required_names;  ///< DNS names the serving certificate must cover ("" = no check)
   std::string client_ca;                  ///< PEM file; set = client certificates required
   std::vector<std::string> client_cns;    ///< allowed client CNs (empty = any CN from client_ca)
   std::size_t max_body = 7 * 1024 * 1024; ///< bytes; larger bodies get 413
