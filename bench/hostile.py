@@ -107,22 +107,31 @@ async def slowbody(port, ctx, hold, stats):
         stats["slowbody_cut"] += 1
 
 
-async def probe(port, ctx, body, timeout, lat, stats):
-    t0 = time.monotonic()
-    try:
-        async def one():
-            r, w = await open_tls(port, ctx)
-            w.write(request(body, close=True))
-            st = await read_response(r)
-            w.close()
-            return st
-        st = await asyncio.wait_for(one(), timeout)
-        if st == 200:
-            lat.append(time.monotonic() - t0)
-        else:
-            stats["probe_non200"] += 1
-    except Exception:
-        stats["probe_lost"] += 1
+def probe_process(port, cafile, body, count, rate, timeout):
+    """Runs in its own process, so the hostile connections' client work does not delay it."""
+    import json
+    ctx = ssl.create_default_context(cafile=cafile)
+    lat, lost, non200 = [], 0, 0
+    for _ in range(count):
+        t0 = time.monotonic()
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw:
+                with ctx.wrap_socket(raw, server_hostname="localhost") as s:
+                    s.sendall(request(body, close=True))
+                    data = b""
+                    while True:
+                        chunk = s.recv(65536)
+                        if not chunk:
+                            break
+                        data += chunk
+            if data.startswith(b"HTTP/1.1 200"):
+                lat.append(time.monotonic() - t0)
+            else:
+                non200 += 1
+        except Exception:
+            lost += 1
+        time.sleep(max(0, 1 / rate - (time.monotonic() - t0)))
+    print(json.dumps({"lat": lat, "lost": lost, "non200": non200}))
 
 
 def pct(values, p):
@@ -157,12 +166,15 @@ async def main(args):
         hostile += [asyncio.create_task(slowloris(port, ctx, hold, stats)) for _ in range(args.slowloris)]
         hostile += [asyncio.create_task(slowbody(port, ctx, hold, stats)) for _ in range(args.slowbody)]
         await asyncio.sleep(3)  # let the hostile connections settle
-        lat = []
-        probes = []
-        for _ in range(args.probes):
-            probes.append(asyncio.create_task(probe(port, ctx, body, args.probe_timeout, lat, stats)))
-            await asyncio.sleep(1 / args.rate)
-        await asyncio.gather(*probes)
+        import json
+        probe = await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--probe-only", str(port), os.path.join(tmp, "state/ca.crt"),
+            str(args.probes), str(args.rate), str(args.probe_timeout), stdout=asyncio.subprocess.PIPE)
+        out, _ = await probe.communicate()
+        res = json.loads(out)
+        lat = res["lat"]
+        stats["probe_lost"] = res["lost"]
+        stats["probe_non200"] = res["non200"]
         peak = rss_kib(proc.pid, "VmHWM")
         now_rss = rss_kib(proc.pid, "VmRSS")
         # SIGTERM while the hostile connections are still open: time to exit.
@@ -176,12 +188,13 @@ async def main(args):
         for t in hostile:
             t.cancel()
         await asyncio.gather(*hostile, return_exceptions=True)
+        after = rss_kib(proc.pid, "VmRSS") if proc.poll() is None else 0
         print(f"hostile: idle {args.idle} (opened {stats['idle_ok']}, failed {stats['idle_err']}), "
               f"slowloris {args.slowloris} (cut by server {stats['loris_cut']}), "
               f"slow bodies {args.slowbody} (cut by server {stats['slowbody_cut']})")
         print(f"probes {args.probes}: lost {stats['probe_lost']}, non-200 {stats['probe_non200']}, "
               f"p50 {pct(lat, 0.5) * 1000:.1f} ms, p99 {pct(lat, 0.99) * 1000:.1f} ms")
-        print(f"server RSS peak {peak / 1024:.1f} MiB, at end {now_rss / 1024:.1f} MiB; "
+        print(f"server RSS peak {peak / 1024:.1f} MiB, after the probes {now_rss / 1024:.1f} MiB; "
               f"SIGTERM to exit {exit_s} (shutdown delay {args.shutdown_delay} s)")
     finally:
         if proc.poll() is None:
@@ -190,6 +203,11 @@ async def main(args):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--probe-only":
+        port, cafile, count, rate, timeout = sys.argv[2:7]
+        body = open(os.path.join(ROOT, "bench/data/review-legacy-gpu-8k.json"), "rb").read()
+        probe_process(int(port), cafile, body, int(count), float(rate), float(timeout))
+        sys.exit(0)
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=os.path.join(ROOT, "build/src/cli/draguard"))
     ap.add_argument("--idle", type=int, default=1000)
