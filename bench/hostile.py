@@ -3,7 +3,7 @@
 
 Opens, all at once: IDLE keep-alive TLS connections (one request each, then silent), SLOWLORIS
 connections sending a header byte every second and never finishing, and SLOWBODY connections
-announcing a 64 KiB body and sending a byte a second. Meanwhile a probe sends valid /validate
+announcing a 64 KiB body and sending a byte a second. Meanwhile a separate process sends valid /validate
 reviews on fresh TLS connections. Reports probes lost (no 200 within --probe-timeout), probe
 p50/p99, the server's peak and final RSS, and the time from SIGTERM to exit while the hostile
 connections are still open. Bounded: every connection closes and the script ends by itself.
