@@ -70,11 +70,15 @@ Status ParseDurations(const Flags& f, server::ServerOptions* opt) {
   return Status::Ok();
 }
 
-// --max-body, --workers, --max-queued.
+// --max-body, --workers, --io-threads, --max-queued, --body-budget, --max-connections.
 Status ParseCounts(const Flags& f, server::ServerOptions* opt) {
   for (auto [name, target] : {std::pair<const char*, std::size_t*>{"--max-body", &opt->max_body},
                               {"--workers", &opt->workers},
-                              {"--max-queued", &opt->max_queued}}) {
+                              {"--io-threads", &opt->io_threads},
+                              {"--inline-review-max-body", &opt->inline_review_max_body},
+                              {"--max-queued", &opt->max_queued},
+                              {"--body-budget", &opt->body_budget},
+                              {"--max-connections", &opt->max_connections}}) {
     if (f.Has(name) && !ParseCount(f.Get(name), target)) {
       return Status::InvalidArgument(std::string(name) + " must be a non-negative integer");
     }
@@ -264,7 +268,7 @@ const std::set<std::string>& ServeFlagNames() {
       "--listen", "--state-dir", "--service-name", "--namespace", "--tls-cert", "--tls-key", "--tls-required-names",
       "--client-ca", "--client-cn", "--config", "--topology-dir", "--metrics-listen", "--shutdown-delay",
       "--log-level", "--max-body", "--read-timeout", "--request-timeout", "--keep-alive-timeout", "--workers",
-      "--max-queued", "--reload-interval", "--kube", "--kube-timeout", "--topology-configmaps",
+      "--io-threads", "--inline-review-max-body", "--body-budget", "--max-connections", "--max-queued", "--reload-interval", "--kube", "--kube-timeout", "--topology-configmaps",
       "--tls-self-secret", "--tls-self-validating", "--tls-self-mutating", "--tls-self-ca-days",
       "--tls-self-cert-days", "--tls-self-resync", "--audit-interval", "--audit-page-size", "--audit-max-results",
       "--audit-policy-reports", "--audit-lease"};

@@ -47,10 +47,16 @@ serve flags:
   --metrics-listen HOST:PORT plain-HTTP /metrics, /healthz, /readyz
   --shutdown-delay SECONDS   keep serving after SIGTERM (default 5)
   --max-body BYTES           request body cap (default 7340032)
-  --read-timeout SECONDS     per-read socket timeout (default 10)
+  --read-timeout SECONDS     deadline of the TLS handshake, of the whole header block and of
+                             the whole body (default 10)
   --request-timeout SECONDS  whole-request deadline (default 10)
   --keep-alive-timeout SECS  idle keep-alive connection lifetime (default 30)
-  --workers N                worker threads (default max(64, 8 x cores))
+  --workers N                review worker threads (default max(16, 4 x cores))
+  --io-threads N             connection threads (default: cores)
+  --body-budget BYTES        request body bytes held at once; beyond: wait 1 s, then 429
+                             (default 16777216)
+  --max-connections N        open connections; more are closed at accept (default 10000)
+  --inline-review-max-body BYTES  review smaller /validate bodies on the IO thread (default 0: off)
   --max-queued N             accepted connections waiting for a worker before 503 (default 1024)
   --reload-interval SECONDS  how often certificate and policy files are checked (default 1)
   --tls-required-names NAMES DNS names the serving certificate must cover, comma-separated or
