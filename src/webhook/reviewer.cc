@@ -136,6 +136,7 @@ Judgement Reviewer::Judge(const admission::AdmissionRequest& req, admission::Web
   Judgement j;
   if (webhook == admission::WebhookKind::kValidating) {
     engine::RuleInput input{req, policy, topology, now};
+    input.deadline = deadline;
     j.result = engine::Evaluate(input, registry_);
     j.decision = engine::Decide(j.result, policy);
   } else {

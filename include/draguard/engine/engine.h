@@ -31,6 +31,9 @@ struct EngineResult {
   std::string rule_exemption;
   std::vector<std::string> exempted_rules;  ///< rule IDs skipped because of that exception
   std::vector<std::string> notes;           ///< warnings about the exception itself (expired, ...)
+  /// Rules that could not finish because the review's CEL budget (cost or deadline) ran out:
+  /// Decide denies for them in enforce mode whatever ruleErrors says, and warns in audit mode.
+  std::vector<std::string> budget_rules;
 };
 
 /// Annotation that lists the rules an object is exempt from ("DG003,DG005").
