@@ -2,7 +2,11 @@
 // Targets (issue 4): parse + check <= 10 us, evaluation <= 1 us per device.
 #include <benchmark/benchmark.h>
 
+#include <chrono>
+
+#include "draguard/cel/budget.h"
 #include "draguard/cel/checker.h"
+#include "draguard/cel/cost.h"
 #include "draguard/cel/device.h"
 #include "draguard/cel/evaluator.h"
 #include "draguard/cel/parser.h"
@@ -39,6 +43,29 @@ void BM_ParseCheckSelector(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_ParseCheckSelector);
+
+void BM_EstimateCost(benchmark::State& state) {
+  auto c = CompileSelector(kSelector);
+  for (auto _ : state) {
+    auto est = EstimateCost(*c);
+    benchmark::DoNotOptimize(est);
+  }
+}
+BENCHMARK(BM_EstimateCost);
+
+// The same evaluation charged to a review budget (one look at the budget per 1,000 units).
+void BM_EvalSelectorWithBudget(benchmark::State& state) {
+  auto c = CompileSelector(kSelector);
+  Value dev = DeviceToValue(H100());
+  Budget budget(0, std::chrono::steady_clock::now() + std::chrono::hours(1));  // no cost limit, a deadline
+  EvalOptions opts;
+  opts.budget = &budget;
+  for (auto _ : state) {
+    auto r = EvaluateSelectorValue(*c, dev, opts);
+    benchmark::DoNotOptimize(r);
+  }
+}
+BENCHMARK(BM_EvalSelectorWithBudget);
 
 void BM_ParseOnly(benchmark::State& state) {
   for (auto _ : state) {

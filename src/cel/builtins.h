@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "draguard/cel/ast.h"
+#include "draguard/cel/budget.h"
 #include "draguard/cel/value.h"
 
 namespace draguard::cel {
@@ -73,17 +74,28 @@ class CallArgs {
   size_t n_ = 0;
 };
 
-/// State of one evaluation shared by the interpreter and the builtins: the cost budget and the
-/// regular expressions compiled so far.
+/// State of one evaluation shared by the interpreter and the builtins: the cost budget (of this
+/// expression and, when set, of the whole review) and the regular expressions compiled so far.
 class CallContext {
  public:
-  /// A budget of `cost_limit` units; `precompiled` (may be null) holds the checker's patterns.
-  CallContext(int64_t cost_limit, const CompiledRegexes* precompiled) : limit_(cost_limit), pre_(precompiled) {}
+  /// A budget of `cost_limit` units; `precompiled` (may be null) holds the checker's patterns;
+  /// `review` (may be null) is the review's budget, charged every kBudgetCheckUnits units.
+  CallContext(int64_t cost_limit, const CompiledRegexes* precompiled, Budget* review = nullptr)
+      : limit_(cost_limit), pre_(precompiled), review_(review) {
+    if (review_ != nullptr && review_->exhausted()) exceeded_ = stopped_ = true;
+  }
   /// Charges `n` units; false when the budget is exhausted.
   bool Charge(int64_t n) {
     cost_ += n;
     if (cost_ > limit_) exceeded_ = true;
+    if (review_ != nullptr && !exceeded_ && cost_ - reported_ >= kBudgetCheckUnits) Report();
     return !exceeded_;
+  }
+  /// Hands the units not yet reported to the review's budget; an exhausted one stops evaluation.
+  void Report() {
+    if (review_ == nullptr) return;
+    if (!review_->Spend(cost_ - reported_)) exceeded_ = stopped_ = true;
+    reported_ = cost_;
   }
   /// Whether the budget is exhausted.
   bool exceeded() const { return exceeded_; }
@@ -91,14 +103,19 @@ class CallContext {
   int64_t cost() const { return cost_; }
   /// The error value of an exhausted budget.
   static Value CostError();
+  /// The error that stopped this evaluation: the review budget's reason, else CostError().
+  Value StopError() const { return stopped_ ? Value::Error(review_->Reason()) : CostError(); }
   /// `pattern` compiled (precompiled or cached for this evaluation), or null with `error` set.
   const re2::RE2* Regex(const std::string& pattern, std::string* error);
 
  private:
   int64_t limit_;
   int64_t cost_ = 0;
+  int64_t reported_ = 0;
   bool exceeded_ = false;
+  bool stopped_ = false;  // by the review's budget
   const CompiledRegexes* pre_;
+  Budget* review_;
   std::map<std::string, std::unique_ptr<re2::RE2>> regex_;
 };
 

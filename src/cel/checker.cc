@@ -271,7 +271,18 @@ class Checker {
  public:
   explicit Checker(const Env& env) : env_(env) {}
 
+  // Infers the type of `e` and records it by Expr::id.
   Type Check(const Expr& e) {
+    Type t = CheckNode(e);
+    if (e.id >= 0) {
+      size_t i = static_cast<size_t>(e.id);
+      if (types_.size() <= i) types_.resize(i + 1);
+      types_[i] = t;
+    }
+    return t;
+  }
+
+  Type CheckNode(const Expr& e) {
     switch (e.kind) {
       case ExprKind::kConst:
         switch (e.constant.kind) {
@@ -333,6 +344,8 @@ class Checker {
   std::vector<Diagnostic>& errors() { return errors_; }
   /// The builtin resolved for each call node, by Expr::id.
   std::vector<FunctionId> TakeCalls() { return std::move(calls_); }
+  /// The type inferred for each node, by Expr::id.
+  std::vector<Type> TakeTypes() { return std::move(types_); }
 
   void Error(int32_t offset, std::string msg) { errors_.push_back({offset, 0, 0, std::move(msg)}); }
 
@@ -611,6 +624,7 @@ class Checker {
   std::vector<Diagnostic> errors_;
   std::vector<std::pair<std::string, Type>> scopes_;
   std::vector<FunctionId> calls_;
+  std::vector<Type> types_;
 };
 
 // ---- DRA reference extraction ----
@@ -883,6 +897,7 @@ Result<CheckedExpr> Check(const Ast& ast, const Env& env) {
   auto calls = std::make_shared<ResolvedCalls>();
   calls->by_id = c.TakeCalls();
   out.calls = std::move(calls);
+  out.types = std::make_shared<const std::vector<Type>>(c.TakeTypes());
   if (env.Lookup("device") != nullptr && env.Lookup("device")->kind == K::kDevice) {
     RefCollector rc(ast, RequiredDriver(*ast.root));
     rc.Walk(*ast.root, {});

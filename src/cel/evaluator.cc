@@ -86,7 +86,7 @@ Value SelectOptionalField(const Value& obj, const Expr& e) {
 class Interp {
  public:
   Interp(const Activation& act, const EvalOptions& opts, const CompiledRegexes* regexes, const ResolvedCalls* calls)
-      : act_(act), ctx_(opts.cost_limit, regexes), calls_(calls) {}
+      : act_(act), ctx_(opts.cost_limit, regexes, opts.budget), calls_(calls) {}
 
   Value Eval(const Expr& e) {
     if (ctx_.exceeded() || !ctx_.Charge(1)) return CostError();
@@ -105,7 +105,9 @@ class Interp {
 
   int64_t cost() const { return ctx_.cost(); }
   bool exceeded() const { return ctx_.exceeded(); }
-  static Value CostError() { return CallContext::CostError(); }
+  Value CostError() const { return ctx_.StopError(); }
+  // Hands the cost spent to the review's budget (if any).
+  void Report() { ctx_.Report(); }
 
  private:
   Value List(const Expr& e) {
@@ -342,8 +344,9 @@ EvalOutcome Run(const Ast& ast, const Activation& activation, const EvalOptions&
                 const CompiledRegexes* regexes, const ResolvedCalls* calls) {
   Interp in(activation, options, regexes, calls);
   EvalOutcome out;
-  out.value = in.Eval(*ast.root);
-  if (in.exceeded()) out.value = Interp::CostError();
+  out.value = in.exceeded() ? in.CostError() : in.Eval(*ast.root);
+  if (in.exceeded()) out.value = in.CostError();
+  in.Report();  // a budget this exhausts stops the next evaluation, not this finished one
   out.cost = in.cost();
   return out;
 }

@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "draguard/read_file.h"
 #include "draguard/cel/checker.h"
+#include "draguard/cel/cost.h"
 #include "draguard/cel/device.h"
 #include "draguard/cel/evaluator.h"
 #include "draguard/dra/devices.h"
@@ -130,8 +131,13 @@ int CelOnDevice(const std::vector<std::string>& args, std::ostream& out, std::os
     err << compiled.status().message() << "\n";
     return kExitRuntime;
   }
+  // The API server rejects a selector whose estimated cost exceeds its limit: never evaluate one.
+  if (Status cost = cel::CheckCost(*compiled); !cost.ok()) {
+    err << "ERROR: " << cost.message() << "\n";
+    return kExitRuntime;
+  }
   if (parsed->command == "check") {
-    out << "OK\n";
+    out << "OK\nestimated cost: " << cel::EstimateCost(*compiled).max << " (limit " << cel::kSelectorMaxCost << ")\n";
     if (!compiled->references.empty()) {
       out << "references:\n";
       PrintReferences(*compiled, out);
@@ -191,6 +197,10 @@ int CelEvalOnTopology(const std::vector<std::string>& args, std::ostream& out, s
   auto checked = cel::CompileSelector(f.positional[1]);
   if (!checked.ok()) {
     err << checked.status().message() << "\n";
+    return kExitRuntime;
+  }
+  if (Status cost = cel::CheckCost(*checked); !cost.ok()) {
+    err << "ERROR: " << cost.message() << "\n";
     return kExitRuntime;
   }
   std::vector<topology::LoadProblem> problems;

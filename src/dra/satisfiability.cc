@@ -9,7 +9,9 @@
 #include <variant>
 
 #include "draguard/dra/claims.h"
+#include "draguard/cel/budget.h"
 #include "draguard/cel/checker.h"
+#include "draguard/cel/cost.h"
 #include "draguard/cel/evaluator.h"
 #include "draguard/dra/devices.h"
 #include "draguard/topology/snapshot.h"
@@ -69,6 +71,7 @@ struct Plan {
   std::vector<ConstraintPlan> constraints;
   bool reads_uuid = false;
   std::vector<std::string> notes;
+  cel::Budget* budget = nullptr;  // the review's CEL budget (may be null)
 };
 
 enum class Match : uint8_t { kNo, kYes, kMaybe };
@@ -180,8 +183,11 @@ bool KindFits(Kind k, const dra::Device& d) {
 enum class SelResult : uint8_t { kTrue, kFalse, kMaybe, kError };
 
 SelResult EvalSelector(const cel::CheckedExpr& sel, const dra::Device& d, const cel::Value& probe,
-                       std::vector<std::string>* names, std::string* error) {
-  auto r = cel::EvaluateSelectorValue(sel, probe);
+                       std::vector<std::string>* names, std::string* error, cel::Budget* budget) {
+  cel::EvalOptions opts;
+  opts.budget = budget;
+  auto r = cel::EvaluateSelectorValue(sel, probe, opts);
+  if (budget != nullptr && budget->exhausted()) return SelResult::kError;
   if (r.ok()) return *r ? SelResult::kTrue : SelResult::kFalse;
   const std::string msg = r.status().message();
   if (msg.rfind(kUnknownMarker, 0) == 0) {
@@ -250,6 +256,13 @@ Plan MakePlan(const ClaimRef& claim, const policy::Policy& pol) {
                               " does not compile; not simulated");
             break;
           }
+          if (!cel::CheckCost(*checked).ok()) {  // the API server rejects it; never evaluated
+            ap.simulated = false;
+            ap.kind = Kind::kOther;
+            p.notes.push_back(Describe(a) + " selector #" + std::to_string(i + 1) +
+                              " exceeds the estimated cost limit; not simulated");
+            break;
+          }
           for (const auto& ref : checked->references) p.reads_uuid = p.reads_uuid || IsUuidName(ref.name);
           ap.selectors.push_back(std::move(*checked));
         }
@@ -284,17 +297,18 @@ bool ReadsUuid(const AltPlan& ap) {
 }
 
 AltEval EvaluateAlt(const AltPlan& ap, const std::vector<dra::Device>& devices,
-                    const std::vector<cel::Value>& probes) {
+                    const std::vector<cel::Value>& probes, cel::Budget* budget) {
   const std::size_t n = devices.size();
   AltEval e;
   e.match.assign(n, Match::kNo);
   e.names.resize(n);
   if (!ap.simulated) return e;
   for (std::size_t d = 0; d < n; ++d) {
+    if (budget != nullptr && budget->exhausted()) break;
     if (!KindFits(ap.kind, devices[d])) continue;
     Match m = Match::kYes;
     for (const auto& sel : ap.selectors) {
-      auto r = EvalSelector(sel, devices[d], probes[d], &e.names[d], nullptr);
+      auto r = EvalSelector(sel, devices[d], probes[d], &e.names[d], nullptr, budget);
       if (r == SelResult::kFalse || r == SelResult::kError) {
         m = Match::kNo;
         break;
@@ -356,7 +370,7 @@ void EvaluateUnit(const Plan& p, const policy::Policy& pol, const topology::Snap
   }
   for (const auto& rp : p.requests) {
     std::vector<AltEval> evals;
-    for (const auto& ap : rp.alts) evals.push_back(EvaluateAlt(ap, *u.own_devices, u.own_probes));
+    for (const auto& ap : rp.alts) evals.push_back(EvaluateAlt(ap, *u.own_devices, u.own_probes, p.budget));
     u.own_eval.push_back(std::move(evals));
   }
   for (const auto& cp : p.constraints) u.own_cells.push_back(EvaluateCells(cp, *u.own_devices));
@@ -401,7 +415,7 @@ void EvaluateUuidNode(const Plan& p, const topology::NodeTopology& node, const U
     if (any) {
       patched();
       for (const auto& ap : rp.alts) {
-        evals.push_back(ReadsUuid(ap) ? EvaluateAlt(ap, devices, probes) : AltEval{});
+        evals.push_back(ReadsUuid(ap) ? EvaluateAlt(ap, devices, probes, p.budget) : AltEval{});
       }
     }
     u.own_eval.push_back(std::move(evals));
@@ -618,7 +632,7 @@ struct Miss {
 
 // Why no device of the alternative's kind qualifies anywhere: the first selector that no device
 // passes on its own.
-std::string SelectorReason(const AltPlan& ap, const Units& units, std::string* hint) {
+std::string SelectorReason(const AltPlan& ap, const Units& units, std::string* hint, cel::Budget* budget) {
   const std::string noun = Noun(ap.kind, 1);
   for (std::size_t i = 0; i < ap.selectors.size(); ++i) {
     const auto& sel = ap.selectors[i];
@@ -629,7 +643,7 @@ std::string SelectorReason(const AltPlan& ap, const Units& units, std::string* h
         if (!KindFits(ap.kind, u.devices()[d])) continue;
         std::vector<std::string> names;
         std::string err;
-        auto r = EvalSelector(sel, u.devices()[d], u.probes()[d], &names, &err);
+        auto r = EvalSelector(sel, u.devices()[d], u.probes()[d], &names, &err, budget);
         if (r == SelResult::kTrue || r == SelResult::kMaybe) passes = true;
         if (r != SelResult::kError) all_errors = false;
         if (!err.empty() && error.empty()) error = err;
@@ -740,7 +754,7 @@ std::optional<Miss> RequestMiss(const Plan& p, const Units& units, std::size_t r
     m.hint = no_mig ? "enable MIG on GPU nodes, or request full GPUs (class gpu.nvidia.com)"
                     : "add such nodes to the topology model or remove the request";
   } else if (best == 0) {
-    m.message = head + ": no " + Noun(ap.kind, 1) + " qualifies on any node — " + SelectorReason(ap, units, &m.hint);
+    m.message = head + ": no " + Noun(ap.kind, 1) + " qualifies on any node — " + SelectorReason(ap, units, &m.hint, p.budget);
   } else {
     std::vector<std::string> where;
     for (const auto& u : units) {
@@ -887,7 +901,7 @@ Miss TogetherMiss(const Plan& p, const Units& units, const ClaimRef& claim) {
 }  // namespace
 
 SatisfiabilityReport CheckSatisfiable(const admission::Json& object, const policy::Policy& policy,
-                                      const topology::Snapshot& topology) {
+                                      const topology::Snapshot& topology, cel::Budget* budget) {
   SatisfiabilityReport rep;
   if (topology.node_count() == 0) {
     rep.skip_reason = "the topology model has no nodes";
@@ -900,6 +914,7 @@ SatisfiabilityReport CheckSatisfiable(const admission::Json& object, const polic
     return rep;
   }
   Plan plan = MakePlan(*claim, policy);
+  plan.budget = budget;
   bool relevant = false;
   for (const auto& rp : plan.requests) {
     for (const auto& ap : rp.alts) {
@@ -936,6 +951,14 @@ SatisfiabilityReport CheckSatisfiable(const admission::Json& object, const polic
     }
   }
 
+  // The review's CEL budget ran out: the evaluations are incomplete, so there is no verdict.
+  auto out_of_budget = [&]() {
+    SatisfiabilityReport r;
+    r.budget_exhausted = true;
+    r.skip_reason = budget->Reason();
+    return r;
+  };
+  if (budget != nullptr && budget->exhausted()) return out_of_budget();
   std::vector<std::string> exceeded, mig_assumed;
   std::set<std::string> unknown;
   for (auto& u : units) {
@@ -974,6 +997,7 @@ SatisfiabilityReport CheckSatisfiable(const admission::Json& object, const polic
   for (std::size_t r = 0; r < plan.requests.size() && !miss; ++r) miss = RequestMiss(plan, units, r);
   for (std::size_t ci = 0; ci < plan.constraints.size() && !miss; ++ci) miss = ConstraintMiss(plan, units, ci);
   if (!miss) miss = TogetherMiss(plan, units, *claim);
+  if (budget != nullptr && budget->exhausted()) return out_of_budget();
   rep.message = Cut(miss->message, kMaxMessage);
   rep.pointer = miss->pointer;
   rep.hint = miss->hint;

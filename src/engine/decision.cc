@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cctype>
 #include <string>
 
@@ -128,7 +129,9 @@ Decision Decide(const EngineResult& result, const policy::Policy& policy) {
     if (r.status == RuleStatus::kError) {
       d.error_rules.emplace_back(rule.id());
       admission::AddAuditAnnotation(d.response, AnnotationKey(rule), "error: " + r.error);
-      if (policy.rule_errors == policy::RuleErrorPolicy::kDeny &&
+      const bool budget = std::find(result.budget_rules.begin(), result.budget_rules.end(), rule.id()) !=
+                          result.budget_rules.end();
+      if ((policy.rule_errors == policy::RuleErrorPolicy::kDeny || budget) &&
           policy.mode == policy::Mode::kEnforce) {
         d.denied_rules.emplace_back(rule.id());
         denies.push_back({&rule, {}, r.error});

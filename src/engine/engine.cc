@@ -5,6 +5,7 @@
 #include <exception>
 #include <set>
 
+#include "draguard/cel/budget.h"
 #include "draguard/dra/pod_specs.h"
 #include "draguard/glob.h"
 #include "draguard/trim.h"
@@ -68,10 +69,14 @@ std::string ExemptionFrom(const RuleInput& input, const Registry& registry, std:
   return "";
 }
 
-EngineResult Evaluate(const RuleInput& input, const Registry& registry) {
+EngineResult Evaluate(const RuleInput& given, const Registry& registry) {
   EngineResult out;
-  out.exemption = Exemption(input.request, input.policy);
+  out.exemption = Exemption(given.request, given.policy);
   if (!out.exemption.empty()) return out;
+  // One CEL budget for every rule of the review.
+  cel::Budget budget(given.policy.cel_cost_per_review, given.deadline);
+  RuleInput input = given;
+  if (input.cel_budget == nullptr) input.cel_budget = &budget;
   for (auto& e : CustomResourceShapeErrors(input.request, input.policy)) {
     out.shape_errors.push_back(dra::OwnerName(input.request) + ": " + e);
   }
@@ -92,6 +97,9 @@ EngineResult Evaluate(const RuleInput& input, const Registry& registry) {
       o.result = Error(std::string("internal error: ") + e.what());
     } catch (...) {
       o.result = Error("internal error");
+    }
+    if (o.result.status == RuleStatus::kError && input.cel_budget->exhausted()) {
+      out.budget_rules.emplace_back(rule->id());
     }
     out.outcomes.push_back(std::move(o));
   }

@@ -386,7 +386,7 @@ Result<Policy> ParseDocument(const YAML::Node& root, const Parser& p) {
                                   "ruleErrors", "exemptions", "workloadClasses", "mutation",
                                   "extendedResourceMapping", "customResources", "deviceClasses",
                                   "memoryReservation", "topologyAlignment", "adminAccess",
-                                  "allocationModeAll", "readiness", "exceptions",
+                                  "allocationModeAll", "readiness", "celCostPerReview", "exceptions",
                                   "annotationExceptions"}));
   std::string api_version, kind;
   if (!root["apiVersion"]) return p.Error(root, "apiVersion", "is required (draguard.io/v1alpha1)");
@@ -405,6 +405,9 @@ Result<Policy> ParseDocument(const YAML::Node& root, const Parser& p) {
   }
   if (auto n = root["legacyResources"]) {
     DRAGUARD_RETURN_IF_ERROR(p.StringList(n, "legacyResources", &pol.legacy_resources));
+  }
+  if (auto n = root["celCostPerReview"]) {
+    DRAGUARD_RETURN_IF_ERROR(p.Int(n, "celCostPerReview", 1000, 1000000000000, &pol.cel_cost_per_review));
   }
   if (auto n = root["ruleErrors"]) {
     DRAGUARD_RETURN_IF_ERROR(p.Enum<RuleErrorPolicy>(

@@ -1,11 +1,14 @@
-// libFuzzer target: parse + check + evaluate arbitrary input as a DRA selector (and in the
-// standard environment), against a fixed device, with a small cost budget. Any crash, sanitizer
+// libFuzzer target: parse + check + estimate the cost of + evaluate arbitrary input as a DRA
+// selector (and in the standard environment), against a fixed device, with a small cost budget
+// and a small review budget. Any crash, sanitizer
 // report, hang or unbounded recursion is a bug; errors are expected outcomes.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "draguard/cel/budget.h"
 #include "draguard/cel/checker.h"
+#include "draguard/cel/cost.h"
 #include "draguard/cel/debug_string.h"
 #include "draguard/cel/device.h"
 #include "draguard/cel/evaluator.h"
@@ -30,7 +33,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   act.Bind("device", DeviceToValue(d));
   (void)Evaluate(*ast, act, opts);
   auto checked = Check(*ast, Env::Dra());
-  if (checked.ok()) (void)EvaluateSelector(*checked, d, opts);
-  (void)Check(*ast, Env());
+  if (checked.ok()) {
+    (void)EstimateCost(*checked);
+    (void)EvaluateSelector(*checked, d, opts);
+    Budget budget(5000);
+    EvalOptions shared = opts;
+    shared.budget = &budget;
+    (void)EvaluateSelector(*checked, d, shared);
+    (void)EvaluateSelector(*checked, d, shared);
+  }
+  auto standard = Check(*ast, Env());
+  if (standard.ok()) (void)EstimateCost(*standard);
   return 0;
 }

@@ -110,6 +110,8 @@ struct CheckedExpr {
   std::shared_ptr<const CompiledRegexes> regexes;
   /// The checker's overload resolution, which the evaluator dispatches calls on.
   std::shared_ptr<const ResolvedCalls> calls;
+  /// The type inferred for every node, indexed by Expr::id (the cost estimator reads it).
+  std::shared_ptr<const std::vector<Type>> types;
 };
 
 /// Type-checks `ast` in `env`. Errors are InvalidArgument with "ERROR: <input>:L:C: ..." lines.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "draguard/cel/ast.h"
+#include "draguard/cel/budget.h"
 #include "draguard/cel/checker.h"
 #include "draguard/cel/device.h"
 #include "draguard/cel/value.h"
@@ -26,6 +27,9 @@ inline constexpr int64_t kDefaultCostLimit = 1000000;
 /// Options of one evaluation.
 struct EvalOptions {
   int64_t cost_limit = kDefaultCostLimit;  ///< evaluation stops with an error past this cost
+  /// The review's budget (may be null), charged as the evaluation goes: once it is exhausted the
+  /// evaluation stops with the error Budget::Reason() (never absorbed by `&&` / `||`).
+  Budget* budget = nullptr;
 };
 
 /// Variable bindings of one evaluation (a small list; lookups are linear).

@@ -27,6 +27,10 @@ namespace draguard::topology {
 class Snapshot;
 }  // namespace draguard::topology
 
+namespace draguard::cel {
+class Budget;
+}  // namespace draguard::cel
+
 namespace draguard::dra {
 
 /// What CheckSatisfiable found.
@@ -47,13 +51,17 @@ struct SatisfiabilityReport {
   std::string pointer;
   /// kUnsatisfiable: what to change, in words.
   std::string hint;
+  /// kSkipped because the CEL budget ran out before the check finished (`skip_reason` says which).
+  bool budget_exhausted = false;
 };
 
 /// Checks whether some node of `topology` can allocate the claim `object`: a ResourceClaim or
 /// ResourceClaimTemplate in any version the engine reads (v1, v1beta2, v1beta1, v1alpha3).
 /// Classes come from `policy.device_classes` (GPU / MIG / passthrough) and
-/// `policy.mutation.nic` (NIC class and driver).
+/// `policy.mutation.nic` (NIC class and driver). Selector evaluations charge `budget` (may be
+/// null: each selector is bounded only by its own cost limit); once it is exhausted the check
+/// stops and reports kSkipped with `budget_exhausted`.
 SatisfiabilityReport CheckSatisfiable(const admission::Json& object, const policy::Policy& policy,
-                                      const topology::Snapshot& topology);
+                                      const topology::Snapshot& topology, cel::Budget* budget = nullptr);
 
 }  // namespace draguard::dra

@@ -37,6 +37,9 @@ struct EngineResult {
   /// Values of the wrong type where the policy configures a custom resource's pod templates or
   /// containers (CustomResourceShapeErrors), prefixed with the object: deny in enforce mode.
   std::vector<std::string> shape_errors;
+  /// Rules that could not finish because the review's CEL budget (cost or deadline) ran out:
+  /// Decide denies for them in enforce mode whatever ruleErrors says, and warns in audit mode.
+  std::vector<std::string> budget_rules;
 };
 
 /// RFC 3339 timestamps (policy::ParseRfc3339).

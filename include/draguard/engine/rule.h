@@ -18,6 +18,10 @@ namespace draguard::topology {
 class Snapshot;
 }  // namespace draguard::topology
 
+namespace draguard::cel {
+class Budget;
+}  // namespace draguard::cel
+
 namespace draguard::engine {
 
 /// Closed vocabulary of rule outcomes.
@@ -58,6 +62,11 @@ struct RuleInput {
   const policy::Policy& policy;
   const topology::Snapshot* topology = nullptr;  ///< may be null (no topology loaded)
   std::chrono::system_clock::time_point now{};   ///< evaluation time, for expiring exceptions
+  /// The review's deadline: CEL evaluation stops there (Evaluate folds it into `cel_budget`).
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  /// The review's CEL budget, shared by every rule that evaluates selectors; Evaluate sets it
+  /// (from policy.celCostPerReview and `deadline`) when the caller does not.
+  cel::Budget* cel_budget = nullptr;
 };
 
 /// A policy rule with a stable ID.

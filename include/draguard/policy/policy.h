@@ -190,6 +190,8 @@ struct Policy {
       "compute-domain-daemon.nvidia.com"};
   std::vector<std::string> admin_access_namespaces;       ///< DG009: namespaces (globs) allowed adminAccess
   std::vector<std::string> allocation_mode_all_namespaces;  ///< DG010: namespaces (globs) allowed All
+  /// celCostPerReview: CEL cost units all selectors of one review may spend together.
+  int64_t cel_cost_per_review = 10000000;
   /// Identifies the parsed document (a hash of its text), set by ParsePolicy: replicas and reloads
   /// of one document share it. Empty for a policy built in code; clear it when changing a parsed
   /// policy's fields, since caches keyed on it (the claim generator's) would not see the change.

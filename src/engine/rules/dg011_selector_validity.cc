@@ -3,6 +3,7 @@
 #include <set>
 
 #include "draguard/cel/checker.h"
+#include "draguard/cel/cost.h"
 #include "rules/rules.h"
 #include "rules/util.h"
 
@@ -65,6 +66,21 @@ std::string FirstLine(const std::string& s) {
   return line.size() > 200 ? line.substr(0, 200) + "..." : line;
 }
 
+// The API server's field path of a JSON Pointer: /spec/devices/requests/0 -> spec.devices.requests[0].
+std::string FieldPath(const std::string& pointer) {
+  std::string out;
+  size_t i = 1;
+  while (i <= pointer.size()) {
+    size_t next = pointer.find('/', i);
+    std::string seg = pointer.substr(i, next == std::string::npos ? std::string::npos : next - i);
+    bool index = !seg.empty() && seg.find_first_not_of("0123456789") == std::string::npos;
+    out += index ? "[" + seg + "]" : (out.empty() ? "" : ".") + seg;
+    if (next == std::string::npos) break;
+    i = next + 1;
+  }
+  return out;
+}
+
 std::string Access(const AttributeReference& r, const std::string& domain) {
   return std::string(r.kind == AttributeReference::Kind::kCapacity ? "device.capacity" : "device.attributes") +
          "['" + domain + "']." + r.name;
@@ -112,6 +128,17 @@ class SelectorValidity final : public Rule {
               findings.push_back(std::move(f));
               continue;
             }
+          }
+          // The API server's estimated cost check (CELSelectorExpressionMaxCost).
+          if (Status cost = cel::CheckCost(*compiled); !cost.ok()) {
+            Finding f;
+            f.pointer = sel.pointer;
+            f.message = who + " is rejected by the API server: " + FieldPath(sel.pointer) + ": Forbidden: " +
+                        cost.message();
+            f.fix = "bound the work: no macros over lists.range or over values of unknown size, fewer nested "
+                    "macros";
+            findings.push_back(std::move(f));
+            continue;
           }
           if (!type) continue;
           CheckReferences(*compiled, *type, who, sel.pointer, &findings);

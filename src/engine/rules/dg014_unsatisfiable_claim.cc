@@ -20,7 +20,8 @@ class UnsatisfiableClaim final : public Rule {
     // removing a finalizer) must not be blocked because the topology changed since.
     auto claim = FindClaim(input.request);
     if (!claim) return Skip();
-    auto report = dra::CheckSatisfiable(input.request.object, input.policy, *input.topology);
+    auto report = dra::CheckSatisfiable(input.request.object, input.policy, *input.topology, input.cel_budget);
+    if (report.budget_exhausted) return Error(report.skip_reason);
     switch (report.verdict) {
       case dra::SatisfiabilityReport::Verdict::kSkipped:
         return Skip();

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "draguard/cel/checker.h"
+#include "draguard/cel/cost.h"
 #include "draguard/cel/device.h"
 #include "draguard/cel/evaluator.h"
 
@@ -65,6 +66,14 @@ TEST(CelDraSelectors, RealManifestsAndPitfalls) {
       continue;
     }
     ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+    // Every real selector is well under the API server's estimated cost limit; the runtime
+    // cost-budget case (six nested all()) is over it, so the API server would reject it.
+    if (name == "cost-budget") {
+      EXPECT_FALSE(CheckCost(*compiled).ok());
+    } else {
+      EXPECT_TRUE(CheckCost(*compiled).ok()) << CheckCost(*compiled).message();
+      EXPECT_LT(EstimateCost(*compiled).max, 10000u);
+    }
     if (c.contains("refs")) {
       std::vector<std::string> got;
       for (const auto& r : compiled->references) got.push_back(FormatRef(r));

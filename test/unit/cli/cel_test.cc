@@ -31,7 +31,7 @@ TEST(CelCli, CheckPrintsOkAndReferences) {
                         "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) >= 0"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out,
-            "OK\nreferences:\n"
+            "OK\nestimated cost: 16 (limit 1000000)\nreferences:\n"
             "  attribute gpu.nvidia.com/type UNGUARDED 1:36\n"
             "  capacity gpu.nvidia.com/memory presence-test 1:63\n"
             "  capacity gpu.nvidia.com/memory guarded 1:136\n");

@@ -286,5 +286,19 @@ TEST(ParsePolicy, ReadinessCanRequireTopology) {
       << bad.status().message();
 }
 
+TEST(ParsePolicy, CelCostPerReview) {
+  auto d = ParsePolicy(DefaultPolicyYaml());
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->cel_cost_per_review, Policy{}.cel_cost_per_review);
+  EXPECT_EQ(d->cel_cost_per_review, 10000000);
+  auto p = ParsePolicy("apiVersion: draguard.io/v1alpha1\nkind: Policy\ncelCostPerReview: 250000\n");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->cel_cost_per_review, 250000);
+  auto low = ParsePolicy("apiVersion: draguard.io/v1alpha1\nkind: Policy\ncelCostPerReview: 10\n", "p.yaml");
+  ASSERT_FALSE(low.ok());
+  EXPECT_NE(low.status().message().find("p.yaml:3:"), std::string::npos) << low.status().message();
+  EXPECT_NE(low.status().message().find("celCostPerReview"), std::string::npos) << low.status().message();
+}
+
 }  // namespace
 }  // namespace draguard::policy
