@@ -131,6 +131,24 @@ std::string Selector(const policy::LabelSelector& s) {
   return "(" + out + ")";
 }
 
+// The policy exceptions that name DG001.
+std::vector<const policy::PolicyException*> Dg001Exceptions(const policy::Policy& p) {
+  std::vector<const policy::PolicyException*> out;
+  for (const auto& ex : p.exceptions) {
+    if (std::find(ex.rules.begin(), ex.rules.end(), "DG001") != ex.rules.end()) out.push_back(&ex);
+  }
+  return out;
+}
+
+// The annotationExceptions entries that may allow a DG001 annotation.
+std::vector<const policy::AnnotationExceptionGrant*> Dg001Grants(const policy::Policy& p) {
+  std::vector<const policy::AnnotationExceptionGrant*> out;
+  for (const auto& g : p.annotation_exceptions) {
+    if (g.rules.empty() || std::find(g.rules.begin(), g.rules.end(), "DG001") != g.rules.end()) out.push_back(&g);
+  }
+  return out;
+}
+
 Status CheckPolicy(const policy::Policy& p) {
   for (const auto& n : p.legacy_resources) DRAGUARD_RETURN_IF_ERROR(CheckLiteral(n, "legacyResources entry"));
   for (const auto* list : {&p.device_classes.gpu, &p.device_classes.mig, &p.device_classes.passthrough}) {
@@ -139,17 +157,62 @@ Status CheckPolicy(const policy::Policy& p) {
   for (const auto* list : {&p.exemptions.namespaces, &p.exemptions.users, &p.exemptions.groups}) {
     for (const auto& n : *list) DRAGUARD_RETURN_IF_ERROR(CheckLiteral(n, "exemption"));
   }
-  for (const auto& s : p.exemptions.object_selectors) {
-    for (const auto& [k, v] : s.match_labels) {
+  std::vector<const policy::LabelSelector*> selectors;
+  for (const auto& s : p.exemptions.object_selectors) selectors.push_back(&s);
+  for (const auto* ex : Dg001Exceptions(p)) {
+    for (const auto* list : {&ex->namespaces, &ex->object_names}) {
+      for (const auto& n : *list) DRAGUARD_RETURN_IF_ERROR(CheckLiteral(n, "exception"));
+    }
+    if (ex->object_selector) selectors.push_back(&*ex->object_selector);
+  }
+  for (const auto* g : Dg001Grants(p)) {
+    for (const auto* list : {&g->namespaces, &g->users, &g->groups}) {
+      for (const auto& n : *list) DRAGUARD_RETURN_IF_ERROR(CheckLiteral(n, "annotationExceptions entry"));
+    }
+  }
+  for (const auto* s : selectors) {
+    for (const auto& [k, v] : s->match_labels) {
       DRAGUARD_RETURN_IF_ERROR(CheckLiteral(k, "label"));
       DRAGUARD_RETURN_IF_ERROR(CheckLiteral(v, "label value"));
     }
-    for (const auto& e : s.match_expressions) {
+    for (const auto& e : s->match_expressions) {
       DRAGUARD_RETURN_IF_ERROR(CheckLiteral(e.key, "label"));
       for (const auto& v : e.values) DRAGUARD_RETURN_IF_ERROR(CheckLiteral(v, "label value"));
     }
   }
   return Status::Ok();
+}
+
+// CEL: the request matches one of `exceptions` (namespace, name, labels; the expiry needs a clock
+// CEL does not have, so the webhook alone ends an exception).
+std::string ExceptionPredicate(const std::vector<const policy::PolicyException*>& exceptions) {
+  std::string any;
+  for (const auto* ex : exceptions) {
+    std::string t = GlobPredicate("request.namespace", ex->namespaces);
+    if (!ex->object_names.empty()) t += " && " + GlobPredicate("request.name", ex->object_names);
+    if (ex->object_selector) t += " && " + Selector(*ex->object_selector);
+    any += (any.empty() ? "" : " || ") + ("(" + t + ")");
+  }
+  return any;
+}
+
+// CEL: an annotationExceptions entry allows the annotation here (namespace and requester).
+std::string GrantPredicate(const std::vector<const policy::AnnotationExceptionGrant*>& grants) {
+  std::string any;
+  for (const auto* g : grants) {
+    std::string t = GlobPredicate("request.namespace", g->namespaces);
+    if (!g->users.empty() || !g->groups.empty()) {
+      std::vector<std::string> who;
+      if (!g->users.empty()) who.push_back(GlobPredicate("request.userInfo.username", g->users));
+      if (!g->groups.empty()) {
+        who.push_back("(has(request.userInfo.groups) && request.userInfo.groups.exists(g, " +
+                      GlobPredicate("g", g->groups) + "))");
+      }
+      t += " && (" + who.front() + (who.size() > 1 ? " || " + who.back() : "") + ")";
+    }
+    any += (any.empty() ? "" : " || ") + ("(" + t + ")");
+  }
+  return any;
 }
 
 }  // namespace
@@ -179,12 +242,18 @@ Result<Backstop> MakeBackstop(const policy::Policy& p) {
     for (const auto& s : ex.object_selectors) any += (any.empty() ? "" : " || ") + Selector(s);
     b.match_conditions.emplace_back("not-exempt-labels", "!(" + any + ")");
   }
-  b.match_conditions.emplace_back(
-      "no-dg001-exception",
-      "!(has(object.metadata.annotations) && 'draguard.io/exempt' in object.metadata.annotations && "
-      "object.metadata.annotations['draguard.io/exempt'].split(',').exists(id, id.trim() == 'DG001') && "
-      "'draguard.io/exempt-reason' in object.metadata.annotations && "
-      "object.metadata.annotations['draguard.io/exempt-reason'].trim() != '')");
+  if (auto exceptions = Dg001Exceptions(p); !exceptions.empty()) {
+    b.match_conditions.emplace_back("no-dg001-policy-exception", "!(" + ExceptionPredicate(exceptions) + ")");
+  }
+  if (auto grants = Dg001Grants(p); !grants.empty()) {
+    b.match_conditions.emplace_back(
+        "no-dg001-exception",
+        "!(has(object.metadata.annotations) && 'draguard.io/exempt' in object.metadata.annotations && "
+        "object.metadata.annotations['draguard.io/exempt'].split(',').exists(id, id.trim() == 'DG001') && "
+        "'draguard.io/exempt-reason' in object.metadata.annotations && "
+        "object.metadata.annotations['draguard.io/exempt-reason'].trim() != '' && (" +
+            GrantPredicate(grants) + "))");
+  }
   const std::string key = GlobPredicate("k", DeniedNames(p));
   std::string pod = "(has(object.spec.resources) && (" + Resources("object.spec.resources", key) + "))";
   for (const char* f : {"containers", "initContainers", "ephemeralContainers"}) {

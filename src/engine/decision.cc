@@ -116,7 +116,12 @@ Decision Decide(const EngineResult& result, const policy::Policy& policy) {
   if (!result.rule_exemption.empty()) {
     admission::AddAuditAnnotation(d.response, "exempt-rules", result.rule_exemption);
   }
-  for (const auto& note : result.notes) admission::AddWarning(d.response, note);
+  std::string ignored;
+  for (const auto& note : result.notes) {
+    admission::AddWarning(d.response, note);
+    ignored += (ignored.empty() ? "" : "; ") + note;
+  }
+  if (!ignored.empty()) admission::AddAuditAnnotation(d.response, "exempt-ignored", ignored);
   std::vector<DenyEntry> denies;
   for (const auto& o : result.outcomes) {
     const Rule& rule = *o.rule;
@@ -168,10 +173,26 @@ Decision Decide(const EngineResult& result, const policy::Policy& policy) {
   if (policy.mode == policy::Mode::kAudit) {
     admission::AddAuditAnnotation(d.response, "mode", "audit");
   }
-  if (!d.denied_rules.empty()) {
+  // A custom resource of the wrong shape hides its Pods from the rules: fail closed in enforce.
+  std::string shape;
+  for (const auto& e : result.shape_errors) shape += (shape.empty() ? "" : "; ") + e;
+  const bool shape_denies = !shape.empty() && policy.mode == policy::Mode::kEnforce;
+  if (!shape.empty()) {
+    admission::AddAuditAnnotation(d.response, "custom-resource-shape", shape);
+    if (!shape_denies) {
+      for (const auto& e : result.shape_errors) admission::AddWarning(d.response, e);
+    }
+  }
+  if (!d.denied_rules.empty() || shape_denies) {
     auto warnings = std::move(d.response.warnings);
     auto annotations = std::move(d.response.audit_annotations);
-    d.response = admission::Denied(DenyMessage(denies));
+    std::string message = denies.empty() ? "" : DenyMessage(denies);
+    if (shape_denies) {
+      message += (message.empty() ? "" : " ") + ("malformed custom resource: " + shape +
+                                                 " (draguard cannot check pod templates of the wrong shape)");
+      message = admission::TruncateUtf8(message, admission::kMaxDenyMessageBytes);
+    }
+    d.response = admission::Denied(message);
     d.response.warnings = std::move(warnings);
     d.response.audit_annotations = std::move(annotations);
     d.verdict = Verdict::kDeny;

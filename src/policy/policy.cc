@@ -1,5 +1,6 @@
 #include "draguard/policy/policy.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -134,6 +135,18 @@ class Parser {
   std::string source_;
 };
 
+int Digits(std::string_view s, std::size_t pos, std::size_t n, bool* ok) {
+  int v = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (pos + i >= s.size() || !std::isdigit(static_cast<unsigned char>(s[pos + i]))) {
+      *ok = false;
+      return 0;
+    }
+    v = v * 10 + (s[pos + i] - '0');
+  }
+  return v;
+}
+
 bool IsRuleId(const std::string& s) {
   if (s.size() != 5 || s[0] != 'D' || s[1] != 'G') return false;
   for (std::size_t i = 2; i < 5; ++i) {
@@ -184,6 +197,81 @@ Status ParseSelector(const YAML::Node& n, const std::string& path, const Parser&
     }
   }
   return Status::Ok();
+}
+
+// The list of rule IDs at entry.rules (`path`), non-empty when `required`.
+Status RuleIdList(const Parser& p, const YAML::Node& entry, const std::string& path, bool required,
+                  std::vector<std::string>* out) {
+  const YAML::Node n = entry["rules"];
+  if (!n) {
+    return required ? p.Error(entry, path, "is required (a list of rule IDs like DG001)") : Status::Ok();
+  }
+  DRAGUARD_RETURN_IF_ERROR(p.StringList(n, path, out));
+  if (required && out->empty()) return p.Error(n, path, "must name at least one rule");
+  for (std::size_t i = 0; i < out->size(); ++i) {
+    if (!IsRuleId((*out)[i])) {
+      return p.Error(n[i], path + "[" + std::to_string(i) + "]", "\"" + (*out)[i] + "\" is not a rule ID (like DG001)");
+    }
+  }
+  return Status::Ok();
+}
+
+Status RequiredNamespaces(const Parser& p, const YAML::Node& entry, const std::string& path,
+                          std::vector<std::string>* out) {
+  const YAML::Node n = entry["namespaces"];
+  if (!n) return p.Error(entry, path + ".namespaces", "is required (names or globs)");
+  DRAGUARD_RETURN_IF_ERROR(p.StringList(n, path + ".namespaces", out));
+  if (out->empty()) return p.Error(n, path + ".namespaces", "must name at least one namespace");
+  return Status::Ok();
+}
+
+Status ParseException(const Parser& p, const YAML::Node& n, const std::string& path, PolicyException* out) {
+  DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(n, path));
+  DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(
+      n, path, {"name", "rules", "namespaces", "objectNames", "objectSelector", "reason", "expires"}));
+  if (auto v = n["name"]) {
+    DRAGUARD_RETURN_IF_ERROR(p.String(v, path + ".name", &out->name));
+    if (out->name.empty()) return p.Error(v, path + ".name", "must not be empty");
+  }
+  DRAGUARD_RETURN_IF_ERROR(RuleIdList(p, n, path + ".rules", true, &out->rules));
+  DRAGUARD_RETURN_IF_ERROR(RequiredNamespaces(p, n, path, &out->namespaces));
+  if (!n["objectNames"] && !n["objectSelector"]) {
+    return p.Error(n, path, "needs objectNames or objectSelector (objectSelector: {} matches every object)");
+  }
+  if (auto v = n["objectNames"]) {
+    DRAGUARD_RETURN_IF_ERROR(p.StringList(v, path + ".objectNames", &out->object_names));
+    if (out->object_names.empty()) return p.Error(v, path + ".objectNames", "must name at least one object");
+  }
+  if (auto v = n["objectSelector"]) {
+    LabelSelector sel;
+    if (!v.IsNull()) DRAGUARD_RETURN_IF_ERROR(ParseSelector(v, path + ".objectSelector", p, &sel));
+    out->object_selector = std::move(sel);
+  }
+  const YAML::Node reason = n["reason"];
+  if (!reason) return p.Error(n, path + ".reason", "is required");
+  DRAGUARD_RETURN_IF_ERROR(p.String(reason, path + ".reason", &out->reason));
+  if (out->reason.find_first_not_of(" \t\r\n") == std::string::npos) {
+    return p.Error(reason, path + ".reason", "must not be empty");
+  }
+  if (auto v = n["expires"]; v && !v.IsNull()) {
+    DRAGUARD_RETURN_IF_ERROR(p.String(v, path + ".expires", &out->expires_text));
+    out->expires = ParseRfc3339(out->expires_text);
+    if (!out->expires) {
+      return p.Error(v, path + ".expires",
+                     "\"" + out->expires_text + "\" is not an RFC 3339 time (e.g. 2026-03-01T00:00:00Z)");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ParseAnnotationGrant(const Parser& p, const YAML::Node& n, const std::string& path,
+                            AnnotationExceptionGrant* out) {
+  DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(n, path));
+  DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(n, path, {"namespaces", "users", "groups", "rules"}));
+  DRAGUARD_RETURN_IF_ERROR(RequiredNamespaces(p, n, path, &out->namespaces));
+  if (auto v = n["users"]) DRAGUARD_RETURN_IF_ERROR(p.StringList(v, path + ".users", &out->users));
+  if (auto v = n["groups"]) DRAGUARD_RETURN_IF_ERROR(p.StringList(v, path + ".groups", &out->groups));
+  return RuleIdList(p, n, path + ".rules", false, &out->rules);
 }
 
 Status ParseCatalogueProfile(const Parser& p, const YAML::Node& n, const std::string& path, CatalogueProfile* out) {
@@ -298,7 +386,8 @@ Result<Policy> ParseDocument(const YAML::Node& root, const Parser& p) {
                                   "ruleErrors", "exemptions", "workloadClasses", "mutation",
                                   "extendedResourceMapping", "customResources", "deviceClasses",
                                   "memoryReservation", "topologyAlignment", "adminAccess",
-                                  "allocationModeAll", "readiness", "celCostPerReview"}));
+                                  "allocationModeAll", "readiness", "celCostPerReview", "exceptions",
+                                  "annotationExceptions"}));
   std::string api_version, kind;
   if (!root["apiVersion"]) return p.Error(root, "apiVersion", "is required (draguard.io/v1alpha1)");
   DRAGUARD_RETURN_IF_ERROR(p.String(root["apiVersion"], "apiVersion", &api_version));
@@ -365,6 +454,28 @@ Result<Policy> ParseDocument(const YAML::Node& root, const Parser& p) {
     if (auto e = n["users"]) DRAGUARD_RETURN_IF_ERROR(p.StringList(e, "exemptions.users", &pol.exemptions.users));
     if (auto e = n["groups"]) {
       DRAGUARD_RETURN_IF_ERROR(p.StringList(e, "exemptions.groups", &pol.exemptions.groups));
+    }
+  }
+  if (auto n = root["exceptions"]; n && !n.IsNull()) {
+    if (!n.IsSequence()) return p.Error(n, "exceptions", "must be a list of exceptions");
+    std::set<std::string> names;
+    for (std::size_t i = 0; i < n.size(); ++i) {
+      const std::string path = "exceptions[" + std::to_string(i) + "]";
+      PolicyException ex;
+      DRAGUARD_RETURN_IF_ERROR(ParseException(p, n[i], path, &ex));
+      if (ex.name.empty()) ex.name = path;
+      if (!names.insert(ex.name).second) {
+        return p.Error(n[i], path + ".name", "\"" + ex.name + "\" is used by an earlier exception");
+      }
+      pol.exceptions.push_back(std::move(ex));
+    }
+  }
+  if (auto n = root["annotationExceptions"]; n && !n.IsNull()) {
+    if (!n.IsSequence()) return p.Error(n, "annotationExceptions", "must be a list of {namespaces, users, groups, rules}");
+    for (std::size_t i = 0; i < n.size(); ++i) {
+      AnnotationExceptionGrant g;
+      DRAGUARD_RETURN_IF_ERROR(ParseAnnotationGrant(p, n[i], "annotationExceptions[" + std::to_string(i) + "]", &g));
+      pol.annotation_exceptions.push_back(std::move(g));
     }
   }
   if (auto n = root["workloadClasses"]; n && !n.IsNull()) {
@@ -500,6 +611,43 @@ std::string SourceFingerprint(std::string_view text) {
 }
 
 }  // namespace
+
+std::optional<std::chrono::system_clock::time_point> ParseRfc3339(std::string_view s) {
+  // YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)
+  bool ok = true;
+  if (s.size() < 20) return std::nullopt;
+  int y = Digits(s, 0, 4, &ok), mo = Digits(s, 5, 2, &ok), d = Digits(s, 8, 2, &ok);
+  int h = Digits(s, 11, 2, &ok), mi = Digits(s, 14, 2, &ok), se = Digits(s, 17, 2, &ok);
+  if (!ok || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') || s[13] != ':' ||
+      s[16] != ':') {
+    return std::nullopt;
+  }
+  std::size_t pos = 19;
+  if (pos < s.size() && s[pos] == '.') {
+    ++pos;
+    std::size_t digits = 0;
+    while (pos < s.size() && std::isdigit(static_cast<unsigned char>(s[pos]))) ++pos, ++digits;
+    if (digits == 0) return std::nullopt;
+  }
+  int offset_min = 0;
+  if (pos < s.size() && (s[pos] == 'Z' || s[pos] == 'z')) {
+    ++pos;
+  } else if (pos < s.size() && (s[pos] == '+' || s[pos] == '-')) {
+    int sign = s[pos] == '-' ? -1 : 1;
+    int oh = Digits(s, pos + 1, 2, &ok), om = Digits(s, pos + 4, 2, &ok);
+    if (!ok || pos + 3 >= s.size() || s[pos + 3] != ':' || oh > 23 || om > 59) return std::nullopt;
+    offset_min = sign * (oh * 60 + om);
+    pos += 6;
+  } else {
+    return std::nullopt;
+  }
+  if (pos != s.size()) return std::nullopt;
+  using namespace std::chrono;
+  year_month_day ymd{year{y}, month{static_cast<unsigned>(mo)}, day{static_cast<unsigned>(d)}};
+  if (!ymd.ok() || h > 23 || mi > 59 || se > 60) return std::nullopt;
+  auto tp = sys_days(ymd) + hours(h) + minutes(mi) + seconds(se) - minutes(offset_min);
+  return time_point_cast<system_clock::duration>(tp);
+}
 
 const char* ActionName(Action action) {
   switch (action) {

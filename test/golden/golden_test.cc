@@ -3,7 +3,7 @@
 // (answer as the mutating webhook) and a file named "topology" (the topology model: one node per
 // line, "<node> <export>" or "<export>", exports named relative to test/data/hwloc/; the node name
 // defaults to the export's name without ".xml"). Every case is decoded, evaluated, decided and encoded as the
-// server does, and the response must equal expected.json field for field.
+// server does, at the review time kReviewTime, and the response must equal expected.json field for field.
 #include <unistd.h>
 
 #include <filesystem>
@@ -70,6 +70,9 @@ std::shared_ptr<const topology::Snapshot> CaseTopology(const fs::path& dir) {
   return snap.ok() ? *snap : nullptr;
 }
 
+// The review time of every case (exception expiries are compared with it).
+const std::chrono::system_clock::time_point kReviewTime = *policy::ParseRfc3339("2026-06-01T00:00:00Z");
+
 class Golden : public ::testing::TestWithParam<fs::path> {};
 
 TEST_P(Golden, ResponseMatchesExpected) {
@@ -84,7 +87,7 @@ TEST_P(Golden, ResponseMatchesExpected) {
                                          : admission::WebhookKind::kValidating;
   auto topo = CaseTopology(dir);
   auto out = reviewer.Review(Slurp(dir / "request.json"), kind, *store.Current(), topo.get(),
-                             std::chrono::system_clock::time_point{},
+                             kReviewTime,
                              std::chrono::steady_clock::now() + webhook::kDefaultReviewTimeout);
   ASSERT_EQ(out.http_status, 200) << out.error;
   auto got = nlohmann::json::parse(out.body);

@@ -100,7 +100,35 @@ policy and compares them, so change both together. Input: the rendered policy do
 {{- range . -}}{{- $sels = append $sels (include "draguard.backstopSelector" .) -}}{{- end -}}
 {{- $conditions = append $conditions (dict "name" "not-exempt-labels" "expression" (printf "!(%s)" (join " || " $sels))) -}}
 {{- end -}}
-{{- $conditions = append $conditions (dict "name" "no-dg001-exception" "expression" "!(has(object.metadata.annotations) && 'draguard.io/exempt' in object.metadata.annotations && object.metadata.annotations['draguard.io/exempt'].split(',').exists(id, id.trim() == 'DG001') && 'draguard.io/exempt-reason' in object.metadata.annotations && object.metadata.annotations['draguard.io/exempt-reason'].trim() != '')") -}}
+{{- /* Policy exceptions naming DG001 (no expiry: CEL has no clock; the webhook ends them). */ -}}
+{{- $exterms := list -}}
+{{- range (default list $p.exceptions) -}}
+{{- if has "DG001" (default list .rules) -}}
+{{- $t := include "draguard.backstopGlob" (list "request.namespace" (default list .namespaces)) -}}
+{{- with .objectNames -}}{{- $t = printf "%s && %s" $t (include "draguard.backstopGlob" (list "request.name" .)) -}}{{- end -}}
+{{- if hasKey . "objectSelector" -}}{{- $t = printf "%s && %s" $t (include "draguard.backstopSelector" (default dict .objectSelector)) -}}{{- end -}}
+{{- $exterms = append $exterms (printf "(%s)" $t) -}}
+{{- end -}}
+{{- end -}}
+{{- if $exterms -}}
+{{- $conditions = append $conditions (dict "name" "no-dg001-policy-exception" "expression" (printf "!(%s)" (join " || " $exterms))) -}}
+{{- end -}}
+{{- /* The draguard.io/exempt annotation, only where annotationExceptions allow DG001. */ -}}
+{{- $grants := list -}}
+{{- range (default list $p.annotationExceptions) -}}
+{{- $rules := default list .rules -}}
+{{- if or (not $rules) (has "DG001" $rules) -}}
+{{- $t := include "draguard.backstopGlob" (list "request.namespace" (default list .namespaces)) -}}
+{{- $who := list -}}
+{{- with .users -}}{{- $who = append $who (include "draguard.backstopGlob" (list "request.userInfo.username" .)) -}}{{- end -}}
+{{- with .groups -}}{{- $who = append $who (printf "(has(request.userInfo.groups) && request.userInfo.groups.exists(g, %s))" (include "draguard.backstopGlob" (list "g" .))) -}}{{- end -}}
+{{- if $who -}}{{- $t = printf "%s && (%s)" $t (join " || " $who) -}}{{- end -}}
+{{- $grants = append $grants (printf "(%s)" $t) -}}
+{{- end -}}
+{{- end -}}
+{{- if $grants -}}
+{{- $conditions = append $conditions (dict "name" "no-dg001-exception" "expression" (printf "!(has(object.metadata.annotations) && 'draguard.io/exempt' in object.metadata.annotations && object.metadata.annotations['draguard.io/exempt'].split(',').exists(id, id.trim() == 'DG001') && 'draguard.io/exempt-reason' in object.metadata.annotations && object.metadata.annotations['draguard.io/exempt-reason'].trim() != '' && (%s))" (join " || " $grants))) -}}
+{{- end -}}
 {{- /* The denied names: see DeniedNames in src/engine/backstop.cc. */ -}}
 {{- $names := list -}}
 {{- $legacy := default list $p.legacyResources -}}

@@ -10,8 +10,10 @@
 
 #include "draguard/admission/response.h"
 #include "draguard/admission/review.h"
+#include "draguard/engine/exceptions.h"
 #include "draguard/engine/registry.h"
 #include "draguard/engine/rule.h"
+#include "draguard/engine/shape.h"
 #include "draguard/policy/policy.h"
 
 namespace draguard::engine {
@@ -27,31 +29,28 @@ struct RuleOutcome {
 struct EngineResult {
   std::vector<RuleOutcome> outcomes;  ///< one per rule that is not off or exempted
   std::string exemption;              ///< non-empty when the request is exempt: why
-  /// Per-object exception (annotation draguard.io/exempt) in effect: "DG003,DG005 (reason: ...)".
+  /// Per-object exceptions in effect (policy `exceptions`, allowed draguard.io/exempt annotations),
+  /// "; "-joined records: `DG001 (exception "bench": vendor benchmark)`.
   std::string rule_exemption;
-  std::vector<std::string> exempted_rules;  ///< rule IDs skipped because of that exception
-  std::vector<std::string> notes;           ///< warnings about the exception itself (expired, ...)
+  std::vector<std::string> exempted_rules;  ///< rule IDs skipped because of those exceptions
+  std::vector<std::string> notes;           ///< exceptions not applied and why (expired, not allowed, ...)
+  /// Values of the wrong type where the policy configures a custom resource's pod templates or
+  /// containers (CustomResourceShapeErrors), prefixed with the object: deny in enforce mode.
+  std::vector<std::string> shape_errors;
   /// Rules that could not finish because the review's CEL budget (cost or deadline) ran out:
   /// Decide denies for them in enforce mode whatever ruleErrors says, and warns in audit mode.
   std::vector<std::string> budget_rules;
 };
 
-/// Annotation that lists the rules an object is exempt from ("DG003,DG005").
-inline constexpr const char* kExemptAnnotation = "draguard.io/exempt";
-/// Required justification of a draguard.io/exempt exception.
-inline constexpr const char* kExemptReasonAnnotation = "draguard.io/exempt-reason";
-/// Optional RFC 3339 expiry of a draguard.io/exempt exception.
-inline constexpr const char* kExemptUntilAnnotation = "draguard.io/exempt-until";
-
-/// Parses an RFC 3339 timestamp ("2026-01-31T00:00:00Z", offsets and fractions allowed).
-std::optional<std::chrono::system_clock::time_point> ParseRfc3339(std::string_view text);
+/// RFC 3339 timestamps (policy::ParseRfc3339).
+using policy::ParseRfc3339;
 
 
 /// Runs every enabled rule. A rule that throws is reported as kError (never propagates).
 EngineResult Evaluate(const RuleInput& input, const Registry& registry);
 
 /// Why `rule_id` does not apply to the request at all: a policy exemption (namespace, user, group,
-/// object selector) or a valid draguard.io/exempt exception naming it; "" when it applies. The
+/// object selector) or an exception in effect naming it (DecideExceptions); "" when it applies. The
 /// mutating webhook uses this with MutationRule() to leave exempt Pods untouched.
 std::string ExemptionFrom(const RuleInput& input, const Registry& registry, std::string_view rule_id);
 
@@ -85,7 +84,9 @@ policy::Action ModeAction(policy::Action action, const policy::Policy& policy);
 
 /// Turns rule outcomes into a response: deny findings → 403 with every denying finding (most
 /// important rule first), warn → warnings, audit → auditAnnotations; rule errors follow
-/// policy.rule_errors; the global mode applies (ModeAction). Pure function.
+/// policy.rule_errors; the global mode applies (ModeAction). Shape errors of a custom resource
+/// deny in enforce mode (after any rule's message) and warn in audit mode; both record them in the
+/// `custom-resource-shape` audit annotation. Pure function.
 Decision Decide(const EngineResult& result, const policy::Policy& policy);
 
 /// The rule /mutate stands in for (DG001 legacy-gpu-resource): a Pod the webhook cannot convert

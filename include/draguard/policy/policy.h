@@ -4,6 +4,7 @@
 // Parsing reports unknown keys and wrong types with line and column; it never throws.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -54,6 +55,30 @@ struct Exemptions {
   std::vector<std::string> users;       ///< userInfo.username, globs allowed
   std::vector<std::string> groups;      ///< userInfo.groups entries, globs allowed
   std::vector<LabelSelector> object_selectors;  ///< any matching the object's labels exempts it
+};
+
+/// An exception the platform team grants in the policy file: `rules` do not apply to the objects
+/// it matches (namespace AND object name AND labels) until `expires`.
+struct PolicyException {
+  std::string name;                       ///< names it in records; "exceptions[i]" when not given
+  std::vector<std::string> rules;         ///< rule IDs ("DG001"), at least one
+  std::vector<std::string> namespaces;    ///< names or globs, at least one
+  std::vector<std::string> object_names;  ///< metadata.name (globs); empty = any name
+  std::optional<LabelSelector> object_selector;  ///< unset = any labels
+  std::string reason;                     ///< required justification
+  /// End of the exception (RFC 3339); unset = no end. It no longer applies from this instant on.
+  std::optional<std::chrono::system_clock::time_point> expires;
+  std::string expires_text;               ///< `expires` as written
+};
+
+/// Where the draguard.io/exempt annotation is honoured. Annotation exceptions are off unless an
+/// entry matches: namespace AND (no users/groups given, or the requester's username or a group
+/// matches) AND (no rules given, or the rule is listed).
+struct AnnotationExceptionGrant {
+  std::vector<std::string> namespaces;  ///< names or globs, at least one
+  std::vector<std::string> users;       ///< userInfo.username (globs)
+  std::vector<std::string> groups;      ///< userInfo.groups entries (globs)
+  std::vector<std::string> rules;       ///< rule IDs the annotation may name; empty = any
 };
 
 /// A custom resource kind that embeds pod templates or containers.
@@ -148,6 +173,8 @@ struct Policy {
       "nvidia.com/gpucores", "nvidia.com/gpumem-percentage", "nvidia.com/gpu-*"};
   std::map<std::string, RuleConfig> rules;      ///< keyed by rule ID ("DG001")
   Exemptions exemptions;
+  std::vector<PolicyException> exceptions;                   ///< per-object exceptions (`exceptions`)
+  std::vector<AnnotationExceptionGrant> annotation_exceptions;  ///< `annotationExceptions`; empty = off
   WorkloadClassSelector latency_sensitive;
   MutationConfig mutation;
   RuleErrorPolicy rule_errors = RuleErrorPolicy::kAllow;
@@ -175,6 +202,9 @@ struct Policy {
   /// True when `resource_name` matches a legacyResources entry.
   bool IsLegacyResource(std::string_view resource_name) const;
 };
+
+/// Parses an RFC 3339 timestamp ("2026-01-31T00:00:00Z", offsets and fractions allowed).
+std::optional<std::chrono::system_clock::time_point> ParseRfc3339(std::string_view text);
 
 /// Parses a policy document. `source` names the file in error messages.
 Result<Policy> ParsePolicy(std::string_view yaml, std::string_view source = "policy");

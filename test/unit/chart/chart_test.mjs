@@ -867,6 +867,12 @@ async function installSafety() {
     "--set-json", 'policy.exemptions.groups=["gpu-admins"]',
     "--set-json", 'policy.exemptions.objectSelectors=[{"matchLabels":{"tier":"infra","b":"x"}},{"matchExpressions":[{"key":"team","operator":"In","values":["ml","cv"]},{"key":"gone","operator":"DoesNotExist"},{"key":"t","operator":"NotIn","values":["a"]},{"key":"e","operator":"Exists"}]}]']);
   checkBackstop(varied, "backstop: globs, extendedResourceMapping=allow, user/group/label exemptions");
+  const excepted = render(["--set-json", 'policy.exceptions=[{"name":"bench","rules":["DG001","DG005"],"namespaces":["team-a","lab-*"],"objectNames":["bench","bench-*"],"reason":"vendor benchmark","expires":"2099-01-01T00:00:00Z"},{"rules":["DG001"],"namespaces":["infra"],"objectSelector":{"matchLabels":{"tier":"infra"}},"reason":"burn-in"},{"rules":["DG001"],"namespaces":["lab"],"objectSelector":{},"reason":"lab"},{"rules":["DG003"],"namespaces":["x"],"objectSelector":{},"reason":"r"}]',
+    "--set-json", 'policy.annotationExceptions=[{"namespaces":["research-*"]},{"namespaces":["team-a"],"users":["alice"],"groups":["gpu-admins"],"rules":["DG001"]},{"namespaces":["team-b"],"rules":["DG005"]}]']);
+  checkBackstop(excepted, "backstop: policy exceptions and annotationExceptions");
+  check("default: the backstop honours no draguard.io/exempt annotation", () =>
+    eq(find(render([]).docs, "ValidatingAdmissionPolicy").filter(notExporter)[0].spec.matchConditions
+      .map((c) => c.name).filter((n) => n.startsWith("no-dg001")), [], "exception conditions"));
   const warnMap = render(["--set", "policy.extendedResourceMapping=warn", "--set-json", 'policy.deviceClasses={"gpu":["g.example.com"]}']);
   checkBackstop(warnMap, "backstop: extendedResourceMapping=warn, custom device classes");
   const custom = render(["--set-json", 'policy.deviceClasses={"gpu":["g.example.com"],"mig":["m.example.com"],"passthrough":[]}']);

@@ -85,6 +85,7 @@ Compiled Compile(const policy::Policy& pol) {
 // The request as the API server hands it to CEL (userInfo always present).
 Json RequestJson(const admission::AdmissionRequest& r, Json raw = Json::object()) {
   if (!raw.contains("namespace")) raw["namespace"] = r.namespace_;
+  if (!raw.contains("name")) raw["name"] = r.name;
   if (!raw.contains("operation")) raw["operation"] = "CREATE";
   if (!raw.contains("userInfo")) raw["userInfo"] = Json::object();
   if (!raw["userInfo"].contains("username")) raw["userInfo"]["username"] = r.user_info.username;
@@ -116,6 +117,9 @@ bool Has(const std::vector<std::string>& v, const char* id) { return std::find(v
 bool Dg001Fires(const admission::AdmissionRequest& req, const policy::Policy& pol) {
   policy::Policy enforce = pol;
   enforce.mode = policy::Mode::kEnforce;
+  // CEL has no clock: the backstop honours a policy exception until it leaves the policy, and the
+  // webhook alone ends it at its expiry.
+  for (auto& ex : enforce.exceptions) ex.expires.reset();
   enforce.rules["DG001"].action = policy::Action::kDeny;
   Registry reg = DefaultRegistry();
   RuleInput in{req, enforce, nullptr, std::chrono::system_clock::now()};
@@ -263,6 +267,48 @@ TEST(Backstop, AgreesWithDg001UnderPolicyVariations) {
       },
       [](policy::Policy& p) { p.mode = policy::Mode::kAudit; },
       [](policy::Policy& p) { p.rules["DG001"].action = policy::Action::kWarn; },
+      // Annotation exceptions: where the policy allows them, by namespace, requester and rule.
+      [](policy::Policy& p) { p.annotation_exceptions = {{{"team-*"}, {}, {}, {}}}; },
+      [](policy::Policy& p) { p.annotation_exceptions = {{{"team-a"}, {"bob"}, {}, {"DG001"}}}; },
+      [](policy::Policy& p) { p.annotation_exceptions = {{{"other"}, {}, {}, {}}, {{"team-a"}, {"x"}, {"gpu-admins"}, {}}}; },
+      [](policy::Policy& p) { p.annotation_exceptions = {{{"*"}, {}, {}, {"DG003"}}}; },
+      // Policy exceptions: namespace, object name, labels; rules other than DG001 do not matter.
+      [](policy::Policy& p) {
+        policy::PolicyException ex;
+        ex.name = "by-name";
+        ex.rules = {"DG001"};
+        ex.namespaces = {"team-a"};
+        ex.object_names = {"p"};
+        ex.reason = "r";
+        ex.expires = policy::ParseRfc3339("2000-01-01T00:00:00Z");  // the webhook alone ends it
+        ex.expires_text = "2000-01-01T00:00:00Z";
+        p.exceptions = {ex};
+      },
+      [](policy::Policy& p) {
+        policy::PolicyException ex;
+        ex.name = "by-label";
+        ex.rules = {"DG003", "DG001"};
+        ex.namespaces = {"team-*"};
+        ex.object_names = {"q", "p*"};
+        ex.object_selector = policy::LabelSelector{};
+        ex.object_selector->match_labels = {{"tier", "infra"}};
+        ex.reason = "r";
+        policy::PolicyException other = ex;
+        other.name = "not-dg001";
+        other.rules = {"DG003"};
+        other.object_names.clear();
+        other.object_selector = policy::LabelSelector{};
+        p.exceptions = {other, ex};
+      },
+      [](policy::Policy& p) {
+        policy::PolicyException ex;
+        ex.name = "elsewhere";
+        ex.rules = {"DG001"};
+        ex.namespaces = {"team-b"};
+        ex.object_selector = policy::LabelSelector{};
+        ex.reason = "r";
+        p.exceptions = {ex};
+      },
   };
   struct Who {
     std::string user;

@@ -146,6 +146,7 @@ TEST(Exemptions, LabelSelector) {
 
 TEST(Exemptions, AnnotationWithExpiry) {
   auto pol = DefaultPolicy();
+  pol.annotation_exceptions = {{{"*"}, {}, {}, {}}};
   auto req = Request(kPod);
   auto& ann = req.object["metadata"]["annotations"];
   ann["draguard.io/exempt"] = "DG001";
@@ -154,7 +155,7 @@ TEST(Exemptions, AnnotationWithExpiry) {
   auto before = *ParseRfc3339("2026-02-28T23:59:59Z");
   auto d = Review(req, pol, before);
   EXPECT_EQ(d.verdict, Verdict::kAllow);
-  EXPECT_EQ(d.response.audit_annotations["exempt-rules"], "DG001 (reason: TICKET-1; until 2026-03-01T00:00:00Z)");
+  EXPECT_EQ(d.response.audit_annotations["exempt-rules"], "DG001 (annotation: TICKET-1; until 2026-03-01T00:00:00Z)");
   auto after = *ParseRfc3339("2026-03-01T00:00:01+00:00");
   auto expired = Review(req, pol, after);
   EXPECT_EQ(expired.verdict, Verdict::kDeny);

@@ -145,7 +145,10 @@ TEST(Dg014, ActionsAndExemption) {
   auto exempt = failing;
   exempt.object["metadata"]["annotations"]["draguard.io/exempt"] = "DG014";
   exempt.object["metadata"]["annotations"]["draguard.io/exempt-reason"] = "hardware arriving next week";
-  auto d = decide(exempt, Pol());
+  EXPECT_TRUE(Contains(decide(exempt, Pol()).denied_rules, "DG014"));  // annotation alone: ignored
+  auto granted = Pol();
+  granted.annotation_exceptions = {{{exempt.namespace_}, {}, {}, {"DG014"}}};
+  auto d = decide(exempt, granted);
   EXPECT_FALSE(Contains(d.denied_rules, "DG014"));
 }
 

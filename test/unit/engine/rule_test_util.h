@@ -121,13 +121,32 @@ inline void ExpectActionsAndExemption(const std::string& id, const admission::Ad
   auto exempt = failing;
   exempt.object["metadata"]["annotations"]["draguard.io/exempt"] = "DG999," + id;
   exempt.object["metadata"]["annotations"]["draguard.io/exempt-reason"] = "vendor benchmark";
-  auto d = Review(exempt, pol);
+  // The annotation alone is ignored: only the policy grants exceptions.
+  auto tenant = Review(exempt, pol);
+  EXPECT_TRUE(Contains(tenant.denied_rules, id)) << id << " annotation without annotationExceptions";
+  EXPECT_EQ(tenant.response.audit_annotations.count("exempt-rules"), 0u);
+  // Where annotationExceptions allow it, the annotation skips the rule and is recorded.
+  policy::Policy granted = pol;
+  granted.annotation_exceptions = {{{failing.namespace_}, {}, {}, {id}}};
+  auto d = Review(exempt, granted);
   EXPECT_FALSE(Contains(d.denied_rules, id) || Contains(d.warned_rules, id)) << id << " exempt";
-  EXPECT_EQ(d.response.audit_annotations["exempt-rules"], id + " (reason: vendor benchmark)");
+  EXPECT_EQ(d.response.audit_annotations["exempt-rules"], id + " (annotation: vendor benchmark)");
   // Without a reason the exception is ignored, with a warning.
   exempt.object["metadata"]["annotations"].erase("draguard.io/exempt-reason");
-  auto ignored = Review(exempt, pol);
+  auto ignored = Review(exempt, granted);
   EXPECT_TRUE(Contains(ignored.denied_rules, id)) << id << " exception without reason";
+  // A policy exception for the object's namespace skips the rule without any annotation.
+  policy::Policy excepted = pol;
+  policy::PolicyException ex;
+  ex.name = "platform";
+  ex.rules = {id};
+  ex.namespaces = {failing.namespace_};
+  ex.object_selector = policy::LabelSelector{};
+  ex.reason = "granted";
+  excepted.exceptions = {ex};
+  auto p = Review(failing, excepted);
+  EXPECT_FALSE(Contains(p.denied_rules, id) || Contains(p.warned_rules, id)) << id << " policy exception";
+  EXPECT_EQ(p.response.audit_annotations["exempt-rules"], id + " (exception \"platform\": granted)");
 }
 
 /// One table row of a rule test.

@@ -114,10 +114,82 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"selector_bad_operator",
                   "apiVersion: draguard.io/v1alpha1\nkind: Policy\nexemptions:\n  objectSelectors:\n  - matchExpressions: [{key: a, operator: Is}]\n",
                   "exemptions.objectSelectors[0].matchExpressions[0].operator: must be one of In | NotIn | Exists | DoesNotExist"},
+        ErrorCase{"exception_not_a_list", "apiVersion: draguard.io/v1alpha1\nkind: Policy\nexceptions: {rules: [DG001]}\n", "policy.yaml:3:13: exceptions: must be a list of exceptions"},
+        ErrorCase{"exception_no_rules", "apiVersion: draguard.io/v1alpha1\nkind: Policy\nexceptions:\n- {namespaces: [a], objectSelector: {}, reason: r}\n", "policy.yaml:4:3: exceptions[0].rules: is required"},
+        ErrorCase{"exception_empty_rules", "apiVersion: draguard.io/v1alpha1\nkind: Policy\nexceptions:\n- {rules: [], namespaces: [a], objectSelector: {}, reason: r}\n", "exceptions[0].rules: must name at least one rule"},
+        ErrorCase{"exception_bad_rule", "apiVersion: draguard.io/v1alpha1\nkind: Policy\nexceptions:\n- {rules: [DG001, gpu], namespaces: [a], objectSelector: {}, reason: r}\n", "policy.yaml:4:19: exceptions[0].rules[1]: \"gpu\" is not a rule ID"},
+        ErrorCase{"exception_no_namespaces", "apiVersion: draguard.io/v1alpha1\nkind: Policy\nexceptions:\n- {rules: [DG001], objectSelector: {}, reason: r}\n", "exceptions[0].namespaces: is required"},
+        ErrorCase{"exception_no_object", "apiVersion: draguard.io/v1alpha1\nkind: Policy\nexceptions:\n- {rules: [DG001], namespaces: [a], reason: r}\n", "exceptions[0]: needs objectNames or objectSelector"},
+        ErrorCase{"exception_no_reason", "apiVersion: draguard.io/v1alpha1\nkind: Policy\nexceptions:\n- {rules: [DG001], namespaces: [a], objectNames: [b]}\n", "exceptions[0].reason: is required"},
+        ErrorCase{"exception_blank_reason", "apiVersion: draguard.io/v1alpha1\nkind: Policy\nexceptions:\n- {rules: [DG001], namespaces: [a], objectNames: [b], reason: \" \"}\n", "exceptions[0].reason: must not be empty"},
+        ErrorCase{"exception_bad_expiry", "apiVersion: draguard.io/v1alpha1\nkind: Policy\nexceptions:\n- {rules: [DG001], namespaces: [a], objectNames: [b], reason: r, expires: next week}\n", "exceptions[0].expires: \"next week\" is not an RFC 3339 time"},
+        ErrorCase{"exception_bad_selector", "apiVersion: draguard.io/v1alpha1\nkind: Policy\nexceptions:\n- {rules: [DG001], namespaces: [a], objectSelector: {matchExpressions: [{key: k, operator: In}]}, reason: r}\n", "exceptions[0].objectSelector.matchExpressions[0].values: must be non-empty for In"},
+        ErrorCase{"exception_unknown_key", "apiVersion: draguard.io/v1alpha1\nkind: Policy\nexceptions:\n- {rules: [DG001], namespace: a, objectNames: [b], reason: r}\n", "exceptions[0].namespace: unknown key"},
+        ErrorCase{"exception_duplicate_name", "apiVersion: draguard.io/v1alpha1\nkind: Policy\nexceptions:\n- {name: x, rules: [DG001], namespaces: [a], objectNames: [b], reason: r}\n- {name: x, rules: [DG002], namespaces: [a], objectNames: [b], reason: r}\n", "exceptions[1].name: \"x\" is used by an earlier exception"},
+        ErrorCase{"annotation_grant_no_namespaces", "apiVersion: draguard.io/v1alpha1\nkind: Policy\nannotationExceptions:\n- {users: [alice]}\n", "annotationExceptions[0].namespaces: is required"},
+        ErrorCase{"annotation_grant_bad_rule", "apiVersion: draguard.io/v1alpha1\nkind: Policy\nannotationExceptions:\n- {namespaces: [a], rules: [dg1]}\n", "annotationExceptions[0].rules[0]: \"dg1\" is not a rule ID"},
+        ErrorCase{"annotation_grant_unknown_key", "apiVersion: draguard.io/v1alpha1\nkind: Policy\nannotationExceptions:\n- {namespaces: [a], user: alice}\n", "annotationExceptions[0].user: unknown key"},
         ErrorCase{"device_classes_unknown_key",
                   "apiVersion: draguard.io/v1alpha1\nkind: Policy\ndeviceClasses: {gpus: [x]}\n",
                   "deviceClasses.gpus: unknown key"}),
     [](const ::testing::TestParamInfo<ErrorCase>& i) { return std::string(i.param.name); });
+
+TEST(ParsePolicy, Exceptions) {
+  auto p = ParsePolicy(R"(apiVersion: draguard.io/v1alpha1
+kind: Policy
+exceptions:
+- name: vendor-bench
+  rules: [DG001, DG005]
+  namespaces: [team-a, "lab-*"]
+  objectNames: [bench]
+  reason: "vendor benchmark, TICKET-42"
+  expires: 2026-03-01T00:00:00Z
+- rules: [DG003]
+  namespaces: [infra]
+  objectSelector:
+    matchLabels: {tier: infra}
+    matchExpressions: [{key: owner, operator: Exists}]
+  reason: burn-in
+annotationExceptions:
+- namespaces: [research-*]
+- namespaces: [team-a]
+  users: [alice]
+  groups: [gpu-admins]
+  rules: [DG005]
+)", "policy.yaml");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->exceptions.size(), 2u);
+  const auto& a = p->exceptions[0];
+  EXPECT_EQ(a.name, "vendor-bench");
+  EXPECT_EQ(a.rules, (std::vector<std::string>{"DG001", "DG005"}));
+  EXPECT_EQ(a.namespaces, (std::vector<std::string>{"team-a", "lab-*"}));
+  EXPECT_EQ(a.object_names, std::vector<std::string>{"bench"});
+  EXPECT_FALSE(a.object_selector.has_value());
+  EXPECT_EQ(a.reason, "vendor benchmark, TICKET-42");
+  ASSERT_TRUE(a.expires.has_value());
+  EXPECT_EQ(*a.expires, *ParseRfc3339("2026-03-01T00:00:00Z"));
+  EXPECT_EQ(a.expires_text, "2026-03-01T00:00:00Z");
+  const auto& b = p->exceptions[1];
+  EXPECT_EQ(b.name, "exceptions[1]");
+  ASSERT_TRUE(b.object_selector.has_value());
+  EXPECT_EQ(b.object_selector->match_labels.at("tier"), "infra");
+  EXPECT_FALSE(b.expires.has_value());
+  ASSERT_EQ(p->annotation_exceptions.size(), 2u);
+  EXPECT_EQ(p->annotation_exceptions[0].namespaces, std::vector<std::string>{"research-*"});
+  EXPECT_TRUE(p->annotation_exceptions[0].users.empty());
+  EXPECT_TRUE(p->annotation_exceptions[0].rules.empty());
+  EXPECT_EQ(p->annotation_exceptions[1].users, std::vector<std::string>{"alice"});
+  EXPECT_EQ(p->annotation_exceptions[1].groups, std::vector<std::string>{"gpu-admins"});
+  EXPECT_EQ(p->annotation_exceptions[1].rules, std::vector<std::string>{"DG005"});
+}
+
+TEST(ParsePolicy, AnnotationExceptionsAreOffByDefault) {
+  auto p = ParsePolicy(DefaultPolicyYaml(), "default");
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(p->annotation_exceptions.empty());
+  EXPECT_TRUE(p->exceptions.empty());
+  EXPECT_TRUE(Policy{}.annotation_exceptions.empty());
+}
 
 TEST(Policy, DefaultPolicyFileMatchesTheBuiltInDefaults) {
   auto p = ParsePolicy(DefaultPolicyYaml(), "default");

@@ -155,7 +155,22 @@ TEST(ReviewerMutate, ExemptNonPodNonCreateAndDisabledAreUntouched) {
   EXPECT_NE(exempt.response["auditAnnotations"]["mutation"].get<std::string>().find("exempt"), std::string::npos);
   Json annotated = PodWith({{"nvidia.com/gpu", 1}}, {{"draguard.io/exempt", "DG001"},
                                                      {"draguard.io/exempt-reason", "vendor chart"}});
-  EXPECT_TRUE(Mutate(r, Review(annotated), pol).patch.is_null());
+  // The annotation counts only where the policy allows it (annotationExceptions).
+  auto granted = pol;
+  granted.annotation_exceptions = {{{"*"}, {}, {}, {"DG001"}}};
+  auto by_annotation = Mutate(r, Review(annotated), granted);
+  EXPECT_TRUE(by_annotation.patch.is_null());
+  EXPECT_NE(by_annotation.response["auditAnnotations"]["mutation"].get<std::string>().find("annotation: vendor chart"),
+            std::string::npos);
+  auto excepted = pol;
+  policy::PolicyException ex;
+  ex.name = "chart";
+  ex.rules = {"DG001"};
+  ex.namespaces = {"*"};
+  ex.object_selector = policy::LabelSelector{};
+  ex.reason = "vendor chart";
+  excepted.exceptions = {ex};
+  EXPECT_TRUE(Mutate(r, Review(PodWith({{"nvidia.com/gpu", 1}})), excepted).patch.is_null());
   EXPECT_TRUE(Mutate(r, Review(PodWith({{"nvidia.com/gpu", 1}}), "UPDATE"), pol).patch.is_null());
   Json deploy = {{"apiVersion", "apps/v1"}, {"kind", "Deployment"}, {"metadata", {{"name", "d"}}},
                  {"spec", {{"template", {{"spec", PodWith({{"nvidia.com/gpu", 1}})["spec"]}}}}}};
