@@ -1,5 +1,6 @@
 // decode → evaluate → decide → encode of one AdmissionReview, for a non-GPU Pod, a legacy GPU Pod
-// and a DRA Pod, at 8 KiB and 64 KiB bodies (padded with realistic env entries).
+// and a DRA Pod, at 1 KiB, 8 KiB and 64 KiB bodies (padded with realistic env entries), with the
+// fast and the reference decoder; the decode alone; the decision log line.
 #include <chrono>
 #include <string>
 
@@ -8,6 +9,7 @@
 
 #include "draguard/admission/codec.h"
 #include "draguard/engine/registry.h"
+#include "draguard/logging/logger.h"
 #include "draguard/policy/policy.h"
 #include "draguard/webhook/reviewer.h"
 
@@ -53,9 +55,16 @@ std::string MakeReview(PodKind kind, std::size_t target_bytes) {
   return review.dump();
 }
 
-void BM_Review(benchmark::State& state, PodKind kind, std::size_t bytes) {
+draguard::admission::DecodeLimits WithDecoder(draguard::admission::Decoder d) {
+  draguard::admission::DecodeLimits l;
+  l.decoder = d;
+  return l;
+}
+
+void BM_Review(benchmark::State& state, PodKind kind, std::size_t bytes,
+               draguard::admission::Decoder decoder = draguard::admission::Decoder::kFast) {
   static const draguard::engine::Registry registry = draguard::engine::DefaultRegistry();
-  static const draguard::webhook::Reviewer reviewer(registry);
+  const draguard::webhook::Reviewer reviewer(registry, WithDecoder(decoder));
   static const draguard::policy::Policy policy =
       draguard::policy::ParsePolicy(draguard::policy::DefaultPolicyYaml()).value();
   const std::string body = MakeReview(kind, bytes);
@@ -69,23 +78,65 @@ void BM_Review(benchmark::State& state, PodKind kind, std::size_t bytes) {
   state.counters["body_bytes"] = static_cast<double>(body.size());
 }
 
-// The decode step alone, to separate JSON parsing from the engine.
-void BM_DecodeOnly(benchmark::State& state, std::size_t bytes) {
+// The decode step alone, to separate JSON parsing from the engine: what /validate decodes (rule
+// fields), the whole document (what /mutate decodes to compute a patch), and the reference parser.
+void BM_DecodeOnly(benchmark::State& state, std::size_t bytes, draguard::admission::DecodeScope scope,
+                   draguard::admission::Decoder decoder) {
   const std::string body = MakeReview(PodKind::kLegacyGpu, bytes);
   for (auto _ : state) {
-    auto r = draguard::admission::DecodeReview(body);
+    auto r = draguard::admission::DecodeReview(body, WithDecoder(decoder), scope);
     benchmark::DoNotOptimize(r);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * body.size()));
+}
+
+// The decision log line of one review (formatting only; the sink write is not included).
+void BM_DecisionLogLine(benchmark::State& state) {
+  const draguard::logging::Fields fields = {{"webhook", std::string("validate")},
+                                            {"uid", std::string("705ab4f5-6393-11e8-b7cc-42010a800002")},
+                                            {"kind", std::string("Pod")},
+                                            {"namespace", std::string("team-a")},
+                                            {"name", std::string("train-0")},
+                                            {"operation", std::string("CREATE")},
+                                            {"user", std::string("system:serviceaccount:kube-system:job-controller")},
+                                            {"dryRun", false},
+                                            {"decision", std::string("deny")},
+                                            {"rules", std::vector<std::string>{"DG001"}},
+                                            {"latency_us", int64_t{42}}};
+  for (auto _ : state) {
+    auto line = draguard::logging::FormatLine("2026-01-01T00:00:00.000000Z", draguard::logging::Level::kInfo,
+                                              "admission", fields);
+    benchmark::DoNotOptimize(line);
   }
 }
 
+BENCHMARK_CAPTURE(BM_Review, plain_pod_1k, PodKind::kPlain, 1024);
 BENCHMARK_CAPTURE(BM_Review, plain_pod_8k, PodKind::kPlain, 8 * 1024);
 BENCHMARK_CAPTURE(BM_Review, legacy_gpu_pod_8k, PodKind::kLegacyGpu, 8 * 1024);
 BENCHMARK_CAPTURE(BM_Review, dra_pod_8k, PodKind::kDra, 8 * 1024);
 BENCHMARK_CAPTURE(BM_Review, plain_pod_64k, PodKind::kPlain, 64 * 1024);
 BENCHMARK_CAPTURE(BM_Review, legacy_gpu_pod_64k, PodKind::kLegacyGpu, 64 * 1024);
 BENCHMARK_CAPTURE(BM_Review, dra_pod_64k, PodKind::kDra, 64 * 1024);
-BENCHMARK_CAPTURE(BM_DecodeOnly, legacy_gpu_pod_8k, 8 * 1024);
-BENCHMARK_CAPTURE(BM_DecodeOnly, legacy_gpu_pod_64k, 64 * 1024);
+// The same reviews through the reference decoder (nlohmann_json's parser, every field): the
+// decode this project used before the fast path.
+BENCHMARK_CAPTURE(BM_Review, plain_pod_1k_reference, PodKind::kPlain, 1024, draguard::admission::Decoder::kReference);
+BENCHMARK_CAPTURE(BM_Review, legacy_gpu_pod_8k_reference, PodKind::kLegacyGpu, 8 * 1024,
+                  draguard::admission::Decoder::kReference);
+BENCHMARK_CAPTURE(BM_Review, legacy_gpu_pod_64k_reference, PodKind::kLegacyGpu, 64 * 1024,
+                  draguard::admission::Decoder::kReference);
+BENCHMARK_CAPTURE(BM_DecodeOnly, legacy_gpu_pod_8k, 8 * 1024, draguard::admission::DecodeScope::kRuleFields,
+                  draguard::admission::Decoder::kFast);
+BENCHMARK_CAPTURE(BM_DecodeOnly, legacy_gpu_pod_8k_full, 8 * 1024, draguard::admission::DecodeScope::kFull,
+                  draguard::admission::Decoder::kFast);
+BENCHMARK_CAPTURE(BM_DecodeOnly, legacy_gpu_pod_8k_reference, 8 * 1024, draguard::admission::DecodeScope::kFull,
+                  draguard::admission::Decoder::kReference);
+BENCHMARK_CAPTURE(BM_DecodeOnly, legacy_gpu_pod_64k, 64 * 1024, draguard::admission::DecodeScope::kRuleFields,
+                  draguard::admission::Decoder::kFast);
+BENCHMARK_CAPTURE(BM_DecodeOnly, legacy_gpu_pod_64k_full, 64 * 1024, draguard::admission::DecodeScope::kFull,
+                  draguard::admission::Decoder::kFast);
+BENCHMARK_CAPTURE(BM_DecodeOnly, legacy_gpu_pod_64k_reference, 64 * 1024, draguard::admission::DecodeScope::kFull,
+                  draguard::admission::Decoder::kReference);
+BENCHMARK(BM_DecisionLogLine);
 
 }  // namespace
 
