@@ -2,6 +2,9 @@
 // and a DRA Pod, at 1 KiB, 8 KiB and 64 KiB bodies (padded with realistic env entries), with the
 // fast and the reference decoder; the decode alone; the decision log line.
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <string>
 
 #include <benchmark/benchmark.h>
@@ -90,6 +93,42 @@ void BM_DecodeOnly(benchmark::State& state, std::size_t bytes, draguard::admissi
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * body.size()));
 }
 
+// A /proc/self/status value in KiB ("VmHWM", "VmRSS").
+double StatusKiB(const char* key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) == 0) return std::atof(line.c_str() + std::strlen(key) + 1);
+  }
+  return 0;
+}
+
+void BM_ArgsPodPeakRss(benchmark::State& state, draguard::admission::WebhookKind webhook,
+                       draguard::admission::Decoder decoder) {
+  static const draguard::engine::Registry registry = draguard::engine::DefaultRegistry();
+  static const draguard::policy::Policy policy =
+      draguard::policy::ParsePolicy(draguard::policy::DefaultPolicyYaml()).value();
+  const draguard::webhook::Reviewer reviewer(registry, WithDecoder(decoder));
+  // Written as text: building it as a document first would raise the peak being measured.
+  std::string body =
+      R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-1",)"
+      R"("kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},)"
+      R"("namespace":"team-a","operation":"CREATE","userInfo":{"username":"alice"},"object":{"apiVersion":"v1",)"
+      R"("kind":"Pod","metadata":{"name":"args","namespace":"team-a"},"spec":{"containers":[{"name":"c",)"
+      R"("image":"busybox","args":[)";
+  for (int i = 0; i < 950000; ++i) body += i ? R"(,"")" : R"("")";
+  body += "]}]}}}}";
+  const double before = StatusKiB("VmRSS:");
+  for (auto _ : state) {
+    auto out = reviewer.Review(body, webhook, policy, nullptr, std::chrono::system_clock::time_point{},
+                               std::chrono::steady_clock::now() + draguard::webhook::kDefaultReviewTimeout);
+    if (out.http_status != 200) state.SkipWithError(out.error.c_str());
+    benchmark::DoNotOptimize(out);
+  }
+  state.counters["body_mib"] = static_cast<double>(body.size()) / (1 << 20);
+  state.counters["peak_growth_mib"] = (StatusKiB("VmHWM:") - before) / 1024;
+}
+
 // The decision log line of one review (formatting only; the sink write is not included).
 void BM_DecisionLogLine(benchmark::State& state) {
   const draguard::logging::Fields fields = {{"webhook", std::string("validate")},
@@ -110,6 +149,17 @@ void BM_DecisionLogLine(benchmark::State& state) {
   }
 }
 
+// The memory of one review of the 2.85 MB Pod whose container has `args: [""] * 950000`: the
+// growth of the peak RSS (VmHWM) over the RSS before the first review, in MiB. Run each case in a
+// process of its own (--benchmark_filter), since the peak is the process's.
+BENCHMARK_CAPTURE(BM_ArgsPodPeakRss, validate, draguard::admission::WebhookKind::kValidating,
+                  draguard::admission::Decoder::kFast)->Iterations(3);
+BENCHMARK_CAPTURE(BM_ArgsPodPeakRss, mutate, draguard::admission::WebhookKind::kMutating,
+                  draguard::admission::Decoder::kFast)->Iterations(3);
+BENCHMARK_CAPTURE(BM_ArgsPodPeakRss, validate_reference, draguard::admission::WebhookKind::kValidating,
+                  draguard::admission::Decoder::kReference)->Iterations(3);
+BENCHMARK_CAPTURE(BM_ArgsPodPeakRss, mutate_reference, draguard::admission::WebhookKind::kMutating,
+                  draguard::admission::Decoder::kReference)->Iterations(3);
 BENCHMARK_CAPTURE(BM_Review, plain_pod_1k, PodKind::kPlain, 1024);
 BENCHMARK_CAPTURE(BM_Review, plain_pod_8k, PodKind::kPlain, 8 * 1024);
 BENCHMARK_CAPTURE(BM_Review, legacy_gpu_pod_8k, PodKind::kLegacyGpu, 8 * 1024);
