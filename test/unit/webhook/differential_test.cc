@@ -172,7 +172,10 @@ TEST_F(Differential, GoldenReviewsAnswerTheSame) {
 }
 
 TEST_F(Differential, FixtureManifestsAnswerTheSame) {
-  const auto policies = CasePolicies();
+  // The default policy and two others (the decode does not depend on the policy; this keeps the
+  // sanitizer build's run short).
+  auto policies = CasePolicies();
+  if (policies.size() > 3) policies.resize(3);
   int compared = 0;
   for (const auto& f : fs::recursive_directory_iterator(fs::path(DRAGUARD_TEST_DATA) / "manifests")) {
     auto ext = f.path().extension();
