@@ -31,7 +31,7 @@ std::vector<Device> SimulateNode(const topology::NodeTopology& node, const NicOp
     if (!cel_device.ok()) continue;  // byte counts always parse; defensive
     Device d;
     d.name = sim.name;
-    d.kind = DeviceKind::kGpu;
+    d.kind = sim.mig_instance >= 0 ? DeviceKind::kMig : DeviceKind::kGpu;
     d.index = sim.gpu_index;
     d.pcie_root = shape.PcieRootId(shape.gpus[sim.gpu_index]);
     d.device = std::move(*cel_device);

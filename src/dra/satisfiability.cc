@@ -29,10 +29,19 @@ constexpr int64_t kSearchBudget = 200000;
 constexpr std::size_t kMaxMessage = 300;
 constexpr const char* kGpuDomain = "gpu.nvidia.com";
 
-enum class Kind : uint8_t { kGpu, kNic, kGpuLike, kOther };
+// kGpuLike: classes that cannot be simulated but need an NVIDIA GPU (passthrough).
+enum class Kind : uint8_t { kGpu, kNic, kMig, kGpuLike, kOther };
 
 bool InList(const std::vector<std::string>& list, const std::string& v) {
   return std::find(list.begin(), list.end(), v) != list.end();
+}
+
+// Attributes that differ between nodes of one shape: a GPU's UUID, a MIG device's parent's.
+bool IsUuidName(std::string_view name) { return name == "uuid" || name == "parentUUID"; }
+
+bool IsUuidAttribute(std::string_view attr) {
+  const auto slash = attr.rfind('/');
+  return IsUuidName(slash == std::string_view::npos ? attr : attr.substr(slash + 1));
 }
 
 struct AltPlan {
@@ -84,7 +93,9 @@ struct Unit {
   const Unit* base = nullptr;
   std::shared_ptr<const std::vector<dra::Device>> own_devices;  // shared with the snapshot's memo
   std::vector<cel::Value> own_probes;
-  std::size_t gpus = 0, nics = 0;
+  std::size_t gpus = 0, nics = 0, migs = 0;  // simulated devices by kind
+  std::size_t nvidia = 0;                      // NVIDIA GPUs, MIG-enabled or not
+  bool mig_unknown = false;                    // some NVIDIA GPU's MIG mode is not in the export
   std::vector<std::vector<AltEval>> own_eval;      // [request][alternative] evaluated here
   std::vector<std::vector<const AltEval*>> eval;   // [request][alternative]
   std::vector<std::vector<Cell>> own_cells;        // constraints evaluated here
@@ -162,7 +173,7 @@ cel::Value Probe(const dra::Device& d) {
 
 bool KindFits(Kind k, const dra::Device& d) {
   return (k == Kind::kGpu && d.kind == dra::DeviceKind::kGpu) ||
-         (k == Kind::kNic && d.kind == dra::DeviceKind::kNic);
+         (k == Kind::kNic && d.kind == dra::DeviceKind::kNic) || (k == Kind::kMig && d.kind == dra::DeviceKind::kMig);
 }
 
 // Evaluates one selector against one device: true / false / maybe (unknown names) / error.
@@ -195,7 +206,8 @@ SelResult EvalSelector(const cel::CheckedExpr& sel, const dra::Device& d, const 
 Kind ClassKind(const policy::Policy& pol, const std::string& cls) {
   if (InList(pol.device_classes.gpu, cls)) return Kind::kGpu;
   if (!cls.empty() && cls == pol.mutation.nic.device_class) return Kind::kNic;
-  if (InList(pol.device_classes.mig, cls) || InList(pol.device_classes.passthrough, cls)) return Kind::kGpuLike;
+  if (InList(pol.device_classes.mig, cls)) return Kind::kMig;
+  if (InList(pol.device_classes.passthrough, cls)) return Kind::kGpuLike;
   return Kind::kOther;
 }
 
@@ -213,7 +225,7 @@ Plan MakePlan(const ClaimRef& claim, const policy::Policy& pol) {
     cp.match = !c.match_attribute.empty();
     cp.attr = cp.match ? c.match_attribute : c.distinct_attribute;
     if (cp.attr.empty()) continue;
-    if (cp.attr.size() >= 5 && cp.attr.compare(cp.attr.size() - 5, 5, "/uuid") == 0) p.reads_uuid = true;
+    if (IsUuidAttribute(cp.attr)) p.reads_uuid = true;
     p.constraints.push_back(std::move(cp));
   }
   for (const auto& r : claim.requests) {
@@ -223,7 +235,7 @@ Plan MakePlan(const ClaimRef& claim, const policy::Policy& pol) {
       AltPlan ap;
       ap.alt = &a;
       ap.kind = ClassKind(pol, a.device_class);
-      ap.simulated = ap.kind == Kind::kGpu || ap.kind == Kind::kNic;
+      ap.simulated = ap.kind == Kind::kGpu || ap.kind == Kind::kNic || ap.kind == Kind::kMig;
       if (ap.simulated && !a.all && a.count < 1) {
         ap.simulated = false;  // malformed count: DG013's business
         ap.kind = Kind::kOther;
@@ -238,7 +250,7 @@ Plan MakePlan(const ClaimRef& claim, const policy::Policy& pol) {
                               " does not compile; not simulated");
             break;
           }
-          for (const auto& ref : checked->references) p.reads_uuid = p.reads_uuid || ref.name == "uuid";
+          for (const auto& ref : checked->references) p.reads_uuid = p.reads_uuid || IsUuidName(ref.name);
           ap.selectors.push_back(std::move(*checked));
         }
         if (a.selector_count != a.selectors.size() && ap.simulated) {
@@ -265,14 +277,10 @@ Plan MakePlan(const ClaimRef& claim, const policy::Policy& pol) {
 bool ReadsUuid(const AltPlan& ap) {
   for (const auto& sel : ap.selectors) {
     for (const auto& ref : sel.references) {
-      if (ref.name == "uuid") return true;
+      if (IsUuidName(ref.name)) return true;
     }
   }
   return false;
-}
-
-bool IsUuidAttribute(const std::string& attr) {
-  return attr.size() >= 5 && attr.compare(attr.size() - 5, 5, "/uuid") == 0;
 }
 
 AltEval EvaluateAlt(const AltPlan& ap, const std::vector<dra::Device>& devices,
@@ -339,7 +347,12 @@ void EvaluateUnit(const Plan& p, const policy::Policy& pol, const topology::Snap
   u.own_devices = dra::SimulateNode(snapshot, node, dra::NicOptions{pol.mutation.nic.driver});
   for (const auto& d : *u.own_devices) {
     u.own_probes.push_back(Probe(d));
-    (d.kind == dra::DeviceKind::kGpu ? u.gpus : u.nics)++;
+    (d.kind == dra::DeviceKind::kGpu ? u.gpus : d.kind == dra::DeviceKind::kMig ? u.migs : u.nics)++;
+  }
+  for (const auto& g : node.shape->gpus) {
+    if (g.vendor != topology::GpuVendor::kNvidia) continue;
+    ++u.nvidia;
+    u.mig_unknown = u.mig_unknown || g.mig_mode == topology::MigMode::kUnknown;
   }
   for (const auto& rp : p.requests) {
     std::vector<AltEval> evals;
@@ -356,20 +369,25 @@ void EvaluateUuidNode(const Plan& p, const topology::NodeTopology& node, const U
   u.base = &base;
   u.gpus = base.gpus;
   u.nics = base.nics;
+  u.migs = base.migs;
+  u.nvidia = base.nvidia;
+  u.mig_unknown = base.mig_unknown;
   std::vector<dra::Device> devices;
   std::vector<cel::Value> probes;
   auto patched = [&]() {
     if (!devices.empty() || base.own_devices->empty()) return;
     devices = *base.own_devices;
     for (auto& d : devices) {
-      if (d.kind != dra::DeviceKind::kGpu) continue;
+      if (d.kind == dra::DeviceKind::kNic) continue;
+      // A MIG device's own UUID is never known; its parent GPU's is this node's.
+      const std::string name = d.kind == dra::DeviceKind::kMig ? "parentUUID" : "uuid";
       auto& attrs = d.device.attributes[kGpuDomain];
-      const std::string q = std::string(kGpuDomain) + "/uuid";
+      const std::string q = std::string(kGpuDomain) + "/" + name;
       d.unknown.erase(std::remove(d.unknown.begin(), d.unknown.end(), q), d.unknown.end());
       if (auto uuid = node.GpuUuid(d.index)) {
-        attrs["uuid"] = cel::AttributeValue(std::string(*uuid));
+        attrs[name] = cel::AttributeValue(std::string(*uuid));
       } else {
-        attrs.erase("uuid");
+        attrs.erase(name);
         d.unknown.push_back(q);
       }
       d.value = cel::DeviceToValue(d.device);
@@ -408,6 +426,8 @@ class Solver {
 
   bool Run() { return Solve(0); }
   bool exceeded() const { return exceeded_; }
+  /// True when the solution assumed a MIG request fits because the export lacks the MIG mode.
+  bool assumed_mig() const { return assumed_mig_; }
   const std::set<std::string>& unknown() const { return unknown_; }
 
  private:
@@ -472,8 +492,15 @@ class Solver {
     for (std::size_t a = 0; a < rp.alts.size(); ++a) {
       const AltPlan& ap = rp.alts[a];
       if (!ap.simulated) {
-        if (ap.kind == Kind::kGpuLike && u_.gpus == 0) continue;
+        if (ap.kind == Kind::kGpuLike && u_.nvidia == 0) continue;
         if (Solve(r + 1)) return true;
+        continue;
+      }
+      if (ap.kind == Kind::kMig && u_.mig_unknown) {  // the real MIG devices are unknown
+        const bool before = assumed_mig_;
+        assumed_mig_ = true;
+        if (Solve(r + 1)) return true;
+        assumed_mig_ = before;
         continue;
       }
       if (u_.eval[r][a]->candidates < static_cast<std::size_t>(ap.need())) continue;
@@ -535,6 +562,7 @@ class Solver {
   std::set<std::string> unknown_;
   int64_t steps_ = 0;
   bool exceeded_ = false;
+  bool assumed_mig_ = false;
 };
 
 // ---- Nearest miss ----------------------------------------------------------------------------
@@ -555,7 +583,7 @@ std::string Nodes(std::vector<std::string> nodes) {
 }
 
 std::string Noun(Kind k, int64_t n) {
-  std::string s = k == Kind::kNic ? "NIC" : "GPU";
+  std::string s = k == Kind::kNic ? "NIC" : k == Kind::kMig ? "MIG device" : "GPU";
   return n == 1 ? s : s + "s";
 }
 
@@ -662,9 +690,10 @@ std::optional<Miss> RequestMiss(const Plan& p, const Units& units, std::size_t r
     for (std::size_t a = 0; a < rp.alts.size(); ++a) {
       const auto& ap = rp.alts[a];
       if (!ap.simulated) {
-        if (ap.kind != Kind::kGpuLike || u.gpus > 0) return std::nullopt;
+        if (ap.kind != Kind::kGpuLike || u.nvidia > 0) return std::nullopt;
         continue;
       }
+      if (ap.kind == Kind::kMig && u.mig_unknown) return std::nullopt;  // has an NVIDIA GPU
       if (u.eval[r][a]->candidates >= static_cast<std::size_t>(ap.need())) return std::nullopt;
     }
   }
@@ -686,7 +715,7 @@ std::optional<Miss> RequestMiss(const Plan& p, const Units& units, std::size_t r
       }
     }
   }
-  if (best_alt == nullptr) {  // only MIG / passthrough alternatives, and no node has an NVIDIA GPU
+  if (best_alt == nullptr) {  // only passthrough (or other) alternatives, and no node has an NVIDIA GPU
     const auto& ap = rp.alts.front();
     m.message = Describe(*ap.alt) + " (" + ap.alt->device_class + "): no node of the topology model has an NVIDIA GPU";
     m.hint = "add GPU nodes to the topology model or request a device class their nodes provide";
@@ -696,14 +725,20 @@ std::optional<Miss> RequestMiss(const Plan& p, const Units& units, std::size_t r
   m.pointer = ap.alt->pointer;
   std::string head = Head(ap);
   if (rp.alts.size() > 1) head += ", the closest of " + std::to_string(rp.alts.size()) + " alternatives";
-  std::size_t have = 0, best = 0;
+  std::size_t have = 0, best = 0, nvidia = 0;
   for (const auto& u : units) {
-    have = std::max(have, ap.kind == Kind::kGpu ? u.gpus : u.nics);
+    have = std::max(have, ap.kind == Kind::kGpu ? u.gpus : ap.kind == Kind::kMig ? u.migs : u.nics);
     best = std::max(best, u.eval[r][best_a]->candidates);
+    nvidia = std::max(nvidia, u.nvidia);
   }
   if (have == 0) {
-    m.message = head + ": no node of the topology model has " + (ap.kind == Kind::kGpu ? "an NVIDIA GPU" : "a NIC");
-    m.hint = "add such nodes to the topology model or remove the request";
+    const bool no_mig = ap.kind == Kind::kMig && nvidia > 0;  // GPUs, all with MIG disabled
+    m.message = head + ": no node of the topology model has " +
+                (no_mig                  ? "MIG enabled (the exports record every GPU's MIG mode)"
+                 : ap.kind == Kind::kNic ? "a NIC"
+                                         : "an NVIDIA GPU");
+    m.hint = no_mig ? "enable MIG on GPU nodes, or request full GPUs (class gpu.nvidia.com)"
+                    : "add such nodes to the topology model or remove the request";
   } else if (best == 0) {
     m.message = head + ": no " + Noun(ap.kind, 1) + " qualifies on any node — " + SelectorReason(ap, units, &m.hint);
   } else {
@@ -737,7 +772,7 @@ std::optional<Miss> ConstraintMiss(const Plan& p, const Units& units, std::size_
   // How close: per unit and value, greedily count the devices of the covered requests (their first
   // covered alternative) that fit under one value (distinct: one device per value).
   int64_t need = 0;
-  int64_t gpus_needed = 0, nics_needed = 0;
+  std::map<Kind, int64_t> needed;  // devices by kind
   std::vector<std::pair<std::size_t, std::size_t>> covered;  // (request, alternative)
   for (std::size_t r = 0; r < p.requests.size(); ++r) {
     if (!req_on[r]) continue;
@@ -746,7 +781,7 @@ std::optional<Miss> ConstraintMiss(const Plan& p, const Units& units, std::size_
       if (std::find(ap.constraints.begin(), ap.constraints.end(), ci) == ap.constraints.end()) continue;
       covered.emplace_back(r, a);
       need += ap.need();
-      (ap.kind == Kind::kGpu ? gpus_needed : nics_needed) += ap.need();
+      needed[ap.kind] += ap.need();
       break;
     }
   }
@@ -797,10 +832,11 @@ std::optional<Miss> ConstraintMiss(const Plan& p, const Units& units, std::size_
   }
   Miss m;
   m.pointer = cp.ref->pointer;
-  std::string noun = nics_needed == 0 ? Noun(Kind::kGpu, need) : gpus_needed == 0 ? Noun(Kind::kNic, need) : "devices";
-  if (nics_needed != 0 && gpus_needed != 0) {
-    noun += " (" + std::to_string(gpus_needed) + " " + Noun(Kind::kGpu, gpus_needed) + " + " +
-            std::to_string(nics_needed) + " " + Noun(Kind::kNic, nics_needed) + ")";
+  std::string noun = needed.size() == 1 ? Noun(needed.begin()->first, need) : "devices";
+  if (needed.size() > 1) {
+    std::string parts;
+    for (const auto& [kind, n] : needed) parts += (parts.empty() ? "" : " + ") + std::to_string(n) + " " + Noun(kind, n);
+    noun += " (" + parts + ")";
   }
   std::string relation;
   if (!cp.match) {
@@ -900,7 +936,7 @@ SatisfiabilityReport CheckSatisfiable(const admission::Json& object, const polic
     }
   }
 
-  std::vector<std::string> exceeded;
+  std::vector<std::string> exceeded, mig_assumed;
   std::set<std::string> unknown;
   for (auto& u : units) {
     Solver s(plan, u, std::vector<bool>(plan.requests.size(), true), std::vector<bool>(plan.constraints.size(), true));
@@ -909,6 +945,7 @@ SatisfiabilityReport CheckSatisfiable(const admission::Json& object, const polic
     if (u.satisfiable) {
       rep.nodes.insert(rep.nodes.end(), u.nodes.begin(), u.nodes.end());
       unknown.insert(s.unknown().begin(), s.unknown().end());
+      if (s.assumed_mig()) mig_assumed.insert(mig_assumed.end(), u.nodes.begin(), u.nodes.end());
     }
     if (u.exceeded) exceeded.insert(exceeded.end(), u.nodes.begin(), u.nodes.end());
   }
@@ -919,6 +956,10 @@ SatisfiabilityReport CheckSatisfiable(const admission::Json& object, const polic
     rep.verdict = Verdict::kSatisfiable;
     std::vector<std::string> notes = plan.notes;
     if (!exceeded.empty()) notes.push_back("search budget exhausted on " + Nodes(exceeded) + "; assumed satisfiable");
+    if (!mig_assumed.empty()) {
+      notes.push_back("MIG requests assumed to fit on " + Nodes(mig_assumed) +
+                      ", whose export does not record the GPUs' MIG mode");
+    }
     if (!rep.unknown.empty()) {
       std::string n = "assumed to match where the simulation does not know";
       for (const auto& x : rep.unknown) n += " " + x;

@@ -29,8 +29,9 @@ std::shared_ptr<const View> BuildView(const topology::Snapshot* snap, const poli
     ShapeDevices sd{&group, dra::SimulateNode(*snap, *node, nic)};
     bool gpu = false;
     for (const auto& d : sd.devices()) {
+      if (d.kind == dra::DeviceKind::kNic) continue;
+      gpu = true;  // a full GPU or a MIG device
       if (d.kind != dra::DeviceKind::kGpu) continue;
-      gpu = true;
       auto cap = d.device.capacity.find(std::string(topology::kNvidiaDriver));
       if (cap == d.device.capacity.end()) continue;
       auto mem = cap->second.find("memory");

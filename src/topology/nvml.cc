@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -73,8 +74,29 @@ std::string BusIdOf(const nvmlPciInfo_t& p) {
   return buf;
 }
 
-std::string ProfileName(uint32_t slices, unsigned long long memory_mib) {
-  return std::to_string(slices) + "g." + std::to_string((memory_mib + 1023) / 1024) + "gb";
+// The profile string the NVIDIA DRA driver publishes (go-nvlib's MigProfileInfo.String() for a GPU
+// instance): "<slices>g.<GB>gb" plus the suffix of the profile index (NVML_GPU_INSTANCE_PROFILE_*:
+// 7/8 "+me", 10-12 "+gfx", 13/14 "-me", 15/16 "+me.all"). GB is go-nvlib's getMigMemorySizeGB: the
+// instance's share of the GPU's memory rounded up to eighths, times the GPU's memory in whole GB
+// (rounded up), rounded half away from zero; so an H200's 1-slice instance reads "1g.18gb", not the
+// 17 its MiB alone would give. Without the GPU's total the MiB are rounded up to GiB.
+std::string ProfileName(unsigned index, uint32_t slices, unsigned long long memory_mib, uint64_t device_bytes) {
+  constexpr uint64_t kGiB = uint64_t{1} << 30;
+  uint64_t gb = (memory_mib + 1023) / 1024;
+  if (device_bytes != 0) {
+    const double share = std::ceil(static_cast<double>(memory_mib) * (1 << 20) / static_cast<double>(device_bytes) * 8) / 8;
+    const double total_gb = static_cast<double>((device_bytes + kGiB - 1) / kGiB);
+    gb = static_cast<uint64_t>(std::round(share * total_gb));
+  }
+  const char* suffix = "";
+  switch (index) {
+    case 7: case 8: suffix = "+me"; break;
+    case 10: case 11: case 12: suffix = "+gfx"; break;
+    case 13: case 14: suffix = "-me"; break;
+    case 15: case 16: suffix = "+me.all"; break;
+    default: break;
+  }
+  return std::to_string(slices) + "g." + std::to_string(gb) + "gb" + suffix;
 }
 
 void ReadMig(const Api& api, nvmlDevice_t dev, NvmlGpu& g, std::vector<std::string>& warnings) {
@@ -115,7 +137,7 @@ void ReadMig(const Api& api, nvmlDevice_t dev, NvmlGpu& g, std::vector<std::stri
         continue;
       }
       NvmlMigInstance m;
-      m.profile = ProfileName(info.sliceCount, info.memorySizeMB);
+      m.profile = ProfileName(p, info.sliceCount, info.memorySizeMB, g.memory_bytes);
       m.id = gi.id;
       m.profile_id = info.id;
       m.slices = info.sliceCount;

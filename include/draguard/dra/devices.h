@@ -18,12 +18,13 @@
 
 namespace draguard::dra {
 
-/// What a simulated device is.
-enum class DeviceKind : uint8_t { kGpu, kNic };
+/// What a simulated device is: a full NVIDIA GPU, a MIG device (a GPU instance of a GPU whose
+/// export records MIG enabled), or a NIC.
+enum class DeviceKind : uint8_t { kGpu, kNic, kMig };
 
 /// One simulated device of one node.
 struct Device {
-  std::string name;         ///< "gpu-<n>" or the NIC's interface name
+  std::string name;         ///< "gpu-<n>", "gpu-<n>-mig-...", or the NIC's interface name
   DeviceKind kind = DeviceKind::kGpu;
   uint32_t index = 0;       ///< index into shape->gpus or shape->nics
   std::string pcie_root;    ///< "pci0000:17"; empty when unknown

@@ -9,9 +9,10 @@
 //
 // The check is conservative: what the simulation cannot know never makes a claim unsatisfiable.
 // An attribute the export cannot provide (e.g. gpu.nvidia.com/driverVersion) reads as "may
-// match"; classes that cannot be simulated (MIG, passthrough, other drivers) fit every node with an
-// NVIDIA GPU (MIG / passthrough) or every node (others); an exhausted search budget counts as
-// satisfiable. Each such assumption is noted in the report.
+// match"; MIG classes are evaluated against the GPU instances the export records, and fit every
+// node whose export lacks a GPU's MIG mode; classes that cannot be simulated (passthrough, other
+// drivers) fit every node with an NVIDIA GPU (passthrough) or every node (others); an exhausted
+// search budget counts as satisfiable. Each such assumption is noted in the report.
 //
 // Used by rule DG014 (unsatisfiable-claim) and by the claim generator. Pure; thread-safe.
 #pragma once

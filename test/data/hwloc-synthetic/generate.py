@@ -3,8 +3,19 @@
 4x H100 SXM server of the Dell XE8640 class (2 sockets with 2 sub-NUMA clusters each; each GPU
 under its own host bridge on its own NUMA node; all four GPUs NVLink-connected to each other;
 an RDMA NIC behind the same PCIe switch as GPUs 0-2, none next to GPU 3; all-zero GPU UUIDs as in
-sanitised exports). Hand-written from this specification, not captured from a machine."""
+sanitised exports). Hand-written from this specification, not captured from a machine.
+
+With --mig it writes xe8640-like_4xH100-SXM_mig.xml instead: the same server with the MIG records
+`draguard topology export` adds from NVML (GPU 0 split into seven 1g.10gb instances, GPU 1 into two
+3g.40gb, GPUs 2 and 3 with MIG disabled)."""
 import sys
+
+MIG = "--mig" in sys.argv[1:]
+ARGS = [a for a in sys.argv[1:] if a != "--mig"]
+MIG_INSTANCES = {  # GPU -> NVIDIAMIGGPUInstance values (exporter format)
+    0: [f"profile=1g.10gb id={7 + i} profile_id=19 slices=1 memory_mib=9856 placement={i}:1" for i in range(7)],
+    1: [f"profile=3g.40gb id={1 + i} profile_id=9 slices=3 memory_mib=40448 placement={4 * i}:4" for i in range(2)],
+}
 
 GPUS = [  # (host bridge domain:bus range, switch bus, GPU bus id, NIC bus id or None)
     ("0000:[15-1a]", "0000:16:00.0", "0000:18:00.0", "0000:17:00.0"),
@@ -72,6 +83,11 @@ for pkg in range(2):
                 out.append('                <info name="Backend" value="NVML"/>')
                 out.append('                <info name="GPUModel" value="NVIDIA H100 80GB HBM3"/>')
                 out.append('                <info name="NVIDIAUUID" value="GPU-00000000-0000-0000-0000-000000000000"/>')
+                if MIG:
+                    mode = "Enabled" if n in MIG_INSTANCES else "Disabled"
+                    out.append(f'                <info name="NVIDIAMIGMode" value="{mode}"/>')
+                    for v in MIG_INSTANCES.get(n, []):
+                        out.append(f'                <info name="NVIDIAMIGGPUInstance" value="{v}"/>')
                 out.append('              </object>')
                 out.append('            </object>')
             else:
@@ -104,4 +120,5 @@ for r in range(4):
     out.append(f'    <u64values length="{len(row)}">{row}</u64values>')
 out.append('  </distances2hetero>')
 out.append('</topology>')
-open(sys.argv[1] if len(sys.argv) > 1 else "xe8640-like_4xH100-SXM_4numa_nvlink-all_3xmlx5.xml", "w").write("\n".join(out) + "\n")
+default = "xe8640-like_4xH100-SXM_mig.xml" if MIG else "xe8640-like_4xH100-SXM_4numa_nvlink-all_3xmlx5.xml"
+open(ARGS[0] if ARGS else default, "w").write("\n".join(out) + "\n")

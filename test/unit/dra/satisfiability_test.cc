@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <unistd.h>
 
 #include "draguard/topology/snapshot.h"
@@ -256,11 +258,19 @@ TEST(Satisfiability, ClassesThatCannotBeSimulated) {
   auto r = Check(mig, *snap);
   EXPECT_EQ(r.verdict, Verdict::kSatisfiable);
   EXPECT_EQ(r.nodes, (std::vector<std::string>{"g4dn"}));  // corona has AMD GPUs only
-  EXPECT_NE(r.message.find("request \"mig\" (mig.nvidia.com) is not simulated"), std::string::npos) << r.message;
+  // The g4dn export has no MIG mode: its real MIG devices are unknown.
+  EXPECT_NE(r.message.find("MIG requests assumed to fit on node g4dn, whose export does not record the GPUs' MIG mode"),
+            std::string::npos)
+      << r.message;
   auto amd = Cluster({{"corona", kCorona}});
   auto none = Check(mig, *amd);
   ASSERT_EQ(none.verdict, Verdict::kUnsatisfiable);
-  EXPECT_EQ(none.message, "request \"mig\" (mig.nvidia.com): no node of the topology model has an NVIDIA GPU");
+  EXPECT_EQ(none.message, "request \"mig\" (1x mig.nvidia.com): no node of the topology model has an NVIDIA GPU");
+  auto vfio = Check(Spec(R"({"name":"vm","exactly":{"deviceClassName":"vfio.gpu.nvidia.com"}})"), *snap);
+  EXPECT_EQ(vfio.nodes, (std::vector<std::string>{"g4dn"}));
+  EXPECT_NE(vfio.message.find("request \"vm\" (vfio.gpu.nvidia.com) is not simulated; assumed to fit every node with an NVIDIA GPU"),
+            std::string::npos)
+      << vfio.message;
   // Other classes fit every node; a claim of other classes only is skipped.
   auto other = Check(Spec(R"({"name":"cpu","exactly":{"deviceClassName":"dra.cpu"}})"), *snap);
   EXPECT_EQ(other.verdict, Verdict::kSkipped);
@@ -317,6 +327,100 @@ TEST(Satisfiability, ManyNodesOfOneShape) {
   EXPECT_EQ(r.nodes.size(), 5000u);
   auto uuid = Check(Spec(Gpu("gpus", 2, "device.attributes['gpu.nvidia.com'].uuid != 'GPU-x'"), kPcie), *snap);
   EXPECT_EQ(uuid.nodes.size(), 5000u);
+}
+
+}  // namespace
+}  // namespace draguard::dra
+
+namespace draguard::dra {
+namespace {
+
+// The synthetic 4x H100 export with the MIG records the exporter writes (generate.py --mig):
+// GPU 0 split into seven 1g.10gb instances, GPU 1 into two 3g.40gb, GPUs 2 and 3 MIG disabled.
+const fs::path kMigExport = fs::path(DRAGUARD_TEST_DATA) / "hwloc-synthetic" / "xe8640-like_4xH100-SXM_mig.xml";
+
+std::shared_ptr<const topology::Snapshot> MigCluster(bool with_plain_node) {
+  fs::path dir = fs::path(::testing::TempDir()) / ("sat-mig-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(kMigExport, dir / "mig-a.xml", fs::copy_options::overwrite_existing);
+  if (with_plain_node) {
+    fs::copy_file(fs::path(DRAGUARD_TEST_DATA) / "hwloc" / kG4dn, dir / "g4dn.xml", fs::copy_options::overwrite_existing);
+  }
+  auto snap = topology::LoadSnapshot(dir.string());
+  EXPECT_TRUE(snap.ok()) << snap.status().ToString();
+  fs::remove_all(dir);
+  return snap.ok() ? *snap : nullptr;
+}
+
+// A request for `count` MIG devices of `profile` (and `also`, a further CEL condition).
+std::string Mig(const std::string& name, int count, const std::string& profile, const std::string& also = "") {
+  return R"({"name":")" + name + R"(","exactly":{"deviceClassName":"mig.nvidia.com","count":)" + std::to_string(count) +
+         R"(,"selectors":[{"cel":{"expression":"device.attributes['gpu.nvidia.com'].profile == ')" + profile + "'" +
+         (also.empty() ? "" : " && " + also) + R"("}}]}})";
+}
+
+TEST(Satisfiability, MigRequestsAreEvaluatedAgainstTheExportedGpuInstances) {
+  auto snap = MigCluster(/*with_plain_node=*/false);
+  ASSERT_NE(snap, nullptr);
+  // Seven 1g.10gb instances on GPU 0, two 3g.40gb on GPU 1.
+  EXPECT_EQ(Check(Spec(Mig("m", 7, "1g.10gb")), *snap).verdict, Verdict::kSatisfiable);
+  auto eight = Check(Spec(Mig("m", 8, "1g.10gb")), *snap);
+  ASSERT_EQ(eight.verdict, Verdict::kUnsatisfiable);
+  EXPECT_EQ(eight.message.rfind("request \"m\" (8x mig.nvidia.com): at most 7 of 8 MIG devices qualify on one node (node mig-a)", 0),
+            0u)
+      << eight.message;
+  // A profile no GPU is split into.
+  auto other = Check(Spec(Mig("m", 1, "2g.20gb")), *snap);
+  ASSERT_EQ(other.verdict, Verdict::kUnsatisfiable);
+  EXPECT_NE(other.message.find("no MIG device qualifies on any node"), std::string::npos) << other.message;
+  // The two 3g.40gb share GPU 1's PCIe root; one of each profile are on two roots.
+  EXPECT_EQ(Check(Spec(Mig("m", 2, "3g.40gb"), kPcie), *snap).verdict, Verdict::kSatisfiable);
+  auto split = Check(Spec(Mig("a", 1, "3g.40gb") + "," + Mig("b", 1, "1g.10gb"), kPcie), *snap);
+  EXPECT_EQ(split.verdict, Verdict::kUnsatisfiable) << split.message;
+  // Full GPUs: only GPUs 2 and 3 are published whole.
+  EXPECT_EQ(Check(Spec(Gpu("g", 2)), *snap).verdict, Verdict::kSatisfiable);
+  auto three = Check(Spec(Gpu("g", 3)), *snap);
+  ASSERT_EQ(three.verdict, Verdict::kUnsatisfiable);
+  EXPECT_NE(three.message.find("at most 2 of 3 GPUs"), std::string::npos) << three.message;
+  // MIG and full GPUs in one claim are distinct devices of one node.
+  EXPECT_EQ(Check(Spec(Mig("m", 7, "1g.10gb") + "," + Gpu("g", 2)), *snap).verdict, Verdict::kSatisfiable);
+  // The parent UUID and the instance memory read as the driver publishes them.
+  const std::string parent = "device.attributes['gpu.nvidia.com'].parentUUID.startsWith('GPU-')";
+  auto by_parent = Check(Spec(Mig("m", 2, "3g.40gb", parent)), *snap);
+  EXPECT_EQ(by_parent.verdict, Verdict::kSatisfiable) << by_parent.message;
+  const std::string memory = "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('39Gi')) >= 0";
+  EXPECT_EQ(Check(Spec(Mig("m", 2, "3g.40gb", memory)), *snap).verdict, Verdict::kSatisfiable);
+  const std::string too_much = "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0";
+  EXPECT_EQ(Check(Spec(Mig("m", 1, "3g.40gb", too_much)), *snap).verdict, Verdict::kUnsatisfiable);  // 40448Mi
+}
+
+TEST(Satisfiability, MigWhereEveryExportRecordsMigDisabled) {
+  // The same node with MIG disabled on every GPU (the instance records are then ignored).
+  std::ifstream in(kMigExport);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string xml = ss.str();
+  for (std::size_t at = 0; (at = xml.find("value=\"Enabled\"", at)) != std::string::npos;) xml.replace(at, 15, "value=\"Disabled\"");
+  fs::path dir = fs::path(::testing::TempDir()) / ("sat-nomig-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "plain.xml") << xml;
+  auto snap = topology::LoadSnapshot(dir.string());
+  fs::remove_all(dir);
+  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+  auto r = Check(Spec(Mig("m", 1, "1g.10gb")), **snap);
+  ASSERT_EQ(r.verdict, Verdict::kUnsatisfiable);
+  EXPECT_EQ(r.message, "request \"m\" (1x mig.nvidia.com): no node of the topology model has MIG enabled (the exports "
+                       "record every GPU's MIG mode)");
+  EXPECT_EQ(r.hint, "enable MIG on GPU nodes, or request full GPUs (class gpu.nvidia.com)");
+}
+
+TEST(Satisfiability, MigOnANodeWithoutMigModeIsAssumedToFit) {
+  auto snap = MigCluster(/*with_plain_node=*/true);
+  ASSERT_NE(snap, nullptr);
+  auto r = Check(Spec(Mig("m", 8, "1g.10gb")), *snap);
+  ASSERT_EQ(r.verdict, Verdict::kSatisfiable);
+  EXPECT_EQ(r.nodes, (std::vector<std::string>{"g4dn"}));
+  EXPECT_NE(r.message.find("MIG requests assumed to fit on node g4dn"), std::string::npos) << r.message;
 }
 
 }  // namespace

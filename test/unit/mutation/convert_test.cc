@@ -42,6 +42,33 @@ TEST(ConvertPod, ConvertedPodsAndPodsWithoutLegacyRequestsAreUnchanged) {
   EXPECT_EQ(ConvertPod(Json::object(), "ml", pol, nullptr).outcome, PodConversion::Outcome::kUnchanged);
 }
 
+// On a node whose export records MIG, the generated claim is checked against its GPU instances.
+TEST(ConvertPod, MigRequestsAreCheckedAgainstTheExportedGpuInstances) {
+  auto pol = DefaultPolicy();
+  auto topo = testing::Topo(testing::kXeMig);
+  auto two = ConvertPod(PodWith({{"nvidia.com/mig-3g.40gb", 2}}), "ml", pol, topo.get());
+  ASSERT_EQ(two.outcome, PodConversion::Outcome::kConverted) << two.reason;
+  ASSERT_EQ(two.templates.size(), 1u);
+  const Json& devices = two.templates[0].object["spec"]["spec"]["devices"];
+  EXPECT_EQ(devices["requests"][0]["exactly"]["deviceClassName"], "mig.nvidia.com");
+  EXPECT_EQ(devices["requests"][0]["exactly"]["count"], 2);
+  // Seven 1g.10gb fit; eight do not, and no GPU is split into 2g.20gb.
+  EXPECT_EQ(ConvertPod(PodWith({{"nvidia.com/mig-1g.10gb", 7}}), "ml", pol, topo.get()).outcome,
+            PodConversion::Outcome::kConverted);
+  auto eight = ConvertPod(PodWith({{"nvidia.com/mig-1g.10gb", 8}}), "ml", pol, topo.get());
+  ASSERT_EQ(eight.outcome, PodConversion::Outcome::kRefused);
+  EXPECT_NE(eight.reason.find("at most 7 of 8 MIG devices qualify on one node"), std::string::npos) << eight.reason;
+  auto absent = ConvertPod(PodWith({{"nvidia.com/mig-2g.20gb", 1}}), "ml", pol, topo.get());
+  ASSERT_EQ(absent.outcome, PodConversion::Outcome::kRefused);
+  EXPECT_NE(absent.reason.find("no MIG device qualifies on any node"), std::string::npos) << absent.reason;
+  // Full GPUs: the node publishes only GPUs 2 and 3 whole.
+  EXPECT_EQ(ConvertPod(PodWith({{"nvidia.com/gpu", 2}}), "ml", pol, topo.get()).outcome,
+            PodConversion::Outcome::kConverted);
+  auto three = ConvertPod(PodWith({{"nvidia.com/gpu", 3}}), "ml", pol, topo.get());
+  ASSERT_EQ(three.outcome, PodConversion::Outcome::kRefused);
+  EXPECT_NE(three.reason.find("no node has 3 GPUs"), std::string::npos) << three.reason;
+}
+
 TEST(ConvertPod, RetriesGiveTheSamePatchAndContainerNamesDoNotMatter) {
   auto pol = DefaultPolicy();
   Json a = PodWith({{"nvidia.com/gpu", 2}});

@@ -42,6 +42,8 @@ inline constexpr const char* kMinsky = "hwloc_ibm-power8-minsky_2s_4xP100-SXM2_n
 inline constexpr const char* kLassen = "llnl_lassen_ibm-ac922_2s-power9_4xV100-SXM2_cuda-nvml_4xmlx5.xml";
 inline constexpr const char* kPascal = "llnl_pascal_relion-x1904gt_2s-e5-2695v4_2xP100-PCIe_cuda-nvml-opencl.xml";
 inline constexpr const char* kR740 = "clemson-palmetto_dell-r740_2s-gold6248_2xV100-PCIe_cuda-nvml_mlx5.xml";
+/// 4x H100 with MIG: GPU 0 as 7 x 1g.10gb, GPU 1 as 2 x 3g.40gb, GPUs 2-3 whole (synthetic).
+inline constexpr const char* kXeMig = "../hwloc-synthetic/xe8640-like_4xH100-SXM_mig.xml";
 
 /// Two g4dn.metal nodes (g4dn-a, g4dn-b) and one DGX-2H (dgx-a).
 inline std::shared_ptr<const topology::Snapshot> Mixed() {

@@ -192,6 +192,32 @@ TEST_F(ExporterTest, MigModeAndGpuInstancesAreRecorded) {
   EXPECT_NE(q.shape.fingerprint, s.fingerprint);
 }
 
+// Profile strings as the NVIDIA DRA driver publishes them (go-nvlib's MigProfileInfo.String()):
+// memory as an eighth-rounded share of the GPU's whole GB, and the profile index's suffix.
+TEST_F(ExporterTest, MigProfileNamesFollowTheDriver) {
+  FakeNode node = topotest::PairsNode();
+  node.gpus[0].mig = true;                     // A100 40GB
+  node.gpus[1].mig = true;
+  node.gpus[1].memory_mib = 143771;            // an H200 (141 GB)
+  node.gpus[1].name = "NVIDIA H200";
+  node.nvml_lines.push_back("profile 0 7 20 1 4864 1");    // index 7 (1 slice, media extensions)
+  node.nvml_lines.push_back("instance 0 20 3 6 1");
+  node.nvml_lines.push_back("profile 0 4 0 7 40192 1");    // index 4: 7 slices
+  node.nvml_lines.push_back("instance 0 0 4 0 8");
+  node.nvml_lines.push_back("profile 1 0 19 1 16896 7");   // 16.5 GiB: 1/8 of 141 GB rounds to 18
+  node.nvml_lines.push_back("instance 1 19 1 0 1");
+  node.nvml_lines.push_back("profile 1 2 9 3 71680 2");    // 70 GiB: 1/2 of 141 GB rounds to 71
+  node.nvml_lines.push_back("instance 1 9 2 4 4");
+  const ParsedExport p = ExportAndLoad(node);
+  const Shape& s = p.shape;
+  ASSERT_EQ(s.gpus[0].mig_instances.size(), 2u);
+  EXPECT_EQ(s.gpus[0].mig_instances[0].profile, "1g.5gb+me");
+  EXPECT_EQ(s.gpus[0].mig_instances[1].profile, "7g.40gb");
+  ASSERT_EQ(s.gpus[1].mig_instances.size(), 2u);
+  EXPECT_EQ(s.gpus[1].mig_instances[0].profile, "1g.18gb");
+  EXPECT_EQ(s.gpus[1].mig_instances[1].profile, "3g.71gb");
+}
+
 TEST_F(ExporterTest, WithoutNvmlThePlainExportLoadsAndWarns) {
   std::vector<std::string> warnings;
   const ParsedExport p = ExportAndLoad(topotest::AllToAllNode(), &warnings, (dir_ / "no-such-lib.so").string());
