@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <set>
 #include <stdexcept>
 #include <utility>
@@ -95,14 +96,17 @@ engine::Decision Reviewer::Mutate(const admission::AdmissionRequest& req, std::s
     facts.reason = std::move(why);
     return engine::DecideMutation(facts, registry_, policy);
   }
-  mutation::PodConversion conv = mutation::ConvertPod(req.object, req.namespace_, policy, topology);
-  if (conv.outcome == mutation::PodConversion::Outcome::kConverted && !full_body.empty()) {
-    // `req` holds the rule fields only, which decide the outcome; the patch is computed against
-    // the whole Pod, decoded here and only here.
-    auto full = admission::DecodeReview(full_body, limits_, admission::DecodeScope::kFull);
-    if (!full.ok()) throw std::runtime_error("full decode failed after the rule-fields decode: " + full.status().message());
-    conv = mutation::ConvertPod(full->object, req.namespace_, policy, topology);
+  // `req` holds the rule fields only, which decide the outcome; a Pod with legacy GPU requests is
+  // decoded whole (here and only here), since the patch is computed against every field.
+  std::function<admission::Json()> whole_pod;
+  if (!full_body.empty()) {
+    whole_pod = [&]() {
+      auto full = admission::DecodeReview(full_body, limits_, admission::DecodeScope::kFull);
+      if (!full.ok()) throw std::runtime_error("full decode failed after the rule-fields decode: " + full.status().message());
+      return std::move(full->object);
+    };
   }
+  mutation::PodConversion conv = mutation::ConvertPod(req.object, req.namespace_, policy, topology, whole_pod);
   facts = FactsOf(conv);
   engine::Decision decision = engine::DecideMutation(facts, registry_, policy);
   if (decision.verdict != engine::Verdict::kMutate) return decision;
