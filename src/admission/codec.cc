@@ -2,6 +2,7 @@
 
 #include "draguard/admission/response.h"
 #include "draguard/base64.h"
+#include "draguard/truncate.h"
 #include "fast_parse.h"
 
 #include <utility>
@@ -104,7 +105,7 @@ Result<Operation> ParseOperation(const std::string& op) {
   if (op == "UPDATE") return Operation::kUpdate;
   if (op == "DELETE") return Operation::kDelete;
   if (op == "CONNECT") return Operation::kConnect;
-  return Status::InvalidArgument("request.operation \"" + op +
+  return Status::InvalidArgument("request.operation \"" + Truncate(op) +
                                  "\" is not one of CREATE, UPDATE, DELETE, CONNECT");
 }
 
@@ -179,10 +180,10 @@ Result<AdmissionRequest> DecodeDocument(Json doc) {
   if (auto s = GetString(doc, "apiVersion", &req.api_version, "AdmissionReview"); !s.ok()) return s;
   if (auto s = GetString(doc, "kind", &kind, "AdmissionReview"); !s.ok()) return s;
   if (kind != "AdmissionReview") {
-    return Status::InvalidArgument("kind is \"" + kind + "\", expected \"AdmissionReview\"");
+    return Status::InvalidArgument("kind is \"" + Truncate(kind) + "\", expected \"AdmissionReview\"");
   }
   if (req.api_version != kAdmissionV1 && req.api_version != kAdmissionV1beta1) {
-    return Status::InvalidArgument("apiVersion \"" + req.api_version +
+    return Status::InvalidArgument("apiVersion \"" + Truncate(req.api_version) +
                                    "\" is not supported; use admission.k8s.io/v1");
   }
   auto rit = doc.find("request");
@@ -289,11 +290,20 @@ std::string EncodeReview(const AdmissionResponse& response, std::string_view api
   return doc.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
-std::string EncodeHttpError(int http_code, std::string_view message, std::string_view uid) {
+Status CheckRequestBounds(const AdmissionRequest& request) {
+  if (request.uid.size() > kMaxUidBytes) {
+    return Status::InvalidArgument("request.uid is " + std::to_string(request.uid.size()) +
+                                   " bytes long; a Kubernetes uid has at most " + std::to_string(kMaxUidBytes));
+  }
+  return Status::Ok();
+}
+
+std::string EncodeHttpError(int http_code, std::string_view message_in, std::string_view uid) {
+  const std::string message = Truncate(message_in, 4096);
   Json st = Json::object();
   st["code"] = http_code;
   st["status"] = "Failure";
-  st["message"] = std::string(message);
+  st["message"] = message;
   Json r = Json::object();
   r["uid"] = std::string(uid);
   r["allowed"] = false;
@@ -302,7 +312,7 @@ std::string EncodeHttpError(int http_code, std::string_view message, std::string
   doc["apiVersion"] = std::string(kAdmissionV1);
   doc["kind"] = "AdmissionReview";
   doc["response"] = std::move(r);
-  doc["error"] = std::string(message);
+  doc["error"] = message;
   return doc.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 

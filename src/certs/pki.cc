@@ -19,73 +19,19 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include "draguard/write_file.h"
+#include "x509util.h"
+
 namespace draguard::certs {
 namespace {
 
-template <typename T, void (*F)(T*)>
-struct Deleter {
-  void operator()(T* p) const { F(p); }
-};
-using BioPtr = std::unique_ptr<BIO, Deleter<BIO, BIO_free_all>>;
-using X509Ptr = std::unique_ptr<X509, Deleter<X509, X509_free>>;
-using PkeyPtr = std::unique_ptr<EVP_PKEY, Deleter<EVP_PKEY, EVP_PKEY_free>>;
-
-std::string OpenSslError() {
-  unsigned long e = ERR_get_error();
-  ERR_clear_error();
-  if (e == 0) return "unknown OpenSSL error";
-  char buf[256];
-  ERR_error_string_n(e, buf, sizeof buf);
-  return buf;
-}
-
-std::string BioString(BIO* bio) {
-  char* data = nullptr;
-  long n = BIO_get_mem_data(bio, &data);
-  return std::string(data, static_cast<std::size_t>(n));
-}
-
-Result<std::string> CertPem(X509* x) {
-  BioPtr bio(BIO_new(BIO_s_mem()));
-  if (!bio || PEM_write_bio_X509(bio.get(), x) != 1) return Status::Internal(OpenSslError());
-  return BioString(bio.get());
-}
-
-Result<std::string> KeyPem(EVP_PKEY* k) {
-  BioPtr bio(BIO_new(BIO_s_mem()));
-  if (!bio || PEM_write_bio_PrivateKey(bio.get(), k, nullptr, nullptr, 0, nullptr, nullptr) != 1) {
-    return Status::Internal(OpenSslError());
-  }
-  return BioString(bio.get());
-}
-
-Result<X509Ptr> ParseCert(const std::string& pem) {
-  if (pem.size() > (1u << 20)) return Status::InvalidArgument("certificate larger than 1 MiB");
-  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-  X509Ptr x(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
-  if (!x) return Status::InvalidArgument("not a PEM certificate: " + OpenSslError());
-  return x;
-}
-
-Result<PkeyPtr> ParseKey(const std::string& pem) {
-  if (pem.size() > (1u << 20)) return Status::InvalidArgument("key larger than 1 MiB");
-  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-  PkeyPtr k(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
-  if (!k) return Status::InvalidArgument("not a PEM private key: " + OpenSslError());
-  return k;
-}
-
-Status AddExt(X509* cert, X509* issuer, int nid, const std::string& value) {
-  X509V3_CTX ctx;
-  X509V3_set_ctx_nodb(&ctx);
-  X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
-  X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value.c_str());
-  if (ext == nullptr) return Status::Internal("extension " + value + ": " + OpenSslError());
-  int ok = X509_add_ext(cert, ext, -1);
-  X509_EXTENSION_free(ext);
-  if (ok != 1) return Status::Internal(OpenSslError());
-  return Status::Ok();
-}
+using x509util::AddExt;
+using x509util::BioPtr;
+using x509util::OpenSslError;
+using x509util::ParseCert;
+using x509util::ParseKey;
+using x509util::PkeyPtr;
+using x509util::X509Ptr;
 
 time_t ToTimeT(TimePoint t) { return std::chrono::system_clock::to_time_t(t); }
 
@@ -122,9 +68,9 @@ Result<X509Ptr> NewCert(EVP_PKEY* pub, const std::string& cn, TimePoint not_befo
 }
 
 Result<PemPair> Encode(X509* cert, EVP_PKEY* key) {
-  auto c = CertPem(cert);
+  auto c = x509util::CertToPem(cert);
   if (!c.ok()) return c.status();
-  auto k = KeyPem(key);
+  auto k = x509util::KeyToPem(key);
   if (!k.ok()) return k.status();
   return PemPair{*c, *k};
 }
@@ -211,7 +157,7 @@ Result<std::vector<std::string>> SplitBundle(const std::string& bundle_pem) {
     end += kEnd.size();
     auto x = ParseCert(bundle_pem.substr(pos, end - pos) + "\n");
     if (!x.ok()) return x.status();
-    auto pem = CertPem(x->get());
+    auto pem = x509util::CertToPem(x->get());
     if (!pem.ok()) return pem.status();
     out.push_back(*pem);
     if (out.size() > 64) return Status::InvalidArgument("CA bundle holds more than 64 certificates");
@@ -250,30 +196,7 @@ Status WritePrivateFile(const std::string& dir, const std::string& name, const s
     return Status::FailedPrecondition(dir + " is not a directory owned by this user");
   }
   if ((st.st_mode & 077) != 0) ::chmod(dir.c_str(), 0700);
-  std::string tmp = dir + "/." + name + ".XXXXXX";
-  int fd = ::mkstemp(tmp.data());  // O_CREAT|O_EXCL, mode 0600
-  if (fd < 0) return Status::Unavailable("cannot create a file in " + dir + ": " + std::strerror(errno));
-  std::size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return Status::Unavailable("cannot write " + tmp + ": " + std::strerror(e));
-    }
-    off += static_cast<std::size_t>(n);
-  }
-  ::fsync(fd);
-  ::close(fd);
-  std::string path = dir + "/" + name;
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return Status::Unavailable("cannot rename to " + path + ": " + std::strerror(e));
-  }
-  return Status::Ok();
+  return WriteFileAtomic(dir + "/" + name, data, 0600);
 }
 
 }  // namespace draguard::certs

@@ -28,6 +28,12 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitUsage = 1;
 inline constexpr int kExitRuntime = 2;
 
+/// The whole usage text of the binary (`draguard help`).
+std::string UsageText();
+/// The usage lines and flag section of one subcommand (`draguard CMD --help`); the whole text
+/// for an unknown command.
+std::string CommandUsage(const std::string& command);
+
 /// `draguard serve [flags]`.
 int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 /// `draguard review [--mutate] -f FILE|- [--config FILE]`.

@@ -5,137 +5,29 @@
 
 #include "commands.h"
 
-namespace {
-
-constexpr const char* kUsage = R"(draguard - deterministic GPU allocation for Kubernetes DRA
-
-Usage:
-  draguard serve [flags]                       run the admission webhook (HTTPS)
-  draguard review [--mutate] -f FILE|-         print the response to an AdmissionReview
-  draguard convert -f FILE|- [flags]           convert legacy GPU requests of manifests to DRA
-  draguard render [flags]                      print the templates of mutation.catalogue
-  draguard audit -f FILE|DIR|- [flags]         judge manifests and cluster dumps as the webhook would
-  draguard topology show -f FILE|DIR [-o json|table] [--node NAME]
-  draguard topology export [-o FILE] [--publish]  this machine's hwloc export (NVML-enriched)
-  draguard cel check EXPR                      parse and type-check a DRA selector
-  draguard cel eval EXPR --device JSON         evaluate a DRA selector against a device
-  draguard cel eval EXPR --topology F --node N evaluate it against every simulated GPU of a node
-  draguard backstop [--config F] [--name N]    print the ValidatingAdmissionPolicy backstop of DG001
-  draguard uninstall-webhooks --validating N --mutating N
-                                               delete the webhook configurations (pre-delete hook)
-  draguard selftest --url https://SVC.NS.svc --ca-file F
-                                               expect the DG001 denial from a running server
-  draguard version                             print the version
-  draguard help                                this text
-
-serve flags:
-  --listen HOST:PORT         HTTPS address (default 127.0.0.1:8443)
-  --state-dir DIR            generated CA and certificate (default ./.draguard)
-  --service-name NAME        Service name for certificate SANs (default draguard)
-  --namespace NS             release namespace: SANs and always-exempt (default draguard)
-  --tls-cert FILE            serving certificate (PEM); hot-reloaded
-  --tls-key FILE             serving key (PEM); hot-reloaded
-  --client-ca FILE           require client certificates signed by this CA
-  --client-cn CN             allowed client certificate CN (repeatable, e.g. kube-apiserver)
-  --config FILE              policy file (default: the bundled policy); hot-reloaded
-  --topology-dir DIR         hwloc XML exports, one per node; bundled:examples = the two demo
-                             machines (the default only outside a cluster with no source set)
-  --topology-configmaps NS   watch topology ConfigMaps (draguard.io/topology=hwloc) in NS
-                             through the API instead of --topology-dir (needs --kube)
-  --kube auto|on|off         Kubernetes API access (default auto: in-cluster config when
-                             KUBERNETES_SERVICE_HOST is set, else none); creates templates
-  --kube-timeout SECONDS     deadline of one Kubernetes API call (default 10)
-  --metrics-listen HOST:PORT plain-HTTP /metrics, /healthz, /readyz
-  --shutdown-delay SECONDS   keep serving after SIGTERM (default 5)
-  --max-body BYTES           request body cap (default 7340032)
-  --read-timeout SECONDS     per-read socket timeout (default 10)
-  --request-timeout SECONDS  whole-request deadline (default 10)
-  --keep-alive-timeout SECS  idle keep-alive connection lifetime (default 30)
-  --workers N                worker threads (default max(64, 8 x cores))
-  --log-level LEVEL          debug | info | warn | error | off (default info)
-
-review flags:
-  --config FILE              policy file (default: the bundled policy)
-  --topology-dir DIR         hwloc XML exports, one per node (default: the bundled examples)
-  --namespace NS             release namespace, always exempt (default draguard)
-  --mutate                   answer as /mutate; a response patch is also printed decoded
-                             (pretty JSON) on stderr after "# patch (decoded from response.patch):"
-  --show-patch               with --mutate: print that decoded patch on stdout, after the response
-
-convert: reads Pods, workloads (Deployment, Job, ...) and custom resources of the policy from a
-multi-document YAML or JSON file (a kind: List is expanded into its items) and converts every pod
-spec as /mutate would at CREATE. stdout: every document in input order (converted when it changed),
-then the ResourceClaimTemplates they reference. Warnings, errors and a summary go to stderr.
-  --config FILE              policy file (default: the bundled policy)
-  --topology-dir DIR|FILE    hwloc XML exports, a directory or one file (default: none, so
-                             multi-GPU Pods are refused; bundled:examples = the demo machines)
-  --namespace NS             namespace of objects without metadata.namespace (default "default")
-  -o yaml|json               multi-document YAML (default) or one JSON List
-  Exit codes: 0 converted or nothing to convert, 1 some pod spec could not be converted (printed
-  unchanged), 2 usage error, unreadable input, bad policy or topology.
-
-render: the ResourceClaimTemplates of the policy's mutation.catalogue (content-addressed names,
-stable output), once per --namespace; without one they carry no namespace (kubectl apply -n NS).
-  --config FILE              policy file (default: the bundled policy, whose catalogue is empty)
-  --topology-dir DIR|FILE    hwloc XML exports, a directory or one file (default: none, so
-                             multi-GPU Pods are refused; bundled:examples = the demo machines)
-  --namespace NS, -n NS      namespace of the templates (repeatable)
-  -o yaml|json               multi-document YAML (default) or one JSON List
-  Exit codes: 0 ok (an empty catalogue prints nothing), 1 a profile cannot be generated, 2 usage
-  error, bad policy or topology.
-
-backstop: a ValidatingAdmissionPolicy + binding (admissionregistration.k8s.io/v1) that the API
-server evaluates itself, rejecting Pods with legacy GPU requests even while the webhook is down.
-  --config FILE              policy file (default: the bundled policy)
-  --name NAME                name of both objects (default draguard-backstop)
-  --namespace NS             release namespace, always exempt
-  -o yaml|json               multi-document YAML (default) or one JSON List
-
-uninstall-webhooks: deletes webhook configurations through the in-cluster API (404 counts as done).
-  --validating NAME          a ValidatingWebhookConfiguration (repeatable)
-  --mutating NAME            a MutatingWebhookConfiguration (repeatable)
-  --secret NAME              also delete this Secret (tls.mode=self) in --namespace NS
-  --kube-timeout SECONDS     deadline of one API call (default 10)
-
-selftest: posts a legacy-GPU Pod review to URL/validate over TLS (CA and host name verified).
-  --url https://HOST[:PORT]  the webhook Service, e.g. https://draguard.draguard-system.svc:443
-  --ca-file FILE             CA bundle that signed the serving certificate
-  --expect deny|audit        deny (default): exit 0 only on the DG001 denial; audit: on its annotation
-  --namespace NS             namespace of the reviewed Pod (default draguard-selftest; not exempt)
-  --timeout SECONDS          whole-call deadline (default 10)
-
-audit: reads every -f (repeatable; files, directories recursively, or - for stdin) as YAML or JSON
-streams: multi-document YAML, helm template output, kind: List dumps (kubectl get -A -o yaml|json),
-one document or List item at a time. Every Pod, workload, custom resource of the policy,
-ResourceClaim and ResourceClaimTemplate is judged as a CREATE, as /mutate then /validate would.
-  --config FILE              policy file (default: the bundled policy)
-  --topology-dir DIR|FILE    hwloc XML exports, a directory or one file (default: the bundled examples)
-  --namespace NS             namespace of objects without metadata.namespace (default "default")
-  --release-namespace NS     the webhook's namespace, always exempt (as serve --namespace)
-  -o table|json|yaml|policyreport
-                             one line per finding (default), a JSON or YAML AuditReport, or
-                             wgpolicyk8s.io/v1alpha2 PolicyReports (one per namespace)
-  --fail-on deny|warn|audit  exit 1 also for warn (and audit) findings (default deny)
-  --max-results N            results per PolicyReport (default 1000; the summary counts all)
-  Exit codes: 0 nothing would be denied, 1 something would be denied, 2 usage error, unreadable or
-  malformed input (reported with file and document index; the rest is still audited), bad policy.
-
-Exit codes (other commands): 0 ok, 1 usage or configuration error, 2 runtime error.
-)";
-
-}  // namespace
-
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) {
-    std::cerr << kUsage;
+    std::cerr << draguard::cli::UsageText();
     return draguard::cli::kExitUsage;
   }
   std::string cmd = args.front();
   std::vector<std::string> rest(args.begin() + 1, args.end());
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
-    std::cout << kUsage;
+    std::cout << draguard::cli::UsageText();
     return draguard::cli::kExitOk;
+  }
+  // Every subcommand answers --help/-h with its part of the usage (`topology` has its own).
+  const bool known = cmd == "serve" || cmd == "review" || cmd == "convert" || cmd == "audit" || cmd == "render" ||
+                     cmd == "cel" || cmd == "backstop" || cmd == "uninstall-webhooks" || cmd == "selftest" ||
+                     cmd == "version";
+  if (known) {
+    for (const auto& a : rest) {
+      if (a == "--help" || a == "-h") {
+        std::cout << draguard::cli::CommandUsage(cmd);
+        return draguard::cli::kExitOk;
+      }
+    }
   }
   if (cmd == "version" || cmd == "--version") {
     std::cout << "draguard " << DRAGUARD_VERSION << "\n";
@@ -151,6 +43,6 @@ int main(int argc, char** argv) {
   if (cmd == "backstop") return draguard::cli::Backstop(rest, std::cout, std::cerr);
   if (cmd == "uninstall-webhooks") return draguard::cli::UninstallWebhooks(rest, std::cout, std::cerr);
   if (cmd == "selftest") return draguard::cli::Selftest(rest, std::cout, std::cerr);
-  std::cerr << "draguard: unknown command \"" << cmd << "\"\n\n" << kUsage;
+  std::cerr << "draguard: unknown command \"" << cmd << "\"\n\n" << draguard::cli::UsageText();
   return draguard::cli::kExitUsage;
 }

@@ -7,6 +7,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <memory>
 #include <thread>
 
@@ -299,8 +301,6 @@ class SelfTlsServing {
   std::unique_ptr<certs::SelfTls> manager_;
 };
 
-// SIGTERM and SIGINT are taken by sigwait() (WaitForShutdown); blocked before any thread starts so
-// that every thread inherits the mask. A peer closing its socket must never kill the process.
 // The background audit (--audit-interval): one replica at a time, chosen by a Lease in the
 // release namespace; null when off. Needs API access (checked here: --kube=auto may have none).
 Result<std::unique_ptr<audit::BackgroundAudit>> StartBackgroundAudit(
@@ -337,14 +337,92 @@ Result<std::unique_ptr<audit::BackgroundAudit>> StartBackgroundAudit(
   return bg;
 }
 
-sigset_t BlockShutdownSignals() {
+// Every asynchronous signal whose default action ends the process, except SIGKILL (and SIGPIPE,
+// ignored): taken by sigwait() in SignalLoop, never by a default action. Blocked before any thread
+// starts so that every thread inherits the mask.
+sigset_t BlockSignals() {
   sigset_t sigs;
   sigemptyset(&sigs);
-  sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGINT);
+  for (int sig : {SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGIO, SIGPWR,
+                  SIGSTKFLT, SIGXCPU}) {
+    sigaddset(&sigs, sig);
+  }
+  for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) sigaddset(&sigs, sig);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  // A peer closing its socket, or a file size limit, must never kill the process.
   signal(SIGPIPE, SIG_IGN);
+  signal(SIGXFSZ, SIG_IGN);
   return sigs;
+}
+
+std::string SignalName(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+// The signal thread of `serve`: SIGTERM, SIGINT and SIGQUIT start the drain (readiness off,
+// --shutdown-delay, in-flight requests finish) and a second one ends the delay early; SIGHUP runs
+// `reload`; every other blocked signal is logged and ignored.
+class SignalLoop {
+ public:
+  SignalLoop(const sigset_t& sigs, server::Server& srv, std::function<void()> reload, logging::Logger& logger)
+      : sigs_(sigs), srv_(srv), reload_(std::move(reload)), logger_(logger) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  // Ends the loop (it wakes up on a signal sent to its own thread).
+  ~SignalLoop() {
+    stop_.store(true);
+    pthread_kill(thread_.native_handle(), SIGUSR1);
+    thread_.join();
+  }
+  SignalLoop(const SignalLoop&) = delete;
+  SignalLoop& operator=(const SignalLoop&) = delete;
+
+ private:
+  void Run() {
+    bool draining = false;
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&sigs_, &sig) != 0) continue;
+      if (stop_.load()) return;
+      if (sig == SIGTERM || sig == SIGINT || sig == SIGQUIT) {
+        logger_.Info("signal received", {{"signal", SignalName(sig)},
+                                         {"action", std::string(draining ? "end the shutdown delay" : "drain")}});
+        if (draining) {
+          srv_.SkipShutdownDelay();
+        } else {
+          draining = true;
+          srv_.BeginShutdown();
+        }
+      } else if (sig == SIGHUP) {
+        logger_.Info("signal received", {{"signal", SignalName(sig)}, {"action", std::string("reload")}});
+        if (!draining) reload_();
+      } else {
+        logger_.Info("signal received", {{"signal", SignalName(sig)}, {"action", std::string("ignored")}});
+      }
+    }
+  }
+
+  sigset_t sigs_;
+  server::Server& srv_;
+  std::function<void()> reload_;
+  logging::Logger& logger_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// SIGHUP: re-reads the policy file, the serving certificate and the topology source now. Each
+// outcome is also logged by its own reload reporter; a failure keeps what serves.
+std::function<void()> ReloadEverything(policy::PolicyStore& policies, server::Server& srv,
+                                       topology::Store& topology_store, const LoggerPtr& logger) {
+  return [&policies, &srv, &topology_store, logger] {
+    auto text = [](const Status& st) { return st.ok() ? std::string("ok") : st.message(); };
+    const Status p = policies.Reload();
+    const Status c = srv.ReloadCertificates();
+    const Status t = topology_store.Reload();
+    logger->Log(p.ok() && c.ok() && t.ok() ? logging::Level::kInfo : logging::Level::kWarn, "reloaded on SIGHUP",
+                {{"policy", text(p)}, {"certificate", text(c)}, {"topology", text(t)}});
+  };
 }
 
 void LogListening(const ServeConfig& cfg, const server::Server& srv, logging::Logger& logger) {
@@ -359,21 +437,6 @@ void LogListening(const ServeConfig& cfg, const server::Server& srv, logging::Lo
                             {"try", CurlExample(ca_hint, opt.host, srv.port())}});
 }
 
-// Blocks until SIGTERM or SIGINT, then shuts down gracefully (readiness off, --shutdown-delay,
-// in-flight requests finish); a second signal ends the delay early.
-void WaitForShutdown(server::Server& srv, const sigset_t& sigs, logging::Logger& logger) {
-  int sig = 0;
-  sigwait(&sigs, &sig);
-  logger.Info("signal received", {{"signal", std::string(sig == SIGTERM ? "SIGTERM" : "SIGINT")}});
-  srv.BeginShutdown();
-  std::thread second([&srv, sigs] {
-    int again = 0;
-    if (sigwait(&sigs, &again) == 0) srv.SkipShutdownDelay();
-  });
-  second.detach();
-  srv.Wait();
-}
-
 }  // namespace
 
 int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -381,7 +444,7 @@ int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream&
   if (!parsed.ok()) return Fail(err, kExitUsage, parsed.status().message());
   ServeConfig cfg = std::move(parsed).value();
   const server::ServerOptions& opt = cfg.server;
-  const sigset_t sigs = BlockShutdownSignals();
+  const sigset_t sigs = BlockSignals();
   auto logger = logging::Logger::Stdout(cfg.log_level);
 
   metrics::Registry registry;
@@ -435,7 +498,10 @@ int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream&
                                          audit_elector, audit_metrics, logger);
   if (!background.ok()) return Fail(err, kExitUsage, background.status().message());
   LogListening(cfg, srv, *logger);
-  WaitForShutdown(srv, sigs, *logger);
+  {
+    SignalLoop signals(sigs, srv, ReloadEverything(policies, srv, topology_store, logger), *logger);
+    srv.Wait();
+  }
   if (*background) (*background)->Stop();
   if (self_tls) self_tls->Stop();
   (void)out;

@@ -70,11 +70,15 @@ Status ParseDurations(const Flags& f, server::ServerOptions* opt) {
   return Status::Ok();
 }
 
-// --max-body, --workers, --max-queued.
+// --max-body, --workers, --io-threads, --max-queued, --body-budget, --max-connections.
 Status ParseCounts(const Flags& f, server::ServerOptions* opt) {
   for (auto [name, target] : {std::pair<const char*, std::size_t*>{"--max-body", &opt->max_body},
                               {"--workers", &opt->workers},
-                              {"--max-queued", &opt->max_queued}}) {
+                              {"--io-threads", &opt->io_threads},
+                              {"--inline-review-max-body", &opt->inline_review_max_body},
+                              {"--max-queued", &opt->max_queued},
+                              {"--body-budget", &opt->body_budget},
+                              {"--max-connections", &opt->max_connections}}) {
     if (f.Has(name) && !ParseCount(f.Get(name), target)) {
       return Status::InvalidArgument(std::string(name) + " must be a non-negative integer");
     }
@@ -230,21 +234,49 @@ Status ParseAudit(const Flags& f, ServeConfig* cfg) {
   return Status::Ok();
 }
 
+// --tls-required-names (repeatable, comma-separated; "" = no check); by default the name the API
+// server dials, <service>.<namespace>.svc, when --service-name is given (as the chart does).
+Status ParseRequiredNames(const Flags& f, ServeConfig* cfg) {
+  auto& names = cfg->server.tls_required_names;
+  auto it = f.values.find("--tls-required-names");
+  if (it == f.values.end()) {
+    if (f.Has("--service-name")) names.push_back(cfg->service_name + "." + cfg->namespace_name + ".svc");
+    return Status::Ok();
+  }
+  for (const auto& v : it->second) {
+    std::size_t start = 0;
+    for (;;) {
+      const std::size_t comma = v.find(',', start);
+      std::string name = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (!name.empty()) {
+        if (name.size() > 253 || name.find_first_of(" \t/:") != std::string::npos) {
+          return Status::InvalidArgument("--tls-required-names: " + name + " is not a DNS name");
+        }
+        names.push_back(name);
+      }
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
+const std::set<std::string>& ServeFlagNames() {
+  static const std::set<std::string> kNames = {
+      "--listen", "--state-dir", "--service-name", "--namespace", "--tls-cert", "--tls-key", "--tls-required-names",
+      "--client-ca", "--client-cn", "--config", "--topology-dir", "--metrics-listen", "--shutdown-delay",
+      "--log-level", "--max-body", "--read-timeout", "--request-timeout", "--keep-alive-timeout", "--workers",
+      "--io-threads", "--inline-review-max-body", "--body-budget", "--max-connections", "--max-queued", "--reload-interval", "--kube", "--kube-timeout", "--topology-configmaps",
+      "--tls-self-secret", "--tls-self-validating", "--tls-self-mutating", "--tls-self-ca-days",
+      "--tls-self-cert-days", "--tls-self-resync", "--audit-interval", "--audit-page-size", "--audit-max-results",
+      "--audit-policy-reports", "--audit-lease"};
+  return kNames;
+}
+
 Result<ServeConfig> ParseServeConfig(const std::vector<std::string>& args) {
-  Flags f = ParseFlags(args,
-                       {"--listen", "--state-dir", "--service-name", "--namespace", "--tls-cert",
-                        "--tls-key", "--client-ca", "--client-cn", "--config", "--topology-dir",
-                        "--metrics-listen", "--shutdown-delay", "--log-level", "--max-body",
-                        "--read-timeout", "--request-timeout", "--keep-alive-timeout",
-                        "--workers", "--max-queued", "--reload-interval", "--kube", "--kube-timeout",
-                        "--topology-configmaps", "--tls-self-secret", "--tls-self-validating",
-                        "--tls-self-mutating", "--tls-self-ca-days", "--tls-self-cert-days",
-                        "--tls-self-resync",
-                        "--audit-interval", "--audit-page-size", "--audit-max-results", "--audit-policy-reports",
-                        "--audit-lease"},
-                       {});
+  Flags f = ParseFlags(args, ServeFlagNames(), {});
   if (!f.error.empty() || !f.positional.empty()) {
     return Status::InvalidArgument(
         (f.error.empty() ? "unexpected argument " + f.positional.front() : f.error) + " (see draguard help)");
@@ -263,6 +295,7 @@ Result<ServeConfig> ParseServeConfig(const std::vector<std::string>& args) {
   DRAGUARD_RETURN_IF_ERROR(ParseAudit(f, &cfg));
   cfg.namespace_name = f.Get("--namespace", "draguard");
   cfg.service_name = f.Get("--service-name", "draguard");
+  DRAGUARD_RETURN_IF_ERROR(ParseRequiredNames(f, &cfg));
   cfg.state_dir = f.Get("--state-dir", ".draguard");
   if (f.Has("--config")) cfg.policy_file = f.Get("--config");
   return cfg;

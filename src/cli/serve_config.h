@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,9 @@ enum class TopologySource : uint8_t { kConfigMaps, kDirectory, kExamples, kNone 
 /// when no source is configured and the process does not run in a cluster (`in_cluster`:
 /// KUBERNETES_SERVICE_HOST is set), never otherwise.
 TopologySource TopologySourceFor(const ServeConfig& cfg, bool in_cluster);
+
+/// Every flag `serve` accepts (each takes a value).
+const std::set<std::string>& ServeFlagNames();
 
 /// Parses the words after `serve`. Pure: reads no file and no environment. A failure's message
 /// names the flag and is meant to follow "draguard serve: ".

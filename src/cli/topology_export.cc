@@ -7,6 +7,7 @@
 #include "flags.h"
 #include "draguard/topology/exporter.h"
 #include "draguard/topology/loader.h"
+#include "draguard/write_file.h"
 #include "topology_export.h"
 
 namespace draguard::cli {
@@ -23,22 +24,6 @@ constexpr const char* kExportUsage =
     "        --interval DURATION   re-export period (default 10m; SIGHUP re-exports at once)\n"
     "        --probe-listen H:P    plain-HTTP /readyz, /healthz, /metrics (default 0.0.0.0:8081; \"\" = none)\n"
     "        --once                publish once and exit (exit code 2 when it failed)\n";
-
-// Writes `bytes` to `path` through a temporary file in the same directory and a rename.
-Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) return Status::Unavailable("cannot create " + tmp);
-    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!f.flush()) return Status::Unavailable("cannot write " + tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return Status::Unavailable("cannot rename " + tmp + " to " + path);
-  }
-  return Status::Ok();
-}
 
 }  // namespace
 
@@ -81,7 +66,7 @@ int TopologyExport(const std::vector<std::string>& args, std::ostream& out, std:
     out << exp->local.xml;
     return kExitOk;
   }
-  if (Status s = WriteFileAtomically(path, exp->local.xml); !s.ok()) {
+  if (Status s = WriteFileAtomic(path, exp->local.xml, 0644); !s.ok()) {
     err << "topology export: " << s.message() << "\n";
     return kExitRuntime;
   }

@@ -10,14 +10,13 @@
 #include <mutex>
 #include <thread>
 
-#include <sys/socket.h>
-
-#include <httplib.h>
 
 #include "draguard/admission/codec.h"
 #include "draguard/engine/engine.h"
 #include "draguard/file_watcher.h"
 #include "draguard/read_file.h"
+#include "draguard/truncate.h"
+#include "listener.h"
 #include "tls_internal.h"
 
 namespace draguard::server {
@@ -73,107 +72,10 @@ Status ParseHostPort(std::string_view text, std::string* host, int* port) {
 
 namespace {
 
-// A fixed pool of workers with a bounded queue. Connections beyond the bound go to a shedding
-// thread whose requests are answered 503 at once, so overload never grows memory or latency
-// without bound. Each keep-alive connection holds a worker for its lifetime (httplib's model).
-class BoundedPool final : public httplib::TaskQueue {
- public:
-  BoundedPool(std::size_t workers, std::size_t max_queued, std::atomic<std::thread::id>* shed_id,
-              metrics::CounterFamily* shed_counter)
-      : max_queued_(max_queued), shed_counter_(shed_counter) {
-    for (std::size_t i = 0; i < workers; ++i) {
-      threads_.emplace_back([this] { Work(jobs_, cv_); });
-    }
-    threads_.emplace_back([this, shed_id] {
-      shed_id->store(std::this_thread::get_id());
-      Work(shed_jobs_, shed_cv_);
-    });
-  }
-
-  void enqueue(std::function<void()> fn) override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (jobs_.size() < max_queued_) {
-        jobs_.push_back(std::move(fn));
-        cv_.notify_one();
-        return;
-      }
-      shed_jobs_.push_back(std::move(fn));
-    }
-    if (shed_counter_ != nullptr) shed_counter_->Inc({});
-    shed_cv_.notify_one();
-  }
-
-  void shutdown() override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    shed_cv_.notify_all();
-    for (auto& t : threads_) t.join();
-  }
-
- private:
-  void Work(std::deque<std::function<void()>>& queue, std::condition_variable& cv) {
-    for (;;) {
-      std::function<void()> fn;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv.wait(lock, [&] { return stop_ || !queue.empty(); });
-        if (queue.empty()) return;  // stop_ and drained
-        fn = std::move(queue.front());
-        queue.pop_front();
-      }
-      fn();
-    }
-  }
-
-  std::size_t max_queued_;
-  metrics::CounterFamily* shed_counter_;
-  std::mutex mu_;
-  std::condition_variable cv_;       // workers
-  std::condition_variable shed_cv_;  // the shedding thread
-  bool stop_ = false;
-  std::deque<std::function<void()>> jobs_;
-  std::deque<std::function<void()>> shed_jobs_;
-  std::vector<std::thread> threads_;
-};
-
-// Tracks in-flight requests for the gauge.
-class InflightGuard {
- public:
-  explicit InflightGuard(metrics::GaugeFamily* g) : g_(g) { if (g_) g_->Add({}, 1); }
-  ~InflightGuard() { if (g_) g_->Add({}, -1); }
- private:
-  metrics::GaugeFamily* g_;
-};
-
-// Runs `server`'s accept loop on `thread` and returns once the loop is running. cpp-httplib's
-// stop() does nothing before the loop has set is_running(), so a shutdown requested in that window
-// would be lost; the library offers no notification, hence the bounded poll. False when the loop
-// ended (or had not started within 10 s); the thread is then joined.
-bool StartListening(httplib::Server& server, std::thread* thread) {
-  auto exited = std::make_shared<std::atomic<bool>>(false);
-  *thread = std::thread([&server, exited] {
-    server.listen_after_bind();
-    exited->store(true);
-  });
-  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!server.is_running()) {
-    if (exited->load() || std::chrono::steady_clock::now() > limit) {
-      server.stop();
-      thread->join();
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  return true;
-}
-
-void SetJson(httplib::Response& res, int status, const std::string& body) {
-  res.status = status;
-  res.set_content(body, "application/json");
+void SetJson(HttpResponse* res, int status, std::string body) {
+  res->status = status;
+  res->content_type = "application/json";
+  res->body = std::move(body);
 }
 
 }  // namespace
@@ -183,13 +85,11 @@ struct Server::Impl {
   ServerDeps deps;
   std::unique_ptr<CertificateSource> certs;
   TlsContextOptions tls_opts;
-  std::unique_ptr<httplib::SSLServer> https;
-  std::unique_ptr<httplib::Server> metrics_http;
+  std::unique_ptr<Listener> https;
+  std::unique_ptr<Listener> metrics_http;
   std::unique_ptr<FileWatcher> cert_watcher;
-  std::thread https_thread, metrics_thread, shutdown_thread;
-  std::atomic<std::thread::id> shed_thread_id{};
-  int bound_port = 0;
-  int bound_metrics_port = 0;
+  metrics::CounterFamily* budget_refused = nullptr;
+  std::thread shutdown_thread;
   std::atomic<bool> shutting_down{false};
   bool skip_delay = false;
   std::mutex mu;
@@ -199,87 +99,49 @@ struct Server::Impl {
 
   bool Ready() const {
     if (shutting_down.load()) return false;
-    if (!certs || !certs->Current()) return false;
+    if (!certs || !certs->Usable(std::chrono::system_clock::now())) return false;
     if (deps.policies == nullptr || !deps.policies->Current()) return false;
     if (deps.extra_ready && !deps.extra_ready()) return false;
     return true;
   }
 
-  void Error(httplib::Response& res, int code, const std::string& message) {
+  void Error(HttpResponse* res, int code, const std::string& message) {
     deps.metrics->http_errors.Inc({std::to_string(code)});
     SetJson(res, code, admission::EncodeHttpError(code, message));
   }
 
-  void HandleAdmission(admission::WebhookKind kind, const httplib::Request& req,
-                       httplib::Response& res, const httplib::ContentReader& reader);
-  void InstallRoutes(httplib::Server& svr, bool admission);
-};
-
-void Server::Impl::HandleAdmission(admission::WebhookKind kind, const httplib::Request& req,
-                                   httplib::Response& res, const httplib::ContentReader& reader) {
-  const auto start = std::chrono::steady_clock::now();
-  InflightGuard inflight(&deps.metrics->inflight);
-  const char* webhook = kind == admission::WebhookKind::kValidating ? "validate" : "mutate";
-
-  // Deadline: our own bound, tightened by the API server's remaining budget (?timeout=), minus
-  // a margin so that the answer arrives before the API server gives up.
-  auto deadline = start + opt.request_deadline;
-  if (req.has_param("timeout")) {
-    auto budget = ParseGoDuration(req.get_param_value("timeout"));
+  // Our own bound, tightened by the API server's remaining budget (?timeout=), minus a margin so
+  // that the answer arrives before the API server gives up.
+  std::chrono::steady_clock::time_point Deadline(const HttpRequest& req) const {
+    auto deadline = req.start + opt.request_deadline;
+    auto budget = ParseGoDuration(req.Param("timeout"));
     if (budget.count() > 0) {
       auto margin = std::min<std::chrono::milliseconds>(budget / 10, std::chrono::milliseconds(500));
-      deadline = std::min(deadline, start + budget - margin);
+      deadline = std::min(deadline, req.start + budget - margin);
     }
+    return deadline;
   }
 
-  bool content_type_ok = false;
+  void HandleAdmission(admission::WebhookKind kind, const HttpRequest& req, HttpResponse* res);
+  std::vector<HttpRoute> Routes(bool admission);
+  ListenerOptions Options(bool admission);
+};
+
+void Server::Impl::HandleAdmission(admission::WebhookKind kind, const HttpRequest& req,
+                                   HttpResponse* res) {
+  const auto start = req.start;
+  const auto deadline = req.deadline;
+  const char* webhook = kind == admission::WebhookKind::kValidating ? "validate" : "mutate";
+
   {
-    std::string ct = req.get_header_value("Content-Type");
+    std::string ct = req.Header("content-type");
     std::string base = ct.substr(0, ct.find(';'));
     base.erase(std::remove(base.begin(), base.end(), ' '), base.end());
     std::transform(base.begin(), base.end(), base.begin(), ::tolower);
-    content_type_ok = base == "application/json";
-  }
-
-  std::string body;
-  bool too_large = false, too_slow = false;
-  bool read_ok = reader([&](const char* data, std::size_t len) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      too_slow = true;
-      return false;
+    if (base != "application/json") {
+      Error(res, 415, "Content-Type must be application/json, got \"" + Truncate(ct) + "\"");
+      return;
     }
-    if (!content_type_ok) return true;  // drain, keep the connection in sync
-    if (body.size() + len > opt.max_body) {
-      too_large = true;
-      return false;
-    }
-    body.append(data, len);
-    return true;
-  });
-  if (!read_ok || too_large || too_slow) {
-    // The rest of the body is still on the wire: answer, then close the connection by shutting
-    // down its read side, so the leftover bytes are never parsed as a next request.
-    // (A body over the limit with a Content-Length was already drained by the library, which
-    // keeps the connection usable: no shutdown then.)
-    bool drained = res.status == 413 && !too_large;
-    if (!drained) res.set_header("Connection", "close");
-    if (!drained && req.ssl != nullptr) {
-      int fd = SSL_get_fd(req.ssl);
-      if (fd >= 0) ::shutdown(fd, SHUT_RD);
-    }
-    if (too_large || res.status == 413) {
-      Error(res, 413, "request body too large: the limit is " + std::to_string(opt.max_body) + " bytes");
-    } else if (too_slow) {
-      Error(res, 408, "request body not received before the deadline");
-    } else {
-      Error(res, 400, "request body could not be read (truncated or malformed)");
-    }
-    return;
-  }
-  if (!content_type_ok) {
-    Error(res, 415, "Content-Type must be application/json, got \"" +
-                        req.get_header_value("Content-Type") + "\"");
-    return;
   }
   auto pol = deps.policies->Current();
   if (!pol) {
@@ -290,8 +152,8 @@ void Server::Impl::HandleAdmission(admission::WebhookKind kind, const httplib::R
   if (deps.topology) topo = deps.topology();
   // The same deadline bounds the review, template provisioning included.
   webhook::ReviewOutcome out =
-      deps.reviewer->Review(body, kind, *pol, topo.get(), std::chrono::system_clock::now(), deadline);
-  SetJson(res, out.http_status, out.body);
+      deps.reviewer->Review(req.body, kind, *pol, topo.get(), std::chrono::system_clock::now(), deadline);
+  SetJson(res, out.http_status, std::move(out.body));
 
   const auto elapsed = std::chrono::steady_clock::now() - start;
   const double seconds = std::chrono::duration<double>(elapsed).count();
@@ -315,7 +177,7 @@ void Server::Impl::HandleAdmission(admission::WebhookKind kind, const httplib::R
     return;
   }
   const std::string verdict = engine::VerdictName(out.verdict);
-  deps.metrics->requests.Inc({webhook, out.operation, out.kind, verdict});
+  deps.metrics->requests.Inc({webhook, out.operation, out.kind_label, verdict});
   for (const auto& m : out.rule_metrics) deps.metrics->rule_results.Inc({m.rule, m.action, m.result});
   deps.logger->Info("admission", {{"webhook", std::string(webhook)},
                                   {"uid", out.uid},
@@ -333,68 +195,72 @@ void Server::Impl::HandleAdmission(admission::WebhookKind kind, const httplib::R
   }
 }
 
-void Server::Impl::InstallRoutes(httplib::Server& svr, bool admission) {
+std::vector<HttpRoute> Server::Impl::Routes(bool admission) {
+  std::vector<HttpRoute> routes;
   if (admission) {
-    svr.Post("/validate", [this](const httplib::Request& req, httplib::Response& res,
-                                 const httplib::ContentReader& reader) {
-      HandleAdmission(admission::WebhookKind::kValidating, req, res, reader);
-    });
-    svr.Post("/mutate", [this](const httplib::Request& req, httplib::Response& res,
-                               const httplib::ContentReader& reader) {
-      HandleAdmission(admission::WebhookKind::kMutating, req, res, reader);
-    });
+    routes.push_back({"POST", "/validate", true,
+                      [this](const HttpRequest& req, HttpResponse* res) {
+                        HandleAdmission(admission::WebhookKind::kValidating, req, res);
+                      },
+                      opt.inline_review_max_body});
+    routes.push_back({"POST", "/mutate", true, [this](const HttpRequest& req, HttpResponse* res) {
+                        HandleAdmission(admission::WebhookKind::kMutating, req, res);
+                      }});
   }
-  svr.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("ok\n", "text/plain");
-  });
-  svr.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-    bool ready = Ready();
-    res.status = ready ? 200 : 503;
-    res.set_content(ready ? "ok\n" : (shutting_down ? "shutting down\n" : "not ready\n"),
-                    "text/plain");
-  });
-  svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    deps.metrics->ready.Set({}, Ready() ? 1 : 0);
-    res.set_content(deps.registry->Render(), "text/plain; version=0.0.4; charset=utf-8");
-  });
-  svr.set_pre_routing_handler([this](const httplib::Request&, httplib::Response& res) {
-    if (std::this_thread::get_id() == shed_thread_id.load()) {
-      res.set_header("Connection", "close");
-      res.set_header("Retry-After", "1");
-      Error(res, 503, "server overloaded: worker queue full");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  svr.set_error_handler([this](const httplib::Request&, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    std::string what = res.status == 404   ? "no such endpoint"
-                       : res.status == 413 ? "request body too large"
-                       : res.status == 405 ? "method not allowed"
-                                           : "bad request";
-    if (res.status == 413) res.set_header("Connection", "close");
-    deps.metrics->http_errors.Inc({std::to_string(res.status)});
-    res.set_content(admission::EncodeHttpError(res.status, what), "application/json");
-  });
-  svr.set_exception_handler([this](const httplib::Request&, httplib::Response& res,
-                                   std::exception_ptr ep) {
-    std::string what = "unknown exception";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
+  routes.push_back({"GET", "/healthz", false, [](const HttpRequest&, HttpResponse* res) {
+                      res->content_type = "text/plain";
+                      res->body = "ok\n";
+                    }});
+  routes.push_back({"GET", "/readyz", false, [this](const HttpRequest&, HttpResponse* res) {
+                      bool ready = Ready();
+                      res->status = ready ? 200 : 503;
+                      res->content_type = "text/plain";
+                      res->body = ready ? "ok\n" : (shutting_down ? "shutting down\n" : "not ready\n");
+                    }});
+  routes.push_back({"GET", "/metrics", false, [this](const HttpRequest&, HttpResponse* res) {
+                      deps.metrics->ready.Set({}, Ready() ? 1 : 0);
+                      res->content_type = "text/plain; version=0.0.4; charset=utf-8";
+                      res->body = deps.registry->Render();
+                    }});
+  return routes;
+}
+
+ListenerOptions Server::Impl::Options(bool admission) {
+  ListenerOptions lo;
+  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  lo.host = admission ? opt.host : opt.metrics_host;
+  lo.port = admission ? opt.port : opt.metrics_port;
+  if (admission) {
+    lo.configure_tls = [this](SSL_CTX* ctx, std::string* error) {
+      return ConfigureServerContext(ctx, &tls_opts, error);
+    };
+  }
+  lo.io_threads = admission ? (opt.io_threads == 0 ? cores : opt.io_threads) : 1;
+  lo.workers = admission ? (opt.workers == 0 ? std::max<std::size_t>(16, 4 * cores) : opt.workers) : 1;
+  lo.max_queued = opt.max_queued;
+  lo.max_body = opt.max_body;
+  lo.max_header_bytes = opt.max_header_bytes;
+  lo.max_headers = opt.max_headers;
+  lo.body_budget = opt.body_budget;
+  lo.max_connections = opt.max_connections;
+  lo.keep_alive_max_requests = opt.keep_alive_max_requests;
+  lo.handshake_timeout = opt.read_timeout;
+  lo.header_timeout = opt.read_timeout;
+  lo.body_timeout = opt.read_timeout;
+  lo.idle_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(opt.keep_alive_timeout);
+  lo.write_timeout = opt.write_timeout;
+  lo.deadline = [this](const HttpRequest& req) { return Deadline(req); };
+  lo.error = [this](int code, const std::string& message, HttpResponse* res) { Error(res, code, message); };
+  if (admission) {
+    lo.inflight = [this](int delta) { deps.metrics->inflight.Add({}, delta); };
+    lo.on_shed = [this] { deps.metrics->shed.Inc({}); };
+    lo.on_budget_refused = [this] { budget_refused->Inc({}); };
+  }
+  lo.on_exception = [this](const std::string& what) {
     // Last resort: the reviewer answers its own exceptions with the uid; this one has none.
     deps.logger->Error("handler exception", {{"error", what}});
-    Error(res, 500, "internal error");
-  });
-  svr.set_tcp_nodelay(true);
-  svr.set_keep_alive_max_count(opt.keep_alive_max_requests);
-  svr.set_keep_alive_timeout(opt.keep_alive_timeout.count());
-  svr.set_read_timeout(opt.read_timeout);
-  svr.set_write_timeout(opt.write_timeout);
-  svr.set_payload_max_length(opt.max_body);
+  };
+  return lo;
 }
 
 Server::Server(ServerOptions options, ServerDeps deps) : impl_(std::make_unique<Impl>()) {
@@ -434,7 +300,8 @@ Status Server::Start() {
           logger->Error("serving certificate refused; previous certificate keeps serving",
                         {{"error", st.message()}});
         }
-      });
+      },
+      m.opt.tls_required_names);
   DRAGUARD_RETURN_IF_ERROR(m.certs->Reload());
   if (!m.opt.client_ca.empty()) {
     auto ca = ReadFile(m.opt.client_ca);
@@ -443,51 +310,19 @@ Status Server::Start() {
   m.tls_opts.certificates = m.certs.get();
   m.tls_opts.client_ca = m.opt.client_ca;
   m.tls_opts.client_cns = m.opt.client_cns;
-  std::string tls_error;
-  m.https = std::make_unique<httplib::SSLServer>(
-      [&m, &tls_error](SSL_CTX& ctx) { return ConfigureServerContext(&ctx, &m.tls_opts, &tls_error); });
-  if (!m.https->is_valid()) return Status::InvalidArgument("TLS setup failed: " + tls_error);
-
-  std::size_t workers = m.opt.workers;
-  if (workers == 0) {
-    workers = std::max<std::size_t>(64, 8 * std::max(1u, std::thread::hardware_concurrency()));
-  }
-  std::size_t max_queued = m.opt.max_queued;
-  m.https->new_task_queue = [&m, workers, max_queued] {
-    return new BoundedPool(workers, max_queued, &m.shed_thread_id, &m.deps.metrics->shed);
-  };
-  m.InstallRoutes(*m.https, /*admission=*/true);
-
-  if (m.opt.port == 0) {
-    m.bound_port = m.https->bind_to_any_port(m.opt.host);
-  } else {
-    m.bound_port = m.https->bind_to_port(m.opt.host, m.opt.port) ? m.opt.port : -1;
-  }
-  if (m.bound_port <= 0) {
-    return Status::Unavailable("cannot listen on " + m.opt.host + ":" + std::to_string(m.opt.port));
-  }
+  m.budget_refused = &m.deps.registry->Counter(
+      "draguard_body_budget_refused_total",
+      "Requests answered 429 because the bytes of request bodies in flight reached --body-budget.", {});
+  // Both listeners accept once Start() returns: a shutdown requested from now on is never lost.
+  m.https = std::make_unique<Listener>(m.Options(true), m.Routes(true));
+  DRAGUARD_RETURN_IF_ERROR(m.https->Start());
   if (!m.opt.metrics_host.empty()) {
-    m.metrics_http = std::make_unique<httplib::Server>();
-    m.InstallRoutes(*m.metrics_http, /*admission=*/false);
-    m.metrics_http->new_task_queue = [] { return new httplib::ThreadPool(2); };
-    if (m.opt.metrics_port == 0) {
-      m.bound_metrics_port = m.metrics_http->bind_to_any_port(m.opt.metrics_host);
-    } else {
-      m.bound_metrics_port =
-          m.metrics_http->bind_to_port(m.opt.metrics_host, m.opt.metrics_port) ? m.opt.metrics_port : -1;
+    m.metrics_http = std::make_unique<Listener>(m.Options(false), m.Routes(false));
+    Status st = m.metrics_http->Start();
+    if (!st.ok()) {
+      m.https->Stop();
+      return Status::Unavailable("metrics listener: " + st.message());
     }
-    if (m.bound_metrics_port <= 0) {
-      return Status::Unavailable("cannot listen on metrics address " + m.opt.metrics_host + ":" +
-                                 std::to_string(m.opt.metrics_port));
-    }
-  }
-  if (!StartListening(*m.https, &m.https_thread)) {
-    return Status::Unavailable("the HTTPS listener on " + m.opt.host + " did not start");
-  }
-  if (m.metrics_http && !StartListening(*m.metrics_http, &m.metrics_thread)) {
-    m.https->stop();
-    m.https_thread.join();
-    return Status::Unavailable("the metrics listener on " + m.opt.metrics_host + " did not start");
   }
 
   m.cert_watcher = std::make_unique<FileWatcher>(
@@ -498,9 +333,9 @@ Status Server::Start() {
   return Status::Ok();
 }
 
-int Server::port() const { return impl_->bound_port; }
+int Server::port() const { return impl_->https ? impl_->https->port() : 0; }
 
-int Server::metrics_port() const { return impl_->bound_metrics_port; }
+int Server::metrics_port() const { return impl_->metrics_http ? impl_->metrics_http->port() : 0; }
 
 bool Server::Ready() const { return impl_->Ready(); }
 
@@ -515,6 +350,10 @@ void Server::BeginShutdown() {
   if (m.shutting_down.exchange(true) || !m.started) return;
   m.deps.logger->Info("shutdown requested; readiness is now false",
                       {{"delay_ms", static_cast<int64_t>(m.opt.shutdown_delay.count())}});
+  // From now on every response says `Connection: close` and idle keep-alive connections close,
+  // so clients move to other replicas while this one still answers.
+  m.https->BeginDrain();
+  if (m.metrics_http) m.metrics_http->BeginDrain();
   m.shutdown_thread = std::thread([&m] {
     {
       // Keep serving while endpoints are removed from the Service.
@@ -522,10 +361,8 @@ void Server::BeginShutdown() {
       m.cv.wait_for(lk, m.opt.shutdown_delay, [&m] { return m.skip_delay; });
     }
     if (m.cert_watcher) m.cert_watcher->Stop();
-    m.https->stop();
-    if (m.metrics_http) m.metrics_http->stop();
-    if (m.https_thread.joinable()) m.https_thread.join();  // waits for in-flight requests
-    if (m.metrics_thread.joinable()) m.metrics_thread.join();
+    m.https->Stop();  // waits for the requests in progress
+    if (m.metrics_http) m.metrics_http->Stop();
     m.deps.logger->Info("server stopped");
     std::lock_guard<std::mutex> lk(m.mu);
     m.stopped = true;

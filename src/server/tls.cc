@@ -20,61 +20,22 @@
 #include <openssl/x509v3.h>
 
 #include "draguard/read_file.h"
+#include "draguard/write_file.h"
 #include "tls_internal.h"
+#include "x509util.h"
 
 namespace draguard::server {
 namespace {
 
-template <typename T, void (*F)(T*)>
-struct Deleter {
-  void operator()(T* p) const { F(p); }
-};
-using BioPtr = std::unique_ptr<BIO, Deleter<BIO, BIO_free_all>>;
-using X509Ptr = std::unique_ptr<X509, Deleter<X509, X509_free>>;
-using PkeyPtr = std::unique_ptr<EVP_PKEY, Deleter<EVP_PKEY, EVP_PKEY_free>>;
-
-std::string OpenSslError() {
-  unsigned long e = ERR_get_error();
-  if (e == 0) return "unknown OpenSSL error";
-  char buf[256];
-  ERR_error_string_n(e, buf, sizeof buf);
-  ERR_clear_error();
-  return buf;
-}
-
-std::string BioToString(BIO* bio) {
-  char* data = nullptr;
-  long n = BIO_get_mem_data(bio, &data);
-  return std::string(data, static_cast<std::size_t>(n));
-}
-
-Result<std::string> CertToPem(X509* x) {
-  BioPtr bio(BIO_new(BIO_s_mem()));
-  if (!bio || PEM_write_bio_X509(bio.get(), x) != 1) return Status::Internal(OpenSslError());
-  return BioToString(bio.get());
-}
-
-Result<std::string> KeyToPem(EVP_PKEY* k) {
-  BioPtr bio(BIO_new(BIO_s_mem()));
-  if (!bio || PEM_write_bio_PrivateKey(bio.get(), k, nullptr, nullptr, 0, nullptr, nullptr) != 1) {
-    return Status::Internal(OpenSslError());
-  }
-  return BioToString(bio.get());
-}
+using x509util::AddExt;
+using x509util::BioPtr;
+using x509util::OpenSslError;
+using x509util::ParseCert;
+using x509util::ParseKey;
+using x509util::PkeyPtr;
+using x509util::X509Ptr;
 
 PkeyPtr NewEcKey() { return PkeyPtr(EVP_EC_gen("P-256")); }
-
-Status AddExt(X509* cert, X509* issuer, int nid, const std::string& value) {
-  X509V3_CTX ctx;
-  X509V3_set_ctx_nodb(&ctx);
-  X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
-  X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value.c_str());
-  if (ext == nullptr) return Status::Internal("extension " + value + ": " + OpenSslError());
-  int ok = X509_add_ext(cert, ext, -1);
-  X509_EXTENSION_free(ext);
-  if (ok != 1) return Status::Internal(OpenSslError());
-  return Status::Ok();
-}
 
 Result<X509Ptr> NewCert(EVP_PKEY* pub, const std::string& cn, int days) {
   X509Ptr x(X509_new());
@@ -98,25 +59,13 @@ Result<X509Ptr> NewCert(EVP_PKEY* pub, const std::string& cn, int days) {
   return x;
 }
 
-Result<X509Ptr> ParseCert(const std::string& pem) {
-  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-  X509Ptr x(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
-  if (!x) return Status::InvalidArgument("not a PEM certificate: " + OpenSslError());
-  return x;
-}
-
-Result<PkeyPtr> ParseKey(const std::string& pem) {
-  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-  PkeyPtr k(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
-  if (!k) return Status::InvalidArgument("not a PEM private key: " + OpenSslError());
-  return k;
-}
-
-int64_t NotAfterUnix(X509* x) {
+int64_t UnixOf(const ASN1_TIME* t) {
   std::tm tm{};
-  if (ASN1_TIME_to_tm(X509_get0_notAfter(x), &tm) != 1) return 0;
+  if (t == nullptr || ASN1_TIME_to_tm(t, &tm) != 1) return 0;
   return static_cast<int64_t>(timegm(&tm));
 }
+
+int64_t NotAfterUnix(X509* x) { return UnixOf(X509_get0_notAfter(x)); }
 
 CertificateInfo InfoOf(X509* x) {
   CertificateInfo info;
@@ -124,6 +73,7 @@ CertificateInfo InfoOf(X509* x) {
   if (X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, cn, sizeof cn) > 0) {
     info.common_name = cn;
   }
+  info.not_before_unix = UnixOf(X509_get0_notBefore(x));
   info.not_after_unix = NotAfterUnix(x);
   auto* names = static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(x, NID_subject_alt_name, nullptr, nullptr));
   if (names != nullptr) {
@@ -148,6 +98,22 @@ CertificateInfo InfoOf(X509* x) {
   return info;
 }
 
+// "2026-12-01T18:00:00Z".
+std::string FormatUnix(int64_t t) {
+  const std::time_t tt = static_cast<std::time_t>(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string JoinSans(const std::vector<std::string>& sans) {
+  std::string out;
+  for (const auto& s : sans) out += (out.empty() ? "" : ", ") + s;
+  return out.empty() ? "none" : out;
+}
+
 }  // namespace
 
 Result<PemPair> CreateCertificateAuthority(const std::string& common_name, int days) {
@@ -161,8 +127,8 @@ Result<PemPair> CreateCertificateAuthority(const std::string& common_name, int d
   DRAGUARD_RETURN_IF_ERROR(AddExt(cert, cert, NID_key_usage, "critical,keyCertSign,cRLSign"));
   DRAGUARD_RETURN_IF_ERROR(AddExt(cert, cert, NID_subject_key_identifier, "hash"));
   if (X509_sign(cert, key.get(), EVP_sha256()) == 0) return Status::Internal(OpenSslError());
-  auto cp = CertToPem(cert);
-  auto kp = KeyToPem(key.get());
+  auto cp = x509util::CertToPem(cert);
+  auto kp = x509util::KeyToPem(key.get());
   if (!cp.ok()) return cp.status();
   if (!kp.ok()) return kp.status();
   return PemPair{*cp, *kp};
@@ -192,36 +158,15 @@ Result<PemPair> IssueCertificate(const PemPair& ca, const IssueOptions& options)
   DRAGUARD_RETURN_IF_ERROR(AddExt(cert, ca_cert->get(), NID_subject_key_identifier, "hash"));
   DRAGUARD_RETURN_IF_ERROR(AddExt(cert, ca_cert->get(), NID_authority_key_identifier, "keyid:always"));
   if (X509_sign(cert, ca_key->get(), EVP_sha256()) == 0) return Status::Internal(OpenSslError());
-  auto cp = CertToPem(cert);
-  auto kp = KeyToPem(key.get());
+  auto cp = x509util::CertToPem(cert);
+  auto kp = x509util::KeyToPem(key.get());
   if (!cp.ok()) return cp.status();
   if (!kp.ok()) return kp.status();
   return PemPair{*cp, *kp};
 }
 
 Status WriteFileAtomic(const std::string& path, const std::string& data, unsigned mode) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return Status::Unavailable("cannot write " + tmp + ": " + std::strerror(errno));
-  ::fchmod(fd, mode);
-  std::size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return Status::Unavailable("cannot write " + tmp + ": " + std::strerror(errno));
-    }
-    off += static_cast<std::size_t>(n);
-  }
-  ::fsync(fd);
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return Status::Unavailable("cannot rename to " + path + ": " + std::strerror(errno));
-  }
-  return Status::Ok();
+  return draguard::WriteFileAtomic(path, data, mode);
 }
 
 namespace {
@@ -272,7 +217,12 @@ Result<StatePaths> EnsureStateCertificates(const std::string& dir,
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return Status::Unavailable("cannot create state folder " + dir + ": " + std::strerror(errno));
   }
-  ::chmod(dir.c_str(), 0700);
+  // The keys go nowhere else: a real folder (not a symlink) owned by this user, 0700.
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
+    return Status::FailedPrecondition("state folder " + dir + " is not a directory owned by this user");
+  }
+  if ((st.st_mode & 077) != 0) ::chmod(dir.c_str(), 0700);
   StatePaths p;
   p.ca_cert = dir + "/ca.crt";
   p.ca_key = dir + "/ca.key";
@@ -303,10 +253,11 @@ KeyPair::~KeyPair() {
 }
 
 CertificateSource::CertificateSource(std::string cert_path, std::string key_path,
-                                     ReloadCallback on_reload)
+                                     ReloadCallback on_reload, std::vector<std::string> required_names)
     : cert_path_(std::move(cert_path)),
       key_path_(std::move(key_path)),
-      on_reload_(std::move(on_reload)) {}
+      on_reload_(std::move(on_reload)),
+      required_names_(std::move(required_names)) {}
 
 CertificateSource::~CertificateSource() = default;
 
@@ -341,10 +292,23 @@ Status CertificateSource::Reload() {
     return fail(Status::InvalidArgument("private key " + key_path_ +
                                         " does not match certificate " + cert_path_));
   }
-  if (X509_cmp_current_time(X509_get0_notAfter(pair->cert)) <= 0) {
-    return fail(Status::FailedPrecondition("certificate " + cert_path_ + " has expired"));
-  }
   CertificateInfo info = InfoOf(pair->cert);
+  if (X509_cmp_current_time(X509_get0_notAfter(pair->cert)) <= 0) {
+    return fail(Status::FailedPrecondition("certificate " + cert_path_ + " has expired (notAfter " +
+                                           FormatUnix(info.not_after_unix) + ")"));
+  }
+  if (X509_cmp_current_time(X509_get0_notBefore(pair->cert)) > 0) {
+    return fail(Status::FailedPrecondition("certificate " + cert_path_ + " is not valid yet (notBefore " +
+                                           FormatUnix(info.not_before_unix) + ")"));
+  }
+  for (const auto& name : required_names_) {
+    // The API server verifies the service name against the DNS SANs only (never the CN).
+    if (X509_check_host(pair->cert, name.data(), name.size(), X509_CHECK_FLAG_NEVER_CHECK_SUBJECT, nullptr) != 1) {
+      ERR_clear_error();
+      return fail(Status::FailedPrecondition("certificate " + cert_path_ + " does not cover " + name +
+                                             " (its SANs: " + JoinSans(info.sans) + ")"));
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     current_ = std::move(pair);
@@ -363,6 +327,12 @@ std::shared_ptr<const KeyPair> CertificateSource::Current() const {
 CertificateInfo CertificateSource::Info() const {
   std::lock_guard<std::mutex> lock(mu_);
   return info_;
+}
+
+bool CertificateSource::Usable(std::chrono::system_clock::time_point now) const {
+  const int64_t t = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  std::lock_guard<std::mutex> lock(mu_);
+  return current_ != nullptr && info_.not_before_unix <= t && t < info_.not_after_unix;
 }
 
 uint64_t CertificateSource::generation() const {

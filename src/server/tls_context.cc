@@ -6,6 +6,7 @@
 #include <openssl/x509v3.h>
 
 #include "tls_internal.h"
+#include "x509util.h"
 
 namespace draguard::server {
 namespace {
@@ -33,6 +34,35 @@ int CertCallback(SSL* ssl, void* arg) {
   return 1;
 }
 
+}  // namespace
+
+bool ClientCommonNameAllowed(X509* leaf, const std::vector<std::string>& allowed) {
+  if (leaf == nullptr) return false;
+  X509_NAME* subject = X509_get_subject_name(leaf);
+  bool match = false;
+  bool any = false;
+  for (int i = X509_NAME_get_index_by_NID(subject, NID_commonName, -1); i >= 0;
+       i = X509_NAME_get_index_by_NID(subject, NID_commonName, i)) {
+    const ASN1_STRING* value = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, i));
+    // The exact bytes as UTF-8 (whatever the ASN.1 string type), with their length: never a C string.
+    unsigned char* utf8 = nullptr;
+    const int len = ASN1_STRING_to_UTF8(&utf8, value);
+    if (len < 0) {
+      ERR_clear_error();
+      return false;
+    }
+    const std::string cn(reinterpret_cast<const char*>(utf8), static_cast<std::size_t>(len));
+    OPENSSL_free(utf8);
+    // An embedded NUL is a forgery aimed at C-string comparisons: the certificate is refused.
+    if (cn.find('\0') != std::string::npos) return false;
+    any = true;
+    if (std::find(allowed.begin(), allowed.end(), cn) != allowed.end()) match = true;
+  }
+  return any && match;
+}
+
+namespace {
+
 // Enforces the client CN allow-list on the leaf certificate.
 int VerifyCallback(int preverify_ok, X509_STORE_CTX* store) {
   if (preverify_ok != 1) return preverify_ok;
@@ -43,28 +73,13 @@ int VerifyCallback(int preverify_ok, X509_STORE_CTX* store) {
   const auto* options =
       static_cast<const TlsContextOptions*>(SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)));
   if (options == nullptr || options->client_cns.empty()) return 1;
-  X509* leaf = X509_STORE_CTX_get_current_cert(store);
-  char cn[256] = {0};
-  if (leaf == nullptr ||
-      X509_NAME_get_text_by_NID(X509_get_subject_name(leaf), NID_commonName, cn, sizeof cn) <= 0) {
-    X509_STORE_CTX_set_error(store, X509_V_ERR_APPLICATION_VERIFICATION);
-    return 0;
-  }
-  const auto& allowed = options->client_cns;
-  if (std::find(allowed.begin(), allowed.end(), std::string(cn)) == allowed.end()) {
+  if (!ClientCommonNameAllowed(X509_STORE_CTX_get_current_cert(store), options->client_cns)) {
     X509_STORE_CTX_set_error(store, X509_V_ERR_APPLICATION_VERIFICATION);
     return 0;
   }
   return 1;
 }
 
-std::string LastError() {
-  unsigned long e = ERR_get_error();
-  char buf[256] = "unknown";
-  if (e != 0) ERR_error_string_n(e, buf, sizeof buf);
-  ERR_clear_error();
-  return buf;
-}
 
 }  // namespace
 
@@ -74,7 +89,7 @@ bool ConfigureServerContext(SSL_CTX* ctx, const TlsContextOptions* options, std:
       SSL_CTX_set_cipher_list(ctx, kTls12Ciphers) != 1 ||
       SSL_CTX_set_ciphersuites(ctx, kTls13Suites) != 1 ||
       SSL_CTX_set1_groups_list(ctx, "X25519:P-256:P-384") != 1) {
-    *error = "TLS context: " + LastError();
+    *error = "TLS context: " + x509util::OpenSslError();
     return false;
   }
   SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
@@ -88,7 +103,7 @@ bool ConfigureServerContext(SSL_CTX* ctx, const TlsContextOptions* options, std:
   SSL_CTX_set_cert_cb(ctx, CertCallback, const_cast<CertificateSource*>(options->certificates));
   if (!options->client_ca.empty()) {
     if (SSL_CTX_load_verify_locations(ctx, options->client_ca.c_str(), nullptr) != 1) {
-      *error = "client CA " + options->client_ca + ": " + LastError();
+      *error = "client CA " + options->client_ca + ": " + x509util::OpenSslError();
       return false;
     }
     STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(options->client_ca.c_str());

@@ -26,6 +26,10 @@ struct TlsContextOptions {
   std::vector<std::string> client_cns;              ///< allowed client CNs; empty = any
 };
 
+/// True when some subject CN of `leaf`, compared as exact bytes (UTF-8) and length, is in
+/// `allowed`. False without a CN, and for any CN with an embedded NUL.
+bool ClientCommonNameAllowed(X509* leaf, const std::vector<std::string>& allowed);
+
 /// Configures `ctx`: TLS ≥ 1.2, ECDHE + AEAD only, no compression or renegotiation, the
 /// certificate chosen per handshake from `options.certificates`, optional client verification.
 /// `options` must outlive the context. Returns false on failure.

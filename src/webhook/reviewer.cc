@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "draguard/mutation/mutation.h"
+#include "draguard/truncate.h"
 
 namespace draguard::webhook {
 namespace {
@@ -16,6 +17,30 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 using Outcome = engine::MutationFacts::Outcome;
+
+// The request kind as a metric label: closed sets only, so request content cannot mint series.
+std::string KindLabel(const admission::GroupVersionKind& kind, const policy::Policy& policy) {
+  static constexpr std::pair<std::string_view, std::string_view> kKnown[] = {
+      {"", "Pod"},
+      {"", "PodTemplate"},
+      {"", "ReplicationController"},
+      {"apps", "Deployment"},
+      {"apps", "StatefulSet"},
+      {"apps", "DaemonSet"},
+      {"apps", "ReplicaSet"},
+      {"batch", "Job"},
+      {"batch", "CronJob"},
+      {"resource.k8s.io", "ResourceClaim"},
+      {"resource.k8s.io", "ResourceClaimTemplate"},
+  };
+  for (const auto& [group, name] : kKnown) {
+    if (kind.group == group && kind.kind == name) return kind.kind;
+  }
+  for (const auto& cr : policy.custom_resources) {
+    if (kind.group == cr.group && kind.kind == cr.kind) return kind.kind;
+  }
+  return "other";
+}
 
 // /mutate converts Pods on CREATE only, while the policy enables it.
 bool MutationApplies(const admission::AdmissionRequest& req, const policy::Policy& policy) {
@@ -155,18 +180,26 @@ ReviewOutcome Reviewer::Review(std::string_view body, admission::WebhookKind web
     out.http_status = st.code() == StatusCode::kResourceExhausted && body.size() > limits_.max_bytes
                           ? 413
                           : 400;
-    out.error = st.message();
+    out.error = Truncate(st.message(), 1024);
     out.verdict = engine::Verdict::kError;
     out.body = admission::EncodeHttpError(out.http_status, "invalid AdmissionReview: " + st.message());
     return out;
   }
   const admission::AdmissionRequest& req = *decoded;
+  if (Status st = admission::CheckRequestBounds(req); !st.ok()) {
+    out.http_status = 400;
+    out.error = st.message();
+    out.verdict = engine::Verdict::kError;
+    out.body = admission::EncodeHttpError(400, "invalid AdmissionReview: " + st.message());
+    return out;
+  }
   out.uid = req.uid;
-  out.kind = req.kind.kind;
-  out.namespace_ = req.namespace_;
-  out.name = req.name;
+  out.kind = Truncate(req.kind.kind);
+  out.kind_label = KindLabel(req.kind, policy);
+  out.namespace_ = Truncate(req.namespace_);
+  out.name = Truncate(req.name);
   out.operation = admission::OperationName(req.operation);
-  out.user = req.user_info.username;
+  out.user = Truncate(req.user_info.username);
   out.dry_run = req.dry_run;
 
   // From here on the uid is known: an exception is answered with it, not by the transport.
@@ -192,6 +225,7 @@ ReviewOutcome Reviewer::Review(std::string_view body, admission::WebhookKind web
     failure = "unknown exception";
   }
   out.http_status = 500;
+  failure = Truncate(failure, 1024);
   out.error = "internal error: " + failure;
   out.verdict = engine::Verdict::kError;
   out.rules.clear();

@@ -2,6 +2,7 @@
 // policy), answers over verified TLS, exits 0 on SIGTERM; `review` prints what the server sends.
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -690,6 +691,118 @@ TEST_F(CliTest, BackstopPrintsThePolicyAndItsBinding) {
   EXPECT_EQ(off.code, 0);
   EXPECT_EQ(off.out, "");
   EXPECT_NE(off.err.find("DG001 is off"), std::string::npos);
+}
+
+// The port of a `serve` child from its "listening" line (0 when it never listened).
+int ListeningPort(Child& child, std::string* log) {
+  std::string line = child.ReadUntil("\"msg\":\"listening\"", log);
+  if (line.empty()) return 0;
+  std::string addr = nlohmann::json::parse(line)["address"];
+  return std::stoi(addr.substr(addr.rfind(':') + 1));
+}
+
+// One /validate of a plain Pod over TLS verified against the generated CA; its HTTP status.
+int ValidatePlainPod(const fs::path& dir, int port) {
+  testing::ClientOptions o;
+  o.ca_file = (dir / ".draguard" / "ca.crt").string();
+  std::string err;
+  auto c = testing::TlsConnection::Connect(port, o, &err);
+  if (c == nullptr) return 0;
+  testing::HttpResponse r;
+  std::string review = Slurp(fs::path(DRAGUARD_TEST_DATA) / "reviews/DG001/plain-pod-allowed/request.json");
+  return c->Request("POST", "/validate", review, &r) ? r.status : 0;
+}
+
+// SIGHUP reloads, SIGUSR1/SIGUSR2 are logged and ignored: the process keeps serving; SIGQUIT
+// drains like SIGTERM (exit 0).
+TEST_F(CliTest, SighupReloadsAndOtherSignalsDoNotKillTheServer) {
+  std::ofstream(dir_ / "policy.yaml") << Slurp(fs::path(DRAGUARD_SOURCE_DIR) / "deploy/policy/default-policy.yaml");
+  auto child = Child::Spawn({DRAGUARD_BINARY, "serve", "--listen", "127.0.0.1:0", "--shutdown-delay", "0",
+                             "--config", "policy.yaml", "--reload-interval", "3600"},
+                            dir_);
+  std::string log;
+  const int port = ListeningPort(child, &log);
+  ASSERT_GT(port, 0) << log;
+  ASSERT_EQ(ValidatePlainPod(dir_, port), 200);
+
+  kill(child.pid, SIGHUP);
+  std::string line = child.ReadUntil("\"msg\":\"reloaded on SIGHUP\"", &log);
+  ASSERT_FALSE(line.empty()) << log;
+  auto j = nlohmann::json::parse(line);
+  EXPECT_EQ(j["policy"], "ok");
+  EXPECT_EQ(j["certificate"], "ok");
+  EXPECT_EQ(j["topology"], "ok");
+  EXPECT_NE(log.find("\"signal\":\"SIGHUP\""), std::string::npos) << log;
+  EXPECT_EQ(ValidatePlainPod(dir_, port), 200);
+
+  // A broken policy on SIGHUP is refused; the old one keeps serving.
+  std::ofstream(dir_ / "policy.yaml") << "apiVersion: draguard.io/v1alpha1\nkind: Policy\nmodee: x\n";
+  kill(child.pid, SIGHUP);
+  line = child.ReadUntil("\"msg\":\"reloaded on SIGHUP\"", &log);
+  ASSERT_FALSE(line.empty()) << log;
+  EXPECT_NE(nlohmann::json::parse(line)["policy"].get<std::string>().find("modee: unknown key"), std::string::npos)
+      << line;
+  EXPECT_EQ(ValidatePlainPod(dir_, port), 200);
+
+  for (int sig : {SIGUSR1, SIGUSR2}) {
+    kill(child.pid, sig);
+    line = child.ReadUntil("\"action\":\"ignored\"", &log);
+    ASSERT_FALSE(line.empty()) << log;
+    EXPECT_NE(line.find(sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2"), std::string::npos) << line;
+    EXPECT_EQ(ValidatePlainPod(dir_, port), 200);
+  }
+
+  kill(child.pid, SIGQUIT);
+  ASSERT_FALSE(child.ReadUntil("server stopped", &log).empty()) << log;
+  EXPECT_EQ(child.Wait(), 0) << log;
+  EXPECT_NE(log.find("\"signal\":\"SIGQUIT\""), std::string::npos) << log;
+}
+
+// A FIFO (or any non-regular file) as --config is refused at once, at start and when it
+// replaces the watched file; nothing blocks and SIGTERM still drains.
+TEST_F(CliTest, AFifoAsConfigIsRefusedWithoutHanging) {
+  ASSERT_EQ(::mkfifo((dir_ / "fifo.yaml").c_str(), 0600), 0);
+  RunResult r = RunCli({DRAGUARD_BINARY, "serve", "--listen", "127.0.0.1:0", "--config", "fifo.yaml"}, dir_);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("fifo.yaml: not a regular file"), std::string::npos) << r.err;
+
+  std::ofstream(dir_ / "policy.yaml") << Slurp(fs::path(DRAGUARD_SOURCE_DIR) / "deploy/policy/default-policy.yaml");
+  auto child = Child::Spawn({DRAGUARD_BINARY, "serve", "--listen", "127.0.0.1:0", "--shutdown-delay", "0",
+                             "--config", "policy.yaml", "--reload-interval", "0.02"},
+                            dir_);
+  std::string log;
+  const int port = ListeningPort(child, &log);
+  ASSERT_GT(port, 0) << log;
+  fs::rename(dir_ / "fifo.yaml", dir_ / "policy.yaml");  // the watcher sees a FIFO now
+  std::string line = child.ReadUntil("\"msg\":\"policy refused", &log);
+  ASSERT_FALSE(line.empty()) << log;
+  EXPECT_NE(line.find("not a regular file"), std::string::npos) << line;
+  EXPECT_EQ(ValidatePlainPod(dir_, port), 200);
+  kill(child.pid, SIGHUP);  // a reload on request does not block either
+  ASSERT_FALSE(child.ReadUntil("\"msg\":\"reloaded on SIGHUP\"", &log).empty()) << log;
+  kill(child.pid, SIGTERM);
+  ASSERT_FALSE(child.ReadUntil("server stopped", &log).empty()) << log;
+  EXPECT_EQ(child.Wait(), 0) << log;
+}
+
+// Every subcommand answers --help and -h with exit 0 and its usage on stdout.
+TEST_F(CliTest, EverySubcommandAcceptsHelp) {
+  for (const char* cmd : {"serve", "review", "convert", "render", "audit", "cel", "backstop", "uninstall-webhooks",
+                          "selftest", "topology", "version"}) {
+    for (const char* flag : {"--help", "-h"}) {
+      RunResult r = RunCli({DRAGUARD_BINARY, cmd, flag}, dir_);
+      EXPECT_EQ(r.code, 0) << cmd << " " << flag << ": " << r.err;
+      EXPECT_NE(r.out.find("draguard"), std::string::npos) << cmd << " " << flag;
+      EXPECT_EQ(r.err.find("unknown flag"), std::string::npos) << cmd << " " << flag << ": " << r.err;
+    }
+  }
+  RunResult serve = RunCli({DRAGUARD_BINARY, "serve", "--help"}, dir_);
+  for (const char* flag : {"--max-queued", "--reload-interval", "--tls-required-names", "--audit-interval"}) {
+    EXPECT_NE(serve.out.find(flag), std::string::npos) << flag << "\n" << serve.out;
+  }
+  RunResult help = RunCli({DRAGUARD_BINARY, "help"}, dir_);
+  EXPECT_NE(help.out.find("--max-queued"), std::string::npos);
+  EXPECT_NE(help.out.find("--reload-interval"), std::string::npos);
 }
 
 }  // namespace

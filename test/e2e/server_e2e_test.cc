@@ -568,6 +568,322 @@ TEST_F(ServerTest, PolicyFileIsHotReloadedAndABadOneIsRefused) {
   EXPECT_EQ(Post(*c, "/validate", ReviewData("DG001/legacy-limit"))["response"]["allowed"], true);
 }
 
+// ---- Transport: framing, connection handling, caps, drain (one regression test per defect) ----
+
+// A plain TCP connection to the TLS port that never starts the handshake.
+int RawConnect(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  timeval tv{20, 0};  // bounds the test only when the server fails to close
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+std::string Review(const std::string& path, const std::string& body) {
+  return testing::BuildRequest("POST", path, body);
+}
+
+TEST_F(ServerTest, PipelinedRequestsAreAllAnsweredInOrder) {
+  Start();
+  auto c = Connect();
+  std::string three = Review("/validate", ReviewData("DG001/legacy-limit")) +
+                      testing::BuildRequest("GET", "/healthz", "", "") +
+                      Review("/validate", ReviewData("DG001/plain-pod-allowed"));
+  ASSERT_TRUE(c->Write(three));  // one write: all three are buffered at the server together
+  HttpResponse r1, r2, r3;
+  ASSERT_TRUE(c->ReadResponse(&r1));
+  ASSERT_TRUE(c->ReadResponse(&r2));
+  ASSERT_TRUE(c->ReadResponse(&r3));
+  EXPECT_EQ(nlohmann::json::parse(r1.body)["response"]["allowed"], false);
+  EXPECT_EQ(r2.body, "ok\n");
+  EXPECT_EQ(nlohmann::json::parse(r3.body)["response"]["allowed"], true);
+}
+
+TEST_F(ServerTest, ClientConnectionCloseIsHonoured) {
+  Start();
+  auto c = Connect();
+  ASSERT_TRUE(c->Write("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  HttpResponse r;
+  ASSERT_TRUE(c->ReadResponse(&r));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.headers["connection"], "close");
+  EXPECT_TRUE(c->WaitForClose());
+}
+
+TEST_F(ServerTest, AnErrorThatLeavesTheStreamUnsyncedClosesTheConnection) {
+  opt_.max_body = 64 * 1024;
+  Start();
+  auto c = Connect();
+  // Announced too large: 413, Connection: close, and the unread body is never parsed as requests.
+  std::string req = "POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    "Content-Length: 70000\r\n\r\n";
+  std::string filler;
+  for (int i = 0; i < 100; ++i) filler += "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_TRUE(c->Write(req + filler));
+  HttpResponse r;
+  ASSERT_TRUE(c->ReadResponse(&r));
+  EXPECT_EQ(r.status, 413);
+  EXPECT_EQ(r.headers["connection"], "close");
+  EXPECT_FALSE(c->ReadResponse(&r)) << "a second response followed: " << r.status;
+}
+
+struct Framing {
+  const char* name;
+  std::string head;  // after the request line
+  int status;
+};
+
+class BadFraming : public ServerTest, public ::testing::WithParamInterface<Framing> {};
+
+// RFC 9112 §6.3: ambiguous framing is refused with 400 and the connection closed, so a smuggled
+// request behind it is never answered.
+TEST_P(BadFraming, IsRefusedAndTheConnectionClosed) {
+  Start();
+  auto c = Connect();
+  std::string smuggled = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  std::string req = "POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" +
+                    GetParam().head + "\r\n0\r\n\r\n" + smuggled;
+  ASSERT_TRUE(c->Write(req));
+  HttpResponse r;
+  ASSERT_TRUE(c->ReadResponse(&r));
+  EXPECT_EQ(r.status, GetParam().status) << r.body;
+  EXPECT_EQ(r.headers["connection"], "close");
+  EXPECT_FALSE(c->ReadResponse(&r)) << "the smuggled request was answered: " << r.status;
+  auto fresh = Connect();
+  Post(*fresh, "/validate", ReviewData("DG001/plain-pod-allowed"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, BadFraming,
+    ::testing::Values(
+        Framing{"cl_then_te", "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n", 400},
+        Framing{"te_then_cl", "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n", 400},
+        Framing{"te_gzip_then_cl", "Transfer-Encoding: gzip\r\nContent-Length: 5\r\n", 400},
+        Framing{"two_content_lengths", "Content-Length: 5\r\nContent-Length: 6\r\n", 400},
+        Framing{"content_length_list", "Content-Length: 5, 6\r\n", 400},
+        Framing{"unknown_transfer_coding", "Transfer-Encoding: gzip\r\n", 501}),
+    [](const ::testing::TestParamInfo<Framing>& i) { return std::string(i.param.name); });
+
+TEST_F(ServerTest, ChunkedBodiesAreRead) {
+  Start();
+  auto c = Connect();
+  std::string body = ReviewData("DG001/legacy-limit");
+  std::ostringstream req;
+  req << "POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      << "Transfer-Encoding: chunked\r\n\r\n"
+      << std::hex << 10 << "\r\n" << body.substr(0, 10) << "\r\n"
+      << std::hex << body.size() - 10 << "\r\n" << body.substr(10) << "\r\n0\r\n\r\n";
+  ASSERT_TRUE(c->Write(req.str()));
+  HttpResponse r;
+  ASSERT_TRUE(c->ReadResponse(&r));
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(nlohmann::json::parse(r.body)["response"]["allowed"], false);
+}
+
+TEST_F(ServerTest, HeaderCapsAnswer431AndClose) {
+  opt_.max_headers = 20;
+  opt_.max_header_bytes = 4096;
+  Start();
+  {
+    auto c = Connect();
+    std::string req = "GET /healthz HTTP/1.1\r\nHost: x\r\n";
+    for (int i = 0; i < 21; ++i) req += "X-" + std::to_string(i) + ": y\r\n";
+    ASSERT_TRUE(c->Write(req + "\r\n"));
+    HttpResponse r;
+    ASSERT_TRUE(c->ReadResponse(&r));
+    EXPECT_EQ(r.status, 431);
+    EXPECT_EQ(r.headers["connection"], "close");
+    EXPECT_TRUE(c->WaitForClose());
+  }
+  {
+    auto c = Connect();
+    ASSERT_TRUE(c->Write("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(5000, 'a') + "\r\n\r\n"));
+    HttpResponse r;
+    ASSERT_TRUE(c->ReadResponse(&r));
+    EXPECT_EQ(r.status, 431);
+    EXPECT_TRUE(c->WaitForClose());
+  }
+  auto fresh = Connect();
+  Post(*fresh, "/validate", ReviewData("DG001/plain-pod-allowed"));
+}
+
+TEST_F(ServerTest, HandshakeHeaderAndIdleDeadlinesCloseSilentConnections) {
+  opt_.read_timeout = std::chrono::milliseconds(200);
+  opt_.keep_alive_timeout = std::chrono::seconds(1);
+  Start();
+  // No TLS handshake at all.
+  int raw = RawConnect(server_->port());
+  ASSERT_GE(raw, 0);
+  char b;
+  ssize_t n = ::read(raw, &b, 1);  // closed by the server, not ended by our 20 s bound
+  EXPECT_TRUE(n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) << n;
+  ::close(raw);
+  // A header block that never ends (a byte at a time would not help: the deadline is for the block).
+  auto loris = Connect();
+  ASSERT_TRUE(loris->Write("POST /validate HTTP/1.1\r\nHost: x\r\n"));
+  EXPECT_TRUE(loris->WaitForClose());
+  // An idle keep-alive connection.
+  auto idle = Connect();
+  HttpResponse r;
+  ASSERT_TRUE(idle->Request("GET", "/healthz", "", &r, ""));
+  EXPECT_TRUE(idle->WaitForClose());
+}
+
+TEST_F(ServerTest, BodyBudgetAnswers429WithRetryAfter) {
+  opt_.body_budget = 64 * 1024;
+  Start();
+  // Holds 60 KB of budget while its body is incomplete.
+  auto holder = Connect();
+  std::string big = ReviewData("DG001/legacy-limit");
+  big += std::string(60000 - big.size(), ' ');
+  std::string req = Review("/validate", big);
+  ASSERT_TRUE(holder->Write(req.substr(0, req.size() - 100)));
+  ASSERT_TRUE(Eventually([&] { return metrics_.inflight.Value({}) >= 1; }));
+  auto other = Connect();
+  HttpResponse r;
+  ASSERT_TRUE(other->Request("POST", "/validate", std::string(10000, ' '), &r));
+  EXPECT_EQ(r.status, 429) << r.body;
+  EXPECT_EQ(r.headers["retry-after"], "1");
+  EXPECT_NE(metric_registry_.Render().find("draguard_body_budget_refused_total 1"), std::string::npos);
+  // The holder completes; then the budget is free again.
+  ASSERT_TRUE(holder->Write(req.substr(req.size() - 100)));
+  ASSERT_TRUE(holder->ReadResponse(&r));
+  EXPECT_EQ(r.status, 200) << r.body;
+  auto again = Connect();
+  Post(*again, "/validate", ReviewData("DG001/plain-pod-allowed"));
+}
+
+TEST_F(ServerTest, DrainClosesKeepAliveConnectionsAndAnswersWithConnectionClose) {
+  opt_.shutdown_delay = std::chrono::minutes(5);  // ended explicitly below
+  Start();
+  auto idle = Connect();
+  Post(*idle, "/validate", ReviewData("DG001/plain-pod-allowed"));
+  server_->BeginShutdown();
+  // The idle keep-alive connection is closed at once, not after the keep-alive timeout.
+  EXPECT_TRUE(idle->WaitForClose());
+  // A new connection during the delay is served, told to close, and closed.
+  auto late = Connect();
+  HttpResponse r;
+  ASSERT_TRUE(late->Request("POST", "/validate", ReviewData("DG001/legacy-limit"), &r));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.headers["connection"], "close");
+  EXPECT_TRUE(late->WaitForClose());
+  server_->SkipShutdownDelay();
+  server_->Wait();
+}
+
+TEST_F(ServerTest, StartThenImmediateShutdownNeverHangs) {
+  for (int i = 0; i < 20; ++i) {
+    Start();
+    server_->BeginShutdown();
+    server_->SkipShutdownDelay();
+    server_->Wait();  // a lost stop would hang here (ctest's timeout fails it)
+    std::string err;
+    EXPECT_EQ(TlsConnection::Connect(server_->port(), client_, &err), nullptr);
+    server_.reset();
+  }
+}
+
+TEST_F(ServerTest, QueueFullIsShedWith503AndRetryAfter) {
+  with_provisioner_ = true;
+  opt_.workers = 1;
+  opt_.max_queued = 0;
+  Start();
+  // Occupy the only worker: a review whose template provisioning blocks until released.
+  std::unique_lock<std::mutex> block(provisioner_.mu);
+  auto busy = Connect();
+  ASSERT_TRUE(busy->Write(Review("/mutate", ReviewData("DG001/legacy-limit"))));
+  ASSERT_TRUE(Eventually([&] { return metrics_.inflight.Value({}) >= 1; }));
+  HttpResponse r;
+  // The busy request may still be between the listener and the worker: retry until it is shed.
+  ASSERT_TRUE(Eventually([&] {
+    auto c = Connect();
+    return c->Request("POST", "/validate", ReviewData("DG001/plain-pod-allowed"), &r) && r.status == 503;
+  }));
+  EXPECT_EQ(r.headers["retry-after"], "1");
+  EXPECT_EQ(r.headers["connection"], "close");
+  block.unlock();
+  ASSERT_TRUE(busy->ReadResponse(&r));
+  EXPECT_EQ(r.status, 200);
+}
+
+// Hostile load: idle keep-alives, slowloris headers, slow bodies, oversized headers, pipelining
+// and smuggling attempts at once, then a drain in the middle. Every valid probe on a fresh
+// connection is answered 200; the few workers are never held by a connection.
+TEST_F(ServerTest, HostileLoadLosesNoValidRequestAndDrainLosesNothing) {
+  opt_.workers = 2;
+  opt_.read_timeout = std::chrono::seconds(3);    // bounds the slow bodies still open at the end
+  opt_.shutdown_delay = std::chrono::minutes(5);  // ended explicitly below
+  Start();
+  const std::string valid = ReviewData("DG001/plain-pod-allowed");
+  std::vector<std::unique_ptr<TlsConnection>> hostile;
+  std::vector<std::unique_ptr<TlsConnection>> idle;
+  for (int i = 0; i < 150; ++i) {  // idle keep-alive connections, one request each
+    auto c = Connect();
+    ASSERT_NE(c, nullptr);
+    Post(*c, "/validate", valid);
+    idle.push_back(std::move(c));
+  }
+  for (int i = 0; i < 50; ++i) {  // slowloris: a header block that never ends
+    auto c = Connect();
+    ASSERT_TRUE(c->Write("POST /validate HTTP/1.1\r\nHost: x\r\nX-a: b\r\n"));
+    hostile.push_back(std::move(c));
+  }
+  for (int i = 0; i < 50; ++i) {  // slow bodies: announced, never sent in full
+    auto c = Connect();
+    ASSERT_TRUE(c->Write("POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         "Content-Length: 65536\r\n\r\n{"));
+    hostile.push_back(std::move(c));
+  }
+  for (int i = 0; i < 5; ++i) {  // oversized header blocks
+    auto c = Connect();
+    ASSERT_TRUE(c->Write("GET /healthz HTTP/1.1\r\nX-Big: " + std::string(70000, 'a') + "\r\n\r\n"));
+    hostile.push_back(std::move(c));
+  }
+  for (int i = 0; i < 5; ++i) {  // smuggling attempts
+    auto c = Connect();
+    ASSERT_TRUE(c->Write("POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n"
+                         "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n"));
+    hostile.push_back(std::move(c));
+  }
+  auto pipelined = Connect();
+  ASSERT_TRUE(pipelined->Write(Review("/validate", valid) + Review("/validate", valid) +
+                               Review("/validate", valid)));
+  int lost = 0;
+  auto probe = [&](bool draining) {
+    auto c = Connect();
+    HttpResponse r;
+    if (c == nullptr || !c->Request("POST", "/validate", valid, &r) || r.status != 200) {
+      ++lost;
+      return;
+    }
+    if (draining) {
+      EXPECT_EQ(r.headers["connection"], "close");
+    }
+  };
+  for (int i = 0; i < 50; ++i) probe(false);
+  for (int i = 0; i < 3; ++i) {
+    HttpResponse r;
+    ASSERT_TRUE(pipelined->ReadResponse(&r));
+    EXPECT_EQ(r.status, 200);
+  }
+  // SIGTERM in the middle: readiness off, keep-alives closed, probes still answered.
+  server_->BeginShutdown();
+  EXPECT_FALSE(server_->Ready());
+  for (int i = 0; i < 20; ++i) probe(true);
+  EXPECT_EQ(lost, 0);
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(idle[static_cast<std::size_t>(i)]->WaitForClose());
+  server_->SkipShutdownDelay();
+  server_->Wait();  // slow bodies are in progress: they end at their deadline
+}
+
 TEST(ParseGoDuration, ApiServerForms) {
   using std::chrono::milliseconds;
   EXPECT_EQ(server::ParseGoDuration("10s"), milliseconds(10000));

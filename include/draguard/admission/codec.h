@@ -45,6 +45,13 @@ inline constexpr std::string_view kAdmissionV1beta1 = "admission.k8s.io/v1beta1"
 /// `limit + 1`. Linear time, no allocation.
 std::size_t JsonNestingDepth(std::string_view text, std::size_t limit);
 
+/// The longest request.uid accepted: the API server sends a 36-byte UUID.
+inline constexpr std::size_t kMaxUidBytes = 128;
+
+/// Bounds of a decoded request checked before it is reviewed, logged or echoed: InvalidArgument
+/// when request.uid is longer than kMaxUidBytes.
+Status CheckRequestBounds(const AdmissionRequest& request);
+
 /// Decodes an AdmissionReview request body.
 Result<AdmissionRequest> DecodeReview(std::string_view body, const DecodeLimits& limits = {},
                                       DecodeScope scope = DecodeScope::kFull);
@@ -54,7 +61,8 @@ std::string EncodeReview(const AdmissionResponse& response, std::string_view api
 
 /// Encodes the JSON body sent with an HTTP error (400/413/415/...) for a request that could not
 /// be reviewed: an AdmissionReview whose response carries the code and message, plus a top-level
-/// "error" string. `uid` may be empty when the request could not be decoded that far.
+/// "error" string. `uid` may be empty when the request could not be decoded that far. A message
+/// longer than 4 KiB is truncated.
 std::string EncodeHttpError(int http_code, std::string_view message, std::string_view uid = {});
 
 }  // namespace draguard::admission

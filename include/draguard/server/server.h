@@ -1,8 +1,11 @@
 // The HTTPS admission server: /validate, /mutate, /healthz, /readyz, /metrics.
 //
-// Transport hardening lives here: TLS policy and hot reload, body cap, content-type check,
-// per-request deadline (including the API server's ?timeout=), bounded worker pool, keep-alive
-// sized for the API server, an exception guard, and graceful shutdown.
+// Transport hardening lives here: an event-driven listener (a few IO threads own every
+// connection; only complete requests reach the bounded review workers), TLS policy and hot
+// reload, deadlines for the handshake, the header block, the body and the idle keep-alive wait,
+// header and body caps, a budget of body bytes in flight, strict HTTP/1.1 framing, content-type
+// check, per-request deadline (including the API server's ?timeout=), an exception guard, and a
+// graceful shutdown that closes keep-alive connections and loses no request.
 #pragma once
 
 #include <atomic>
@@ -30,16 +33,23 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8443;                        ///< 0 picks an ephemeral port
   std::string tls_cert, tls_key;          ///< PEM files (required)
+  std::vector<std::string> tls_required_names;  ///< DNS names the serving certificate must cover ("" = no check)
   std::string client_ca;                  ///< PEM file; set = client certificates required
   std::vector<std::string> client_cns;    ///< allowed client CNs (empty = any CN from client_ca)
   std::size_t max_body = 7 * 1024 * 1024; ///< bytes; larger bodies get 413
-  std::chrono::milliseconds read_timeout{10000};     ///< per socket read
-  std::chrono::milliseconds write_timeout{10000};    ///< per socket write
+  std::size_t max_header_bytes = 64 * 1024; ///< request line + headers; larger: 431
+  std::size_t max_headers = 100;          ///< header fields; more: 431
+  std::size_t body_budget = 16 * 1024 * 1024; ///< body bytes held at once (0 = unbounded); beyond: 429
+  std::size_t max_connections = 10000;    ///< open connections; more are closed at accept
+  std::chrono::milliseconds read_timeout{10000};     ///< TLS handshake, whole header block, whole body
+  std::chrono::milliseconds write_timeout{10000};    ///< whole response
   std::chrono::milliseconds request_deadline{webhook::kDefaultReviewTimeout}; ///< body read + review, provisioning included
   std::size_t keep_alive_max_requests = 10000;       ///< requests per connection
   std::chrono::seconds keep_alive_timeout{30};       ///< idle time before closing
-  std::size_t workers = 0;                ///< 0 = max(64, 8 × cores)
-  std::size_t max_queued = 1024;          ///< accepted connections waiting for a worker
+  std::size_t io_threads = 0;             ///< connection threads; 0 = cores
+  std::size_t workers = 0;                ///< review workers; 0 = max(16, 4 × cores)
+  std::size_t inline_review_max_body = 0;  ///< /validate bodies up to this size are reviewed on the IO thread (0 = never)
+  std::size_t max_queued = 1024;          ///< complete requests waiting for a worker; beyond: 503
   std::chrono::milliseconds shutdown_delay{5000};    ///< keep serving after SIGTERM
   std::chrono::milliseconds reload_interval{1000};   ///< certificate file polling
   std::string metrics_host;               ///< plain-HTTP metrics listener ("" = none)

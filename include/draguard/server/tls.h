@@ -51,27 +51,33 @@ Result<StatePaths> EnsureStateCertificates(const std::string& dir,
                                            const std::vector<std::string>& dns,
                                            const std::vector<std::string>& ips);
 
-/// Writes `data` to `path` atomically (temp file + rename) with mode `mode`.
+/// Writes `data` to `path` atomically with mode `mode` (draguard::WriteFileAtomic: an exclusive,
+/// never-followed temporary file, fsync, rename).
 Status WriteFileAtomic(const std::string& path, const std::string& data, unsigned mode = 0600);
 
 /// Facts about a loaded certificate.
 struct CertificateInfo {
   std::string common_name;
   std::vector<std::string> sans;  ///< "DNS:x" / "IP:y"
+  int64_t not_before_unix = 0;
   int64_t not_after_unix = 0;
 };
 
 struct KeyPair;  // opaque: X509 + EVP_PKEY + chain, defined in tls.cc
 
 /// The serving certificate, loaded from files and replaceable at run time. A new pair is
-/// installed only if it parses, the key matches the certificate and it has not expired;
-/// otherwise the old pair keeps serving. Thread-safe.
+/// installed only if it parses, the key matches the certificate, it is valid now (not before
+/// notBefore, not after notAfter) and its DNS SANs cover every required name; otherwise the old
+/// pair keeps serving. Thread-safe.
 class CertificateSource {
  public:
   /// Called after every (re)load attempt.
   using ReloadCallback = std::function<void(const Status&, const CertificateInfo&)>;
 
-  CertificateSource(std::string cert_path, std::string key_path, ReloadCallback on_reload = nullptr);
+  /// `required_names`: DNS names the certificate's SANs must cover (RFC 6125 matching, wildcards
+  /// included, the subject CN never counts); empty = no SAN check.
+  CertificateSource(std::string cert_path, std::string key_path, ReloadCallback on_reload = nullptr,
+                    std::vector<std::string> required_names = {});
   ~CertificateSource();
 
   /// (Re)loads the files. On failure the previous pair is kept and the error returned.
@@ -80,6 +86,9 @@ class CertificateSource {
   std::shared_ptr<const KeyPair> Current() const;
   /// Facts about the current certificate.
   CertificateInfo Info() const;
+  /// True when a pair is loaded and `now` lies within its validity (readiness: an expired
+  /// current certificate fails every verified handshake).
+  bool Usable(std::chrono::system_clock::time_point now) const;
   /// Number of successful loads so far.
   uint64_t generation() const;
   /// Paths being served.
@@ -89,6 +98,7 @@ class CertificateSource {
  private:
   std::string cert_path_, key_path_;
   ReloadCallback on_reload_;
+  std::vector<std::string> required_names_;
   mutable std::mutex mu_;
   std::shared_ptr<const KeyPair> current_;
   CertificateInfo info_;

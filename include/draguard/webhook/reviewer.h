@@ -36,8 +36,12 @@ struct ReviewOutcome {
                                     ///< review failed internally (the body still echoes the uid)
   std::string body;                 ///< JSON body to send
   std::string error;                ///< why the request could not be reviewed ("" when reviewed)
-  // Request facts, for the decision log (empty when decoding failed).
+  // Request facts, for the decision log (empty when decoding failed), each capped at
+  // kMaxEchoBytes (draguard/truncate.h).
   std::string uid, kind, namespace_, name, operation, user;
+  /// The kind as a metric label, from a closed set: a built-in workload kind, Pod, PodTemplate,
+  /// ResourceClaim(Template), a custom resource kind of the policy, else "other".
+  std::string kind_label;
   bool dry_run = false;
   engine::Verdict verdict = engine::Verdict::kAllow;  ///< printed with engine::VerdictName
   std::vector<std::string> rules;   ///< IDs that denied, warned or were audited

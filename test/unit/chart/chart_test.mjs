@@ -198,6 +198,11 @@ function commonChecks(r, label, { mutation = true, tlsMode = "self", replicas = 
     const timeouts = webhooksOf(r).map((x) => x.w.timeoutSeconds);
     assert(pod.terminationGracePeriodSeconds > Number(flag("--shutdown-delay")) + Math.max(...timeouts),
       `${pod.terminationGracePeriodSeconds} <= ${flag("--shutdown-delay")} + ${Math.max(...timeouts)}`);
+    // After the delay the process waits for the requests in progress: each is bounded by the
+    // API server's ?timeout= or, for other clients, by --request-timeout (default 10 s).
+    const requestTimeout = Number(flag("--request-timeout") ?? 10);
+    assert(pod.terminationGracePeriodSeconds > Number(flag("--shutdown-delay")) + requestTimeout,
+      `${pod.terminationGracePeriodSeconds} <= ${flag("--shutdown-delay")} + --request-timeout ${requestTimeout}`);
     assert(!c.lifecycle || !c.lifecycle.preStop, "no preStop hook: the binary handles the shutdown delay");
   });
   check(`${label}: probes`, () => {

@@ -2,6 +2,11 @@
 // for every bad value.
 #include "serve_config.h"
 
+#include <fstream>
+#include <sstream>
+
+#include "commands.h"
+
 #include <gtest/gtest.h>
 
 namespace draguard::cli {
@@ -220,6 +225,52 @@ TEST(ParseServeConfig, BackgroundAuditFlags) {
               std::string::npos)
         << bad.status().message();
   }
+}
+
+// The certificate must cover the name the API server dials, once the Service is named.
+TEST(ParseServeConfig, RequiredCertificateNames) {
+  EXPECT_TRUE(Parse({}).server.tls_required_names.empty());
+  EXPECT_EQ(Parse({"--service-name", "dg", "--namespace", "gpu"}).server.tls_required_names,
+            (std::vector<std::string>{"dg.gpu.svc"}));
+  EXPECT_EQ(Parse({"--service-name", "dg", "--tls-required-names", "a.example,*.b.example",
+                   "--tls-required-names", "c.example"})
+                .server.tls_required_names,
+            (std::vector<std::string>{"a.example", "*.b.example", "c.example"}));
+  EXPECT_TRUE(Parse({"--service-name", "dg", "--tls-required-names", ""}).server.tls_required_names.empty());
+  auto bad = ParseServeConfig({"--tls-required-names", "https://x"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--tls-required-names: https://x is not a DNS name"), std::string::npos);
+}
+
+// `draguard help` and `draguard serve --help` document every flag serve accepts.
+TEST(ServeUsage, EveryFlagIsInTheHelpText) {
+  const std::string all = UsageText();
+  const std::string serve = CommandUsage("serve");
+  ASSERT_NE(serve.find("draguard serve [flags]"), std::string::npos) << serve;
+  for (const std::string& flag : ServeFlagNames()) {
+    EXPECT_NE(all.find("  " + flag + " "), std::string::npos) << flag << " is missing from draguard help";
+    EXPECT_NE(serve.find("  " + flag + " "), std::string::npos) << flag << " is missing from draguard serve --help";
+  }
+  // ... and the configuration reference too.
+  std::ifstream in(std::string(DRAGUARD_SOURCE_DIR) + "/docs/configuration.md");
+  std::stringstream doc;
+  doc << in.rdbuf();
+  ASSERT_FALSE(doc.str().empty());
+  for (const std::string& flag : ServeFlagNames()) {
+    EXPECT_NE(doc.str().find("`" + flag), std::string::npos) << flag << " is missing from docs/configuration.md";
+  }
+}
+
+TEST(ServeUsage, EachCommandHasItsOwnPart) {
+  for (const char* cmd : {"review", "convert", "render", "audit", "backstop", "selftest", "uninstall-webhooks"}) {
+    const std::string text = CommandUsage(cmd);
+    EXPECT_NE(text.find(std::string("draguard ") + cmd), std::string::npos) << cmd << ":\n" << text;
+    EXPECT_LT(text.size(), UsageText().size()) << cmd;
+  }
+  const std::string cel = CommandUsage("cel");
+  EXPECT_NE(cel.find("draguard cel check"), std::string::npos);
+  EXPECT_NE(cel.find("draguard cel eval"), std::string::npos);
+  EXPECT_EQ(CommandUsage("no-such-command"), UsageText());
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include "draguard/base64.h"
 #include "draguard/glob.h"
 #include "draguard/read_file.h"
+#include "draguard/write_file.h"
 
 namespace draguard {
 namespace {
@@ -80,6 +82,51 @@ TEST(ReadFile, ReadsRegularFilesWithinTheCap) {
   ASSERT_FALSE(f.ok());
   EXPECT_NE(f.status().message().find("not a regular file"), std::string::npos);
   std::filesystem::remove_all(dir);
+}
+
+std::string Contents(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+TEST(WriteFileAtomic, NeverWritesThroughAPlantedSymlink) {
+  namespace fs = std::filesystem;
+  const std::string dir = (fs::temp_directory_path() / ("draguard-write-" + std::to_string(::getpid()))).string();
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string victim = dir + "/victim";
+  std::ofstream(victim) << "original";
+  const std::string key = dir + "/ca.key";
+  // The temporary names writers used to open with O_CREAT|O_TRUNC: PATH.tmp.PID and PATH.tmp.
+  fs::create_symlink(victim, key + ".tmp." + std::to_string(::getpid()));
+  fs::create_symlink(victim, key + ".tmp");
+  ASSERT_TRUE(WriteFileAtomic(key, "-----BEGIN PRIVATE KEY-----").ok());
+  EXPECT_EQ(Contents(victim), "original");
+  EXPECT_EQ(Contents(key), "-----BEGIN PRIVATE KEY-----");
+  struct stat st {};
+  ASSERT_EQ(::lstat(key.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // A symlink at the destination itself is replaced, not followed.
+  const std::string crt = dir + "/tls.crt";
+  fs::create_symlink(victim, crt);
+  ASSERT_TRUE(WriteFileAtomic(crt, "cert", 0644).ok());
+  EXPECT_EQ(Contents(victim), "original");
+  ASSERT_EQ(::lstat(crt.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+  // No temporary file is left behind.
+  std::size_t entries = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    (void)e;
+    ++entries;
+  }
+  EXPECT_EQ(entries, 5u);  // victim, two planted symlinks, ca.key, tls.crt
+  // A missing folder is a clear error.
+  auto missing = WriteFileAtomic(dir + "/no/such/file", "x");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.message().find(dir + "/no/such"), std::string::npos);
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -1,0 +1,910 @@
+#include "listener.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <limits>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include <malloc.h>
+#include <signal.h>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <openssl/err.h>
+
+namespace draguard::server {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+std::string_view SV(beast::string_view v) { return {v.data(), v.size()}; }
+
+int Hex(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string PercentDecode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && Hex(s[i + 1]) >= 0 && Hex(s[i + 2]) >= 0) {
+      out.push_back(static_cast<char>(Hex(s[i + 1]) * 16 + Hex(s[i + 2])));
+      i += 2;
+    } else if (s[i] == '+') {
+      out.push_back(' ');
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+// Review workers with a bounded queue of complete requests.
+class WorkerPool {
+ public:
+  WorkerPool(std::size_t workers, std::size_t max_queued)
+      : workers_(std::max<std::size_t>(1, workers)), max_queued_(max_queued) {
+    for (std::size_t i = 0; i < workers_; ++i) {
+      threads_.emplace_back([this] { Work(); });
+    }
+  }
+  ~WorkerPool() { Stop(); }
+
+  // False when every worker is busy and max_queued requests wait already (the caller sheds).
+  bool TryPost(std::function<void()> fn) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_ || queue_.size() + busy_ >= workers_ + max_queued_) return false;
+      queue_.push_back(std::move(fn));
+    }
+    cv_.notify_one();
+    return true;
+  }
+
+  // Runs what is queued, then joins.
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+ private:
+  void Work() {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        fn = std::move(queue_.front());
+        queue_.pop_front();
+        ++busy_;
+      }
+      fn();
+      std::lock_guard<std::mutex> lock(mu_);
+      --busy_;
+    }
+  }
+
+  std::size_t workers_;
+  std::size_t max_queued_;
+  std::size_t busy_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::deque<std::function<void()>> queue_;
+  std::vector<std::thread> threads_;
+};
+
+class SessionBase {
+ public:
+  virtual ~SessionBase() = default;
+  virtual void Drain() = 0;  // posted to the session's strand
+  virtual void Stop() = 0;
+};
+
+}  // namespace
+
+std::string HttpRequest::Header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (k == name) return v;
+  }
+  return "";
+}
+
+std::string HttpRequest::Param(std::string_view name) const {
+  std::string_view q = query;
+  while (!q.empty()) {
+    std::size_t amp = q.find('&');
+    std::string_view pair = q.substr(0, amp);
+    std::size_t eq = pair.find('=');
+    if (PercentDecode(pair.substr(0, eq)) == name) {
+      return eq == std::string_view::npos ? "" : PercentDecode(pair.substr(eq + 1));
+    }
+    if (amp == std::string_view::npos) break;
+    q.remove_prefix(amp + 1);
+  }
+  return "";
+}
+
+struct Listener::Impl {
+  ListenerOptions opt;
+  std::vector<HttpRoute> routes;
+  asio::io_context ioc;
+  SSL_CTX* ssl = nullptr;  // null = plain HTTP
+  tcp::acceptor acceptor{asio::make_strand(ioc)};
+  std::optional<asio::steady_timer> accept_retry;
+  std::unique_ptr<WorkerPool> pool;
+  std::vector<std::thread> io_threads;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  int bound_port = 0;
+  std::atomic<bool> draining{false};
+  std::atomic<bool> stopping{false};
+  std::atomic<std::size_t> budget_used{0};
+  // Bytes freed since the last malloc_trim (bodies, closed connections); see Trim().
+  std::atomic<std::size_t> churn{0};
+  std::optional<asio::steady_timer> trim_timer;
+  bool started = false, stopped = false;
+
+  mutable std::mutex mu;  // guards sessions
+  std::condition_variable sessions_cv;
+  std::unordered_map<std::uint64_t, std::weak_ptr<SessionBase>> sessions;
+  std::uint64_t next_id = 0;
+
+  ~Impl() {
+    if (ssl != nullptr) SSL_CTX_free(ssl);
+  }
+
+  std::uint64_t Register(std::weak_ptr<SessionBase> s) {
+    std::lock_guard<std::mutex> lock(mu);
+    std::uint64_t id = ++next_id;
+    sessions.emplace(id, std::move(s));
+    return id;
+  }
+  void Unregister(std::uint64_t id) {
+    std::lock_guard<std::mutex> lock(mu);
+    sessions.erase(id);
+    if (sessions.empty()) sessions_cv.notify_all();
+  }
+  template <class F>
+  void ForEachSession(F f) {
+    std::vector<std::shared_ptr<SessionBase>> live;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (auto& [id, w] : sessions) {
+        if (auto s = w.lock()) live.push_back(std::move(s));
+      }
+    }
+    for (auto& s : live) f(*s);
+  }
+
+  bool Reserve(std::size_t n) {
+    if (opt.body_budget == 0 || n == 0) return true;
+    std::size_t cur = budget_used.load();
+    for (;;) {
+      // A single body larger than the whole budget is still admitted when nothing else is held.
+      if (cur != 0 && cur + n > opt.body_budget) return false;
+      if (budget_used.compare_exchange_weak(cur, cur + n)) return true;
+    }
+  }
+  void Release(std::size_t n) {
+    if (opt.body_budget != 0 && n != 0) budget_used.fetch_sub(n);
+    if (n >= kLargeBody) churn.fetch_add(kTrimChurn);  // small bodies reuse the same heap chunks
+  }
+
+  // glibc keeps freed heap pages: after a burst of large bodies or of connections (a TLS
+  // handshake allocates ~40 KB for a moment) give them back, at most once a second.
+  void Trim() {
+    trim_timer->expires_after(std::chrono::seconds(1));
+    trim_timer->async_wait([this](beast::error_code ec) {
+      if (ec || stopping.load()) return;
+      if (churn.exchange(0) >= kTrimChurn) ::malloc_trim(0);
+      Trim();
+    });
+  }
+  // malloc_trim stalls every allocating thread and the pages it returns fault back in: only after
+  // large bodies or many connections (a trim per request would cost ~3× the throughput).
+  static constexpr std::size_t kTrimChurn = 16 * 1024 * 1024;
+  static constexpr std::size_t kLargeBody = 256 * 1024;
+
+  void Accept();
+};
+
+namespace {
+
+// TLS over a non-blocking socket, OpenSSL reading and writing the descriptor itself: no BIO pair
+// and no staging buffers, so an idle connection keeps only its SSL object (record buffers are
+// released when empty). Models Beast's AsyncReadStream/AsyncWriteStream; one operation of each
+// direction at a time, all on the connection's strand.
+class TlsStream {
+ public:
+  using executor_type = tcp::socket::executor_type;
+  using next_layer_type = tcp::socket;
+
+  TlsStream(tcp::socket socket, SSL_CTX* ctx) : socket_(std::move(socket)), ssl_(SSL_new(ctx)) {
+    beast::error_code ignored;
+    socket_.non_blocking(true, ignored);
+    if (ssl_ != nullptr) {
+      SSL_set_fd(ssl_, static_cast<int>(socket_.native_handle()));
+      SSL_set_mode(ssl_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+                             SSL_MODE_RELEASE_BUFFERS);
+      SSL_set_accept_state(ssl_);
+    }
+  }
+  ~TlsStream() {
+    if (ssl_ != nullptr) SSL_free(ssl_);
+  }
+  TlsStream(const TlsStream&) = delete;
+  TlsStream& operator=(const TlsStream&) = delete;
+
+  executor_type get_executor() { return socket_.get_executor(); }
+  tcp::socket& next_layer() { return socket_; }
+
+  template <class Handler>
+  void async_handshake(Handler&& handler) {
+    Run(kHandshake, nullptr, 0,
+        [h = std::forward<Handler>(handler)](beast::error_code ec, std::size_t) mutable { h(ec); });
+  }
+
+  template <class Buffers, class Token>
+  auto async_read_some(const Buffers& buffers, Token&& token) {
+    return asio::async_initiate<Token, void(beast::error_code, std::size_t)>(
+        [this](auto handler, asio::mutable_buffer b) { Run(kRead, b.data(), b.size(), std::move(handler)); },
+        token, First<asio::mutable_buffer>(buffers));
+  }
+
+  template <class Buffers, class Token>
+  auto async_write_some(const Buffers& buffers, Token&& token) {
+    // Small pieces (a response header and its body) go out as one TLS record: gathered up to one
+    // record, so the write is all or nothing and the count maps back onto `buffers`.
+    asio::const_buffer b = First<asio::const_buffer>(buffers);
+    if (b.size() < kRecord && asio::buffer_size(buffers) > b.size()) {
+      gather_.resize(std::min<std::size_t>(kRecord, asio::buffer_size(buffers)));
+      asio::buffer_copy(asio::buffer(gather_), buffers);
+      b = asio::buffer(gather_);
+    }
+    return asio::async_initiate<Token, void(beast::error_code, std::size_t)>(
+        [this](auto handler, asio::const_buffer b) {
+          Run(kWrite, const_cast<void*>(b.data()), b.size(), std::move(handler));
+        },
+        token, b);
+  }
+
+ private:
+  enum Kind { kHandshake, kRead, kWrite };
+
+  template <class Buffer, class Buffers>
+  static Buffer First(const Buffers& buffers) {
+    for (auto it = asio::buffer_sequence_begin(buffers); it != asio::buffer_sequence_end(buffers); ++it) {
+      Buffer b(*it);
+      if (b.size() > 0) return b;
+    }
+    return Buffer();
+  }
+
+  template <class Handler>
+  void Complete(Handler&& handler, beast::error_code ec, std::size_t n) {
+    asio::post(socket_.get_executor(),
+               [h = std::forward<Handler>(handler), ec, n]() mutable { h(ec, n); });
+  }
+
+  template <class Handler>
+  void Run(Kind kind, void* data, std::size_t len, Handler&& handler) {
+    if (ssl_ == nullptr) return Complete(std::forward<Handler>(handler), asio::error::no_memory, 0);
+    if (kind != kHandshake && len == 0) return Complete(std::forward<Handler>(handler), {}, 0);
+    ERR_clear_error();
+    std::size_t n = 0;
+    int r = kind == kHandshake ? SSL_do_handshake(ssl_)
+            : kind == kRead    ? SSL_read_ex(ssl_, data, len, &n)
+                               : SSL_write_ex(ssl_, data, len, &n);
+    int err = r == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl_, r);
+    if (kind == kWrite && err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
+      std::string().swap(gather_);  // idle connections keep no write buffer
+    }
+    if (r == 1) return Complete(std::forward<Handler>(handler), {}, n);
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+      socket_.async_wait(err == SSL_ERROR_WANT_READ ? tcp::socket::wait_read : tcp::socket::wait_write,
+                         [this, kind, data, len, h = std::forward<Handler>(handler)](
+                             beast::error_code ec) mutable {
+                           if (ec) return h(ec, 0);
+                           Run(kind, data, len, std::move(h));
+                         });
+      return;
+    }
+    ERR_clear_error();
+    // A clean close_notify or a peer that just went away are both the end of the stream.
+    beast::error_code ec = err == SSL_ERROR_ZERO_RETURN || err == SSL_ERROR_SYSCALL
+                               ? beast::error_code(asio::error::eof)
+                               : beast::error_code(asio::error::connection_reset);
+    Complete(std::forward<Handler>(handler), ec, 0);
+  }
+
+  static constexpr std::size_t kRecord = 16384;  // TLS maximum plaintext per record
+  tcp::socket socket_;
+  SSL* ssl_;
+  std::string gather_;
+};
+
+enum class Phase { kHandshake, kIdle, kHeader, kBudget, kBody, kWorker, kWrite, kLinger, kClosed };
+
+template <class Stream>
+class Session final : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
+ public:
+  template <class... Args>
+  Session(Listener::Impl* l, Args&&... args)
+      : l_(l), stream_(std::forward<Args>(args)...), timer_(stream_.get_executor()) {}
+
+  ~Session() override {
+    EndRequest();
+    l_->churn.fetch_add(kConnectionBytes);
+    l_->Unregister(id_);
+  }
+
+  void Begin(std::uint64_t id) {
+    id_ = id;
+    if constexpr (std::is_same_v<Stream, tcp::socket>) {
+      WaitRequest();
+    } else {
+      phase_ = Phase::kHandshake;
+      Arm(l_->opt.handshake_timeout);
+      stream_.async_handshake([self = this->shared_from_this()](beast::error_code ec) {
+                                self->Disarm();
+                                self->l_->churn.fetch_add(kConnectionBytes);  // handshake scratch freed
+                                if (ec) return self->Close();
+                                self->WaitRequest();
+                              });
+    }
+  }
+
+  void Drain() override {
+    // Idle keep-alive connections close; a new connection still gets its first request served.
+    asio::post(stream_.get_executor(), [self = this->shared_from_this()] {
+      if (self->phase_ == Phase::kIdle && self->served_ > 0) self->Close();
+    });
+  }
+
+  void Stop() override {
+    asio::post(stream_.get_executor(), [self = this->shared_from_this()] {
+      if (self->phase_ == Phase::kHandshake || self->phase_ == Phase::kIdle ||
+          self->phase_ == Phase::kHeader || self->phase_ == Phase::kLinger) {
+        self->Close();
+      }
+    });
+  }
+
+ private:
+  tcp::socket& Socket() { return beast::get_lowest_layer(stream_); }
+
+  // One timer per connection; a generation number retires stale expiries.
+  void Arm(std::chrono::milliseconds d) { ArmAt(Clock::now() + d); }
+  void ArmAt(Clock::time_point t) {
+    ++timer_gen_;
+    timer_.expires_at(t);
+    timer_.async_wait([self = this->shared_from_this(), gen = timer_gen_](beast::error_code ec) {
+      if (ec || gen != self->timer_gen_) return;
+      self->OnTimeout();
+    });
+  }
+  void Disarm() {
+    ++timer_gen_;
+    timer_.cancel();
+  }
+
+  void OnTimeout() {
+    if (phase_ == Phase::kBudget) return WaitForBudget();
+    if (phase_ == Phase::kBody) {
+      // Answer 408: cancel the read, its handler sends the answer.
+      timed_out_ = true;
+      beast::error_code ignored;
+      Socket().cancel(ignored);
+      return;
+    }
+    Close();
+  }
+
+  void Close() {
+    if (phase_ == Phase::kClosed) return;
+    phase_ = Phase::kClosed;
+    Disarm();
+    beast::error_code ignored;
+    Socket().shutdown(tcp::socket::shutdown_both, ignored);
+    Socket().close(ignored);
+    EndRequest();
+  }
+
+  // Waits for the next request; an empty buffer is the idle keep-alive state.
+  void WaitRequest() {
+    if (phase_ == Phase::kClosed) return;
+    if (l_->stopping.load() || (l_->draining.load() && served_ > 0)) return Close();
+    if (buffer_.size() > 0) return ReadHeader();
+    buffer_.shrink_to_fit();
+    phase_ = Phase::kIdle;
+    Arm(l_->opt.idle_timeout);
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
+                              if (ec || self->phase_ != Phase::kIdle) return self->Close();
+                              self->buffer_.commit(n);
+                              self->ReadHeader();
+                            });
+  }
+
+  void ReadHeader() {
+    phase_ = Phase::kHeader;
+    Arm(l_->opt.header_timeout);
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(
+        std::min<std::size_t>(l_->opt.max_header_bytes, std::numeric_limits<std::uint32_t>::max())));
+    parser_->body_limit(l_->opt.max_body);
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+                              self->OnHeader(ec);
+                            });
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (phase_ != Phase::kHeader) return;
+    Disarm();
+    if (ec) {
+      static const auto& http_category = http::make_error_code(http::error::end_of_stream).category();
+      // Transport errors, timeouts and a peer that went away: nothing to answer.
+      if (ec.category() != http_category || ec == http::error::end_of_stream ||
+          ec == http::error::partial_message) {
+        return Close();
+      }
+      if (ec == http::error::body_limit) {  // announced Content-Length over the cap
+        return Fail(413, "request body too large: the limit is " + std::to_string(l_->opt.max_body) +
+                             " bytes");
+      }
+      if (ec == http::error::header_limit) {
+        return Fail(431, "request header block larger than " +
+                             std::to_string(l_->opt.max_header_bytes) + " bytes");
+      }
+      if (ec == http::error::bad_content_length || ec == http::error::bad_transfer_encoding) {
+        return Fail(400, "conflicting message framing (Content-Length / Transfer-Encoding)");
+      }
+      return Fail(400, "malformed HTTP request: " + ec.message());
+    }
+
+    auto& msg = parser_->get();
+    req_ = HttpRequest{};
+    std::size_t count = 0, content_lengths = 0, transfer_encodings = 0;
+    std::string te;
+    for (const auto& f : msg) {
+      ++count;
+      std::string name = Lower(SV(f.name_string()));
+      if (name == "content-length") ++content_lengths;
+      if (name == "transfer-encoding") {
+        ++transfer_encodings;
+        te = Lower(SV(f.value()));
+      }
+      if (count <= l_->opt.max_headers) req_.headers.emplace_back(std::move(name), std::string(SV(f.value())));
+    }
+    if (count > l_->opt.max_headers) {
+      return Fail(431, "more than " + std::to_string(l_->opt.max_headers) + " request header fields");
+    }
+    // RFC 9112 §6.3: a request with both framings, or with a transfer coding other than a final
+    // chunked, cannot be framed reliably: refuse it and close (request smuggling defence).
+    if (transfer_encodings > 0 && content_lengths > 0) {
+      return Fail(400, "both Transfer-Encoding and Content-Length present");
+    }
+    if (transfer_encodings > 0 && !parser_->chunked()) {
+      return Fail(transfer_encodings > 1 ? 400 : 501, "unsupported Transfer-Encoding \"" + te + "\"");
+    }
+    if (msg.version() != 11 && msg.version() != 10) return Fail(505, "HTTP version not supported");
+
+    std::string_view target(msg.target().data(), msg.target().size());
+    std::size_t qpos = target.find('?');
+    req_.method = std::string(SV(msg.method_string()));
+    req_.path = std::string(target.substr(0, qpos));
+    if (qpos != std::string_view::npos) req_.query = std::string(target.substr(qpos + 1));
+    req_.start = Clock::now();
+    req_.deadline = l_->opt.deadline ? l_->opt.deadline(req_) : req_.start + std::chrono::seconds(10);
+    keep_alive_ = msg.keep_alive();
+    ++served_;
+
+    route_ = nullptr;
+    bool path_known = false;
+    for (const auto& r : l_->routes) {
+      if (r.path != req_.path) continue;
+      path_known = true;
+      if (r.method == req_.method) route_ = &r;
+    }
+    const bool has_body = parser_->chunked() || parser_->content_length().value_or(0) > 0;
+    if (route_ == nullptr) {
+      HttpResponse res;
+      int code = path_known ? 405 : 404;
+      Error(code, path_known ? "method not allowed" : "no such endpoint", &res);
+      if (has_body) res.close = true;  // the unread body would be parsed as a request
+      return Write(std::move(res));
+    }
+    if (route_->on_worker && l_->opt.inflight) {
+      l_->opt.inflight(1);
+      counted_ = true;
+    }
+    if (!has_body) return Dispatch();
+    if (parser_->content_length() && *parser_->content_length() > l_->opt.max_body) {
+      return Fail(413, "request body too large: the limit is " + std::to_string(l_->opt.max_body) +
+                           " bytes");
+    }
+    std::size_t want = parser_->content_length() ? static_cast<std::size_t>(*parser_->content_length())
+                                                 : l_->opt.max_body;
+    want_ = want;
+    budget_until_ = std::min(BodyDeadline(), Clock::now() + kBudgetWait);
+    WaitForBudget();
+  }
+
+  // The body is read only once its bytes fit in the budget: wait briefly (the bytes of other
+  // bodies are released as their reviews end), then answer 429.
+  void WaitForBudget() {
+    if (!l_->Reserve(want_)) {
+      if (Clock::now() < budget_until_) {
+        phase_ = Phase::kBudget;
+        ArmAt(std::min(budget_until_, Clock::now() + std::chrono::milliseconds(10)));
+        return;
+      }
+      if (l_->opt.on_budget_refused) l_->opt.on_budget_refused();
+      HttpResponse res;
+      Error(429, "too many request bytes in flight; retry shortly", &res);
+      res.headers.emplace_back("Retry-After", "1");
+      res.close = true;
+      return Write(std::move(res));
+    }
+    reserved_ = want_;
+    if (Lower(req_.Header("expect")) == "100-continue") {
+      auto cont = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
+      phase_ = Phase::kBody;
+      ArmAt(BodyDeadline());
+      asio::async_write(stream_, asio::buffer(*cont),
+                        [self = this->shared_from_this(), cont](beast::error_code ec, std::size_t) {
+                          if (ec || self->phase_ != Phase::kBody) return self->Close();
+                          self->ReadBody();
+                        });
+      return;
+    }
+    phase_ = Phase::kBody;
+    ArmAt(BodyDeadline());
+    ReadBody();
+  }
+
+  Clock::time_point BodyDeadline() const {
+    return std::min(req_.deadline, req_.start + l_->opt.body_timeout);
+  }
+
+  void ReadBody() {
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+                       self->OnBody(ec);
+                     });
+  }
+
+  void OnBody(beast::error_code ec) {
+    if (phase_ != Phase::kBody) return;
+    Disarm();
+    if (timed_out_) return Fail(408, "request body not received before the deadline");
+    if (ec == http::error::body_limit) {
+      return Fail(413, "request body too large: the limit is " + std::to_string(l_->opt.max_body) +
+                           " bytes");
+    }
+    if (ec) return Fail(400, "request body could not be read (truncated or malformed)");
+    req_.body = std::move(parser_->get().body());
+    parser_.reset();
+    Dispatch();
+  }
+
+  void Dispatch() {
+    if (parser_) {
+      req_.body = std::move(parser_->get().body());
+      parser_.reset();
+    }
+    if (!route_->on_worker || (route_->inline_max_body > 0 && req_.body.size() <= route_->inline_max_body)) {
+      HttpResponse res;
+      Run(&res);
+      return Write(std::move(res));
+    }
+    phase_ = Phase::kWorker;
+    auto self = this->shared_from_this();
+    bool queued = l_->pool->TryPost([self] {
+      auto res = std::make_shared<HttpResponse>();
+      self->Run(res.get());
+      // The body is no longer needed: release it before the response is written.
+      std::string().swap(self->req_.body);
+      asio::post(self->stream_.get_executor(), [self, res] {
+        self->ReleaseBudget();
+        self->Write(std::move(*res));
+      });
+    });
+    if (!queued) {
+      if (l_->opt.on_shed) l_->opt.on_shed();
+      HttpResponse res;
+      Error(503, "server overloaded: worker queue full", &res);
+      res.headers.emplace_back("Retry-After", "1");
+      res.close = true;
+      Write(std::move(res));
+    }
+  }
+
+  void Run(HttpResponse* res) {
+    try {
+      route_->handler(req_, res);
+    } catch (const std::exception& e) {
+      if (l_->opt.on_exception) l_->opt.on_exception(e.what());
+      *res = HttpResponse{};
+      Error(500, "internal error", res);
+    } catch (...) {
+      if (l_->opt.on_exception) l_->opt.on_exception("unknown exception");
+      *res = HttpResponse{};
+      Error(500, "internal error", res);
+    }
+  }
+
+  void Error(int code, const std::string& message, HttpResponse* res) {
+    res->status = code;
+    if (l_->opt.error) {
+      l_->opt.error(code, message, res);
+    } else {
+      res->content_type = "text/plain";
+      res->body = message + "\n";
+    }
+  }
+
+  // An error after which the connection cannot be trusted to stay in sync: answer and close.
+  void Fail(int code, const std::string& message) {
+    HttpResponse res;
+    Error(code, message, &res);
+    res.close = true;
+    Write(std::move(res));
+  }
+
+  void Write(HttpResponse res) {
+    if (phase_ == Phase::kClosed) return;
+    ReleaseBudget();
+    parser_.reset();
+    const bool close = res.close || !keep_alive_ || l_->draining.load() || l_->stopping.load() ||
+                       served_ >= l_->opt.keep_alive_max_requests;
+    auto msg = std::make_shared<http::response<http::string_body>>(
+        static_cast<http::status>(res.status), 11);
+    if (!res.content_type.empty()) msg->set(http::field::content_type, res.content_type);
+    for (auto& [k, v] : res.headers) msg->set(k, v);
+    msg->body() = std::move(res.body);
+    msg->keep_alive(!close);
+    msg->prepare_payload();
+    phase_ = Phase::kWrite;
+    Arm(l_->opt.write_timeout);
+    http::async_write(stream_, *msg,
+                      [self = this->shared_from_this(), msg, close](beast::error_code ec, std::size_t) {
+                        if (self->phase_ != Phase::kWrite) return;
+                        self->Disarm();
+                        self->EndRequest();
+                        if (ec) return self->Close();
+                        if (close) return self->Linger();
+                        self->WaitRequest();
+                      });
+  }
+
+  // Closing with unread bytes in the socket would send a reset that can destroy the response
+  // at the client: send FIN, discard what still arrives for a short while, then close.
+  void Linger() {
+    phase_ = Phase::kLinger;
+    beast::error_code ignored;
+    Socket().shutdown(tcp::socket::shutdown_send, ignored);
+    Arm(std::chrono::milliseconds(2000));
+    LingerRead();
+  }
+  void LingerRead() {
+    auto buf = std::make_shared<std::array<char, 4096>>();
+    Socket().async_read_some(asio::buffer(*buf),
+                             [self = this->shared_from_this(), buf](beast::error_code ec, std::size_t n) {
+                               if (self->phase_ != Phase::kLinger) return;
+                               self->lingered_ += n;
+                               if (ec || self->lingered_ > (1u << 20)) return self->Close();
+                               self->LingerRead();
+                             });
+  }
+
+  void ReleaseBudget() {
+    l_->Release(reserved_);
+    reserved_ = 0;
+  }
+  void EndRequest() {
+    ReleaseBudget();
+    if (counted_) {
+      counted_ = false;
+      if (l_->opt.inflight) l_->opt.inflight(-1);
+    }
+  }
+
+  static constexpr std::size_t kConnectionBytes = 32 * 1024;  // heap a connection's life churns
+  static constexpr std::chrono::milliseconds kBudgetWait{1000};  // then 429
+  Listener::Impl* l_;
+  Stream stream_;
+  asio::steady_timer timer_;
+  std::uint64_t timer_gen_ = 0;
+  std::uint64_t id_ = 0;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  HttpRequest req_;
+  const HttpRoute* route_ = nullptr;
+  Phase phase_ = Phase::kIdle;
+  bool keep_alive_ = true;
+  bool timed_out_ = false;
+  bool counted_ = false;
+  std::size_t reserved_ = 0;
+  std::size_t want_ = 0;
+  Clock::time_point budget_until_;
+  std::size_t served_ = 0;
+  std::size_t lingered_ = 0;
+};
+
+}  // namespace
+
+void Listener::Impl::Accept() {
+  acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+    if (stopping.load() || !acceptor.is_open()) return;
+    if (ec) {
+      // Out of descriptors or similar: retry shortly instead of spinning.
+      accept_retry->expires_after(std::chrono::milliseconds(50));
+      accept_retry->async_wait([this](beast::error_code) {
+        if (!stopping.load()) Accept();
+      });
+      return;
+    }
+    std::size_t open;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      open = sessions.size();
+    }
+    if (open >= opt.max_connections) {
+      beast::error_code ignored;
+      socket.close(ignored);
+      return Accept();
+    }
+    beast::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    if (ssl) {
+      auto s = std::make_shared<Session<TlsStream>>(this, std::move(socket), ssl);
+      s->Begin(Register(s));
+    } else {
+      auto s = std::make_shared<Session<tcp::socket>>(this, std::move(socket));
+      s->Begin(Register(s));
+    }
+    Accept();
+  });
+}
+
+Listener::Listener(ListenerOptions options, std::vector<HttpRoute> routes)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->opt = std::move(options);
+  impl_->routes = std::move(routes);
+}
+
+Listener::~Listener() { Stop(); }
+
+Status Listener::Start() {
+  Impl& m = *impl_;
+  // OpenSSL writes to the socket with write(2): a peer that went away must be an error, not a
+  // SIGPIPE that ends the process (cpp-httplib's server did the same).
+  struct sigaction current {};
+  if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    ::signal(SIGPIPE, SIG_IGN);
+  }
+  if (m.opt.configure_tls) {
+    m.ssl = SSL_CTX_new(TLS_server_method());
+    std::string error;
+    if (m.ssl == nullptr) return Status::Internal("TLS setup failed: SSL_CTX_new");
+    if (!m.opt.configure_tls(m.ssl, &error)) {
+      return Status::InvalidArgument("TLS setup failed: " + error);
+    }
+    // Idle connections keep no TLS record buffers.
+    SSL_CTX_set_mode(m.ssl, SSL_MODE_RELEASE_BUFFERS);
+  }
+  beast::error_code ec;
+  auto addr = asio::ip::make_address(m.opt.host == "localhost" ? "127.0.0.1" : m.opt.host, ec);
+  if (ec) return Status::InvalidArgument("cannot listen on \"" + m.opt.host + "\": not an IP address");
+  tcp::endpoint ep(addr, static_cast<unsigned short>(m.opt.port));
+  m.acceptor.open(ep.protocol(), ec);
+  if (!ec) m.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) m.acceptor.bind(ep, ec);
+  if (!ec) m.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Status::Unavailable("cannot listen on " + m.opt.host + ":" + std::to_string(m.opt.port) +
+                               ": " + ec.message());
+  }
+  m.bound_port = m.acceptor.local_endpoint().port();
+  m.accept_retry.emplace(m.acceptor.get_executor());
+  m.trim_timer.emplace(asio::make_strand(m.ioc));
+  asio::post(m.trim_timer->get_executor(), [&m] { m.Trim(); });
+  m.pool = std::make_unique<WorkerPool>(m.opt.workers, m.opt.max_queued);
+  m.work.emplace(m.ioc.get_executor());
+  // The socket listens already: connections queue in the kernel until the loop takes them.
+  asio::post(m.acceptor.get_executor(), [&m] { m.Accept(); });
+  for (std::size_t i = 0; i < std::max<std::size_t>(1, m.opt.io_threads); ++i) {
+    m.io_threads.emplace_back([&m] {
+      for (;;) {
+        try {
+          m.ioc.run();
+          return;
+        } catch (...) {
+          // A handler must not end the loop; keep serving.
+        }
+      }
+    });
+  }
+  m.started = true;
+  return Status::Ok();
+}
+
+int Listener::port() const { return impl_->bound_port; }
+
+std::size_t Listener::connections() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->sessions.size();
+}
+
+void Listener::BeginDrain() {
+  Impl& m = *impl_;
+  if (!m.started || m.draining.exchange(true)) return;
+  m.ForEachSession([](SessionBase& s) { s.Drain(); });
+}
+
+void Listener::Stop() {
+  Impl& m = *impl_;
+  if (!m.started || m.stopped) return;
+  m.stopped = true;
+  m.draining.store(true);
+  m.stopping.store(true);
+  {
+    std::mutex done_mu;
+    std::condition_variable done_cv;
+    bool done = false;
+    asio::post(m.acceptor.get_executor(), [&] {
+      beast::error_code ignored;
+      m.acceptor.close(ignored);
+      if (m.accept_retry) m.accept_retry->cancel();
+      asio::post(m.trim_timer->get_executor(), [&m] { m.trim_timer->cancel(); });
+      std::lock_guard<std::mutex> lock(done_mu);
+      done = true;
+      done_cv.notify_all();
+    });
+    std::unique_lock<std::mutex> lock(done_mu);
+    done_cv.wait(lock, [&] { return done; });
+  }
+  m.ForEachSession([](SessionBase& s) { s.Stop(); });
+  {
+    // Requests in progress finish (each bounded by its deadline and the write timeout).
+    std::unique_lock<std::mutex> lock(m.mu);
+    m.sessions_cv.wait(lock, [&m] { return m.sessions.empty(); });
+  }
+  m.work.reset();
+  m.ioc.stop();
+  for (auto& t : m.io_threads) t.join();
+  m.pool->Stop();
+}
+
+}  // namespace draguard::server

@@ -1,0 +1,118 @@
+// The event-driven HTTP/1.1 listener of the server module (Boost.Asio/Beast inside listener.cc;
+// only standard types here). A few IO threads accept, handshake, read and write every connection;
+// a complete request is handed to a bounded pool of workers, so an idle or slow connection holds
+// no worker. Every phase has its own deadline; framing follows RFC 9112 strictly.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <openssl/ssl.h>
+
+#include "draguard/status.h"
+
+namespace draguard::server {
+
+/// A complete request as handlers see it.
+struct HttpRequest {
+  std::string method;
+  std::string path;
+  std::string query;  ///< raw, without '?'
+  std::vector<std::pair<std::string, std::string>> headers;  ///< names lower-case
+  std::string body;
+  std::chrono::steady_clock::time_point start;     ///< when the header block was complete
+  std::chrono::steady_clock::time_point deadline;  ///< bounds body read and handler
+  /// Value of the first header `name` (lower-case), or "".
+  std::string Header(std::string_view name) const;
+  /// Percent-decoded value of query parameter `name`, or "".
+  std::string Param(std::string_view name) const;
+};
+
+/// A response; the listener adds framing headers.
+struct HttpResponse {
+  int status = 200;
+  std::string content_type;
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+  bool close = false;  ///< close the connection after this response
+};
+
+/// Answers one request. Must not throw (exceptions are answered 500 as a last resort).
+using HttpHandler = std::function<void(const HttpRequest&, HttpResponse*)>;
+
+/// One endpoint.
+struct HttpRoute {
+  std::string method;
+  std::string path;
+  bool on_worker = false;  ///< run on the worker pool (may block); else inline on the IO thread
+  HttpHandler handler;
+  /// With on_worker: bodies up to this size are answered inline on the IO thread (no hand-off).
+  std::size_t inline_max_body = 0;
+};
+
+/// Listener settings.
+struct ListenerOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;                                        ///< 0 = ephemeral
+  std::function<bool(SSL_CTX*, std::string*)> configure_tls;  ///< null = plain HTTP
+  std::size_t io_threads = 1;
+  std::size_t workers = 4;                             ///< review workers
+  std::size_t max_queued = 1024;                       ///< complete requests waiting for a worker
+  std::size_t max_body = 7 * 1024 * 1024;              ///< larger bodies: 413
+  std::size_t max_header_bytes = 64 * 1024;            ///< request line + headers; beyond: 431
+  std::size_t max_headers = 100;                       ///< header fields; beyond: 431
+  std::size_t body_budget = 0;                         ///< bytes of bodies held at once (0 = unbounded); beyond: 429
+  std::size_t max_connections = 10000;                 ///< open connections; beyond: closed at accept
+  std::size_t keep_alive_max_requests = 10000;
+  std::chrono::milliseconds handshake_timeout{10000};  ///< TLS handshake
+  std::chrono::milliseconds header_timeout{10000};     ///< whole header block, from its first byte
+  std::chrono::milliseconds idle_timeout{30000};       ///< keep-alive wait for the next request
+  std::chrono::milliseconds body_timeout{10000};       ///< whole body, from the end of the header block
+  std::chrono::milliseconds write_timeout{10000};      ///< whole response
+  /// Deadline of a request whose header block is complete (body read + handler).
+  std::function<std::chrono::steady_clock::time_point(const HttpRequest&)> deadline;
+  /// Fills an error response (status, message).
+  std::function<void(int, const std::string&, HttpResponse*)> error;
+  /// Called +1 when a worker request's header block is complete, -1 when it is answered or dropped.
+  std::function<void(int)> inflight;
+  /// Called when a request is shed (worker queue full) or refused by the body budget.
+  std::function<void()> on_shed, on_budget_refused;
+  /// Called with the text of an exception that escaped a handler.
+  std::function<void(const std::string&)> on_exception;
+};
+
+/// An HTTP/1.1 (optionally TLS) listener. Start() returns once it accepts connections.
+class Listener {
+ public:
+  Listener(ListenerOptions options, std::vector<HttpRoute> routes);
+  ~Listener();
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+
+  /// Sets up TLS, binds, listens and starts the threads.
+  Status Start();
+  /// The bound port (after Start()).
+  int port() const;
+  /// From now on every response carries `Connection: close` and idle keep-alive connections are
+  /// closed; new connections are still accepted.
+  void BeginDrain();
+  /// Stops accepting, closes connections that have no request in progress, waits for the
+  /// requests in progress to be answered, then stops the threads. Idempotent.
+  void Stop();
+  /// Open connections now (for tests and metrics).
+  std::size_t connections() const;
+
+ /// Internal state (defined in listener.cc).
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace draguard::server
