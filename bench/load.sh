@@ -1,15 +1,26 @@
 #!/usr/bin/env bash
-# Load test: draguard vs nginx serving a fixed AdmissionReview response over the same TLS
-# certificate, both on loopback. wrk: 2 threads, 32 keep-alive connections, 10 s, an 8 KiB
-# legacy-GPU-Pod review. Prints requests/s, p50/p99 for both, the ratio, and draguard's peak RSS.
-# Usage: bench/load.sh [path/to/draguard]   (default build/src/cli/draguard)
+# Load test: draguard vs nginx serving the same fixed AdmissionReview responses over the same TLS
+# certificate, both on loopback. wrk: 2 threads, 32 keep-alive connections, 10 s per run, three
+# reviews: a 1 KiB plain Pod, the 8 KiB legacy-GPU Pod and a 64 KiB legacy-GPU Pod. Prints
+# requests/s and p50/p99 for both servers, the throughput ratio draguard/nginx and the p99 ratio
+# draguard/nginx per review, and draguard's peak RSS.
+# Usage: bench/load.sh [--check] [path/to/draguard]   (default build/src/cli/draguard)
+#   --check: exit 1 when, on the 8 KiB review, the throughput ratio is below 0.5 or the p99 ratio
+#   above 2 (the targets in docs/performance.md).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+check=0
+if [ "${1:-}" = "--check" ]; then check=1; shift; fi
 bin=${1:-$root/build/src/cli/draguard}
 duration=${DURATION:-10s}
 threads=${THREADS:-2}
 conns=${CONNECTIONS:-32}
-body="$root/bench/data/review-legacy-gpu-8k.json"
+# name:file:description, in the order run.
+cases=(
+  "plain-1k:review-plain-1k.json:plain Pod"
+  "legacy-8k:review-legacy-gpu-8k.json:legacy GPU Pod"
+  "legacy-64k:review-legacy-gpu-64k.json:legacy GPU Pod"
+)
 for tool in wrk nginx python3; do
   command -v "$tool" >/dev/null || { echo "load.sh: $tool not found (run scripts/install-deps.sh)" >&2; exit 1; }
 done
@@ -32,12 +43,18 @@ for _ in $(seq 1 200); do
 done
 curl -sf --cacert "$tmp/state/ca.crt" "https://127.0.0.1:$dg_port/readyz" >/dev/null || { cat "$tmp/draguard.log"; exit 1; }
 
-# The reference: nginx answering the response draguard gives, with the same certificate.
-response=$(curl -s --cacert "$tmp/state/ca.crt" -H 'Content-Type: application/json' \
-  --data-binary @"$body" "https://127.0.0.1:$dg_port/validate")
+# The reference: nginx answering, for each review, the response draguard gives, with the same
+# certificate (one location per review).
+locations=""
+for c in "${cases[@]}"; do
+  IFS=: read -r name file _ <<< "$c"
+  response=$(curl -s --cacert "$tmp/state/ca.crt" -H 'Content-Type: application/json' \
+    --data-binary @"$root/bench/data/$file" "https://127.0.0.1:$dg_port/validate")
+  escaped=$(printf '%s' "$response" | sed "s/'/\\\\'/g")
+  locations+="    location = /$name { default_type application/json; return 200 '$escaped'; }"$'\n'
+done
 ng_port=$(free_port)
 mkdir -p "$tmp/nginx"
-escaped=$(printf '%s' "$response" | sed "s/'/\\\\'/g")
 cat > "$tmp/nginx/nginx.conf" <<CONF
 user root;
 worker_processes 2;
@@ -60,38 +77,56 @@ http {
     keepalive_requests 100000;
     client_max_body_size 8m;
     client_body_buffer_size 64k;
-    location / {
-      default_type application/json;
-      return 200 '$escaped';
-    }
-  }
+$locations  }
 }
 CONF
 nginx -c "$tmp/nginx/nginx.conf" -p "$tmp/nginx" &
 pids+=("$!")
 for _ in $(seq 1 200); do curl -sk "https://127.0.0.1:$ng_port/" -o /dev/null && break; sleep 0.05; done
 
-cat > "$tmp/post.lua" <<LUA
-local f = io.open("$body", "rb")
+to_us() {  # wrk latency ("850.00us", "2.96ms", "1.20s") in microseconds
+  python3 -c 'import sys,re
+m=re.match(r"([0-9.]+)(us|ms|s)$", sys.argv[1]); print("%.1f" % (float(m.group(1)) * {"us": 1, "ms": 1e3, "s": 1e6}[m.group(2)]))' "$1"
+}
+run() {  # label url body-file; sets rps and p99_us
+  cat > "$tmp/post.lua" <<LUA
+local f = io.open("$3", "rb")
 wrk.method = "POST"
 wrk.body = f:read("*all")
 f:close()
 wrk.headers["Content-Type"] = "application/json"
 LUA
-
-run() {  # name url
-  wrk -t"$threads" -c"$conns" -d"$duration" --latency -s "$tmp/post.lua" "$2" > "$tmp/$1.wrk" 2>&1
-  local rps p50 p99 non2xx
-  rps=$(awk '/Requests\/sec/ {print $2}' "$tmp/$1.wrk")
-  p50=$(awk '$1=="50%" {print $2}' "$tmp/$1.wrk")
-  p99=$(awk '$1=="99%" {print $2}' "$tmp/$1.wrk")
-  non2xx=$(awk '/Non-2xx/ {print $NF}' "$tmp/$1.wrk")
-  printf '%-9s requests/s %10s   p50 %9s   p99 %9s   non-2xx %s\n' "$1" "$rps" "$p50" "$p99" "${non2xx:-0}"
-  eval "${1}_rps=$rps"
+  wrk -t"$threads" -c"$conns" -d"$duration" --latency -s "$tmp/post.lua" "$2" > "$tmp/run.wrk" 2>&1
+  local p50 p99 non2xx
+  rps=$(awk '/Requests\/sec/ {print $2}' "$tmp/run.wrk")
+  p50=$(awk '$1=="50%" {print $2}' "$tmp/run.wrk")
+  p99=$(awk '$1=="99%" {print $2}' "$tmp/run.wrk")
+  non2xx=$(awk '/Non-2xx/ {print $NF}' "$tmp/run.wrk")
+  printf '  %-9s requests/s %10s   p50 %9s   p99 %9s   non-2xx %s\n' "$1" "$rps" "$p50" "$p99" "${non2xx:-0}"
+  p99_us=$(to_us "$p99")
 }
-echo "wrk -t$threads -c$conns -d$duration, body $(wc -c < "$body") bytes (legacy GPU Pod review)"
-run nginx "https://127.0.0.1:$ng_port/validate"
-run draguard "https://127.0.0.1:$dg_port/validate"
-python3 -c "print('ratio     draguard/nginx throughput %.2f' % ($draguard_rps / $nginx_rps))"
+echo "wrk -t$threads -c$conns -d$duration per run"
+failed=0
+for c in "${cases[@]}"; do
+  IFS=: read -r name file what <<< "$c"
+  body="$root/bench/data/$file"
+  echo "$name: $(wc -c < "$body") bytes ($what review)"
+  run nginx "https://127.0.0.1:$ng_port/$name" "$body"
+  ng_rps=$rps ng_p99=$p99_us
+  run draguard "https://127.0.0.1:$dg_port/validate" "$body"
+  ratios=$(python3 -c "print('%.2f %.2f' % ($rps / $ng_rps, $p99_us / $ng_p99))")
+  read -r tput_ratio p99_ratio <<< "$ratios"
+  echo "  ratio     draguard/nginx throughput $tput_ratio   p99 $p99_ratio"
+  if [ "$name" = "legacy-8k" ] && python3 -c "import sys; sys.exit(0 if $tput_ratio < 0.5 or $p99_ratio > 2 else 1)"; then
+    failed=1
+  fi
+done
 rss=$(awk '/VmHWM/ {print $2, $3}' "/proc/$dg_pid/status")
 echo "draguard  peak RSS $rss"
+if [ "$check" = 1 ]; then
+  if [ "$failed" = 1 ]; then
+    echo "check: FAILED (8 KiB review: throughput ratio must be >= 0.5 and p99 ratio <= 2)"
+    exit 1
+  fi
+  echo "check: passed (8 KiB review: throughput ratio >= 0.5, p99 ratio <= 2)"
+fi

@@ -3,6 +3,7 @@
 #include "draguard/admission/response.h"
 #include "draguard/base64.h"
 #include "draguard/truncate.h"
+#include "fast_parse.h"
 
 #include <utility>
 
@@ -168,21 +169,10 @@ std::size_t JsonNestingDepth(std::string_view text, std::size_t limit) {
   return max_depth;
 }
 
-Result<AdmissionRequest> DecodeReview(std::string_view body, const DecodeLimits& limits) {
-  if (body.empty()) return Status::InvalidArgument("empty body: expected an AdmissionReview");
-  if (body.size() > limits.max_bytes) {
-    return Status::ResourceExhausted("body of " + std::to_string(body.size()) +
-                                     " bytes exceeds the limit of " +
-                                     std::to_string(limits.max_bytes));
-  }
-  if (JsonNestingDepth(body, limits.max_depth) > limits.max_depth) {
-    return Status::ResourceExhausted("JSON nesting deeper than " +
-                                     std::to_string(limits.max_depth) + " levels");
-  }
-  Json doc = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    return Status::InvalidArgument("body is not valid JSON (malformed or truncated)");
-  }
+namespace {
+
+// The envelope checks and field reads, shared by both parsers.
+Result<AdmissionRequest> DecodeDocument(Json doc) {
   if (!doc.is_object()) return Status::InvalidArgument("body is not a JSON object");
 
   AdmissionRequest req;
@@ -246,6 +236,33 @@ Result<AdmissionRequest> DecodeReview(std::string_view body, const DecodeLimits&
                                    OperationName(req.operation));
   }
   return req;
+}
+
+}  // namespace
+
+Result<AdmissionRequest> DecodeReview(std::string_view body, const DecodeLimits& limits, DecodeScope scope) {
+  if (body.empty()) return Status::InvalidArgument("empty body: expected an AdmissionReview");
+  if (body.size() > limits.max_bytes) {
+    return Status::ResourceExhausted("body of " + std::to_string(body.size()) +
+                                     " bytes exceeds the limit of " +
+                                     std::to_string(limits.max_bytes));
+  }
+  if (limits.decoder == Decoder::kFast) {
+    // simdjson validates the whole text and the nesting limit; what it refuses goes to the
+    // reference parser below, so error messages and edge cases answer as before.
+    if (auto doc = internal::FastParse(body, limits.max_depth, scope == DecodeScope::kRuleFields)) {
+      return DecodeDocument(std::move(*doc));
+    }
+  }
+  if (JsonNestingDepth(body, limits.max_depth) > limits.max_depth) {
+    return Status::ResourceExhausted("JSON nesting deeper than " +
+                                     std::to_string(limits.max_depth) + " levels");
+  }
+  Json doc = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) {
+    return Status::InvalidArgument("body is not valid JSON (malformed or truncated)");
+  }
+  return DecodeDocument(std::move(doc));
 }
 
 std::string EncodeReview(const AdmissionResponse& response, std::string_view api_version) {

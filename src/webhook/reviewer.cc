@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <set>
+#include <stdexcept>
 #include <utility>
 
 #include "draguard/mutation/mutation.h"
@@ -106,9 +108,10 @@ std::optional<engine::MutationFacts> Reviewer::EnsureTemplates(
   return std::nullopt;
 }
 
-engine::Decision Reviewer::Mutate(const admission::AdmissionRequest& req, const policy::Policy& policy,
-                                  const topology::Snapshot* topology, std::chrono::system_clock::time_point now,
-                                  steady_clock::time_point deadline, engine::MutationFacts& facts) const {
+engine::Decision Reviewer::Mutate(const admission::AdmissionRequest& req, std::string_view full_body,
+                                  const policy::Policy& policy, const topology::Snapshot* topology,
+                                  std::chrono::system_clock::time_point now, steady_clock::time_point deadline,
+                                  engine::MutationFacts& facts) const {
   facts = {};
   const engine::Rule* rule = engine::MutationRule(registry_);
   if (rule == nullptr || !MutationApplies(req, policy)) return engine::DecideMutation(facts, registry_, policy);
@@ -118,7 +121,17 @@ engine::Decision Reviewer::Mutate(const admission::AdmissionRequest& req, const 
     facts.reason = std::move(why);
     return engine::DecideMutation(facts, registry_, policy);
   }
-  mutation::PodConversion conv = mutation::ConvertPod(req.object, req.namespace_, policy, topology);
+  // `req` holds the rule fields only, which decide the outcome; a Pod with legacy GPU requests is
+  // decoded whole (here and only here), since the patch is computed against every field.
+  std::function<admission::Json()> whole_pod;
+  if (!full_body.empty()) {
+    whole_pod = [&]() {
+      auto full = admission::DecodeReview(full_body, limits_, admission::DecodeScope::kFull);
+      if (!full.ok()) throw std::runtime_error("full decode failed after the rule-fields decode: " + full.status().message());
+      return std::move(full->object);
+    };
+  }
+  mutation::PodConversion conv = mutation::ConvertPod(req.object, req.namespace_, policy, topology, whole_pod);
   facts = FactsOf(conv);
   engine::Decision decision = engine::DecideMutation(facts, registry_, policy);
   if (decision.verdict != engine::Verdict::kMutate) return decision;
@@ -133,6 +146,13 @@ engine::Decision Reviewer::Mutate(const admission::AdmissionRequest& req, const 
 Judgement Reviewer::Judge(const admission::AdmissionRequest& req, admission::WebhookKind webhook,
                           const policy::Policy& policy, const topology::Snapshot* topology,
                           std::chrono::system_clock::time_point now, steady_clock::time_point deadline) const {
+  return Judge(req, {}, webhook, policy, topology, now, deadline);
+}
+
+Judgement Reviewer::Judge(const admission::AdmissionRequest& req, std::string_view full_body,
+                          admission::WebhookKind webhook, const policy::Policy& policy,
+                          const topology::Snapshot* topology, std::chrono::system_clock::time_point now,
+                          steady_clock::time_point deadline) const {
   Judgement j;
   if (webhook == admission::WebhookKind::kValidating) {
     engine::RuleInput input{req, policy, topology, now};
@@ -140,7 +160,7 @@ Judgement Reviewer::Judge(const admission::AdmissionRequest& req, admission::Web
     j.result = engine::Evaluate(input, registry_);
     j.decision = engine::Decide(j.result, policy);
   } else {
-    j.decision = Mutate(req, policy, topology, now, deadline, j.mutation);
+    j.decision = Mutate(req, full_body, policy, topology, now, deadline, j.mutation);
   }
   return j;
 }
@@ -154,7 +174,8 @@ ReviewOutcome Reviewer::Review(std::string_view body, admission::WebhookKind web
                                std::chrono::system_clock::time_point now,
                                steady_clock::time_point deadline) const {
   ReviewOutcome out;
-  auto decoded = admission::DecodeReview(body, limits_);
+  // The rules read a small part of the objects: decode only that (the whole body is validated).
+  auto decoded = admission::DecodeReview(body, limits_, admission::DecodeScope::kRuleFields);
   if (!decoded.ok()) {
     const Status& st = decoded.status();
     out.http_status = st.code() == StatusCode::kResourceExhausted && body.size() > limits_.max_bytes
@@ -185,7 +206,7 @@ ReviewOutcome Reviewer::Review(std::string_view body, admission::WebhookKind web
   // From here on the uid is known: an exception is answered with it, not by the transport.
   std::string failure;
   try {
-    Judgement judgement = Judge(req, webhook, policy, topology, now, deadline);
+    Judgement judgement = Judge(req, body, webhook, policy, topology, now, deadline);
     engine::Decision& decision = judgement.decision;
     for (const auto& o : judgement.result.outcomes) {
       out.rule_metrics.push_back({std::string(o.rule->id()),

@@ -1,4 +1,6 @@
-// Fuzzes the whole review path: decode → rules → decision → encode, as /validate and /mutate.
+// Fuzzes the whole review path: decode → rules → decision → encode, as /validate and /mutate, and
+// differentially: the fast decode (simdjson, rule fields only) must answer byte-for-byte as the
+// reference decode (nlohmann_json, every field).
 #include <chrono>
 #include <cstdint>
 #include <string_view>
@@ -11,8 +13,14 @@
 
 namespace {
 
+draguard::admission::DecodeLimits Reference() {
+  draguard::admission::DecodeLimits l;
+  l.decoder = draguard::admission::Decoder::kReference;
+  return l;
+}
+
 struct Env {
-  Env() : registry(draguard::engine::DefaultRegistry()), reviewer(registry) {
+  Env() : registry(draguard::engine::DefaultRegistry()), reviewer(registry), reference(registry, Reference()) {
     auto p = draguard::policy::ParsePolicy(draguard::policy::DefaultPolicyYaml());
     if (p.ok()) policy = *p;
     // The bundled example nodes, parsed in-process, so /mutate plans against a real topology.
@@ -26,6 +34,7 @@ struct Env {
   }
   draguard::engine::Registry registry;
   draguard::webhook::Reviewer reviewer;
+  draguard::webhook::Reviewer reference;  // the oracle of the fast decode
   draguard::policy::Policy policy;
   std::shared_ptr<const draguard::topology::Snapshot> topology;
 };
@@ -43,6 +52,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                      std::chrono::steady_clock::now() + draguard::webhook::kDefaultReviewTimeout);
       if (out.body.empty()) __builtin_trap();  // every request gets an answer
       if (out.http_status != 200 && out.http_status != 400 && out.http_status != 413) __builtin_trap();
+      auto ref = env.reference.Review(body, kind, env.policy, topo, std::chrono::system_clock::time_point{},
+                                      std::chrono::steady_clock::now() + draguard::webhook::kDefaultReviewTimeout);
+      if (ref.http_status != out.http_status || ref.body != out.body || ref.error != out.error ||
+          ref.verdict != out.verdict || ref.rules != out.rules) {
+        __builtin_trap();  // the fast decode changed an answer
+      }
     }
   }
   return 0;

@@ -14,10 +14,26 @@
 
 namespace draguard::admission {
 
+/// The JSON parser a decode uses.
+enum class Decoder {
+  kFast,       ///< simdjson, falling back to kReference for any text it refuses (same answers)
+  kReference,  ///< nlohmann_json's parser alone: the oracle of the differential tests
+};
+
 /// Limits applied while decoding untrusted bodies.
 struct DecodeLimits {
   std::size_t max_bytes = 7 * 1024 * 1024;  ///< 2 objects × 3 MiB (etcd limit) + 1 MiB envelope
   std::size_t max_depth = 128;              ///< JSON nesting; real objects stay far below
+  Decoder decoder = Decoder::kFast;         ///< which parser reads the body
+};
+
+/// How much of the reviewed objects a decode keeps.
+enum class DecodeScope {
+  kFull,        ///< every field (what a JSON patch is computed against)
+  kRuleFields,  ///< without the subtrees no rule reads: metadata.managedFields and the container
+                ///< fields env, envFrom, args, command, probes, lifecycle, ports, volumeMounts,
+                ///< volumeDevices. The whole body is still validated. A request with an
+                ///< oldObject is decoded whole (rules compare the two). kReference ignores it.
 };
 
 /// The envelope apiVersion answered by default when the request's is unknown.
@@ -37,7 +53,8 @@ inline constexpr std::size_t kMaxUidBytes = 128;
 Status CheckRequestBounds(const AdmissionRequest& request);
 
 /// Decodes an AdmissionReview request body.
-Result<AdmissionRequest> DecodeReview(std::string_view body, const DecodeLimits& limits = {});
+Result<AdmissionRequest> DecodeReview(std::string_view body, const DecodeLimits& limits = {},
+                                      DecodeScope scope = DecodeScope::kFull);
 
 /// Encodes a response as an AdmissionReview of the given envelope apiVersion.
 std::string EncodeReview(const AdmissionResponse& response, std::string_view api_version);

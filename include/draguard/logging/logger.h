@@ -31,6 +31,10 @@ using Value = std::variant<std::string, int64_t, double, bool, std::vector<std::
 /// Ordered key/value fields of one log line.
 using Fields = std::vector<std::pair<std::string, Value>>;
 
+/// The line Log writes for `level`, `msg` and `fields` at timestamp `ts` (no newline): one JSON
+/// object {"ts","level","msg",fields...}, written directly (no document is built).
+std::string FormatLine(std::string_view ts, Level level, std::string_view msg, const Fields& fields);
+
 /// A thread-safe JSON-lines logger.
 class Logger {
  public:

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -128,8 +129,12 @@ struct PodConversion {
 
 /// Converts the legacy GPU requests of `pod` (a core/v1 Pod object) in `namespace_name`.
 /// Pods without legacy requests yield kUnchanged (so re-invocation and retries are no-ops).
+/// `whole_pod`, when set, returns the same Pod with every field, `pod` then being a decode that
+/// left out fields no conversion reads (admission::DecodeScope::kRuleFields): it is called only
+/// for a Pod with legacy GPU requests, and the edits and the patch apply to what it returns.
 PodConversion ConvertPod(const admission::Json& pod, std::string_view namespace_name,
-                         const policy::Policy& policy, const topology::Snapshot* topology);
+                         const policy::Policy& policy, const topology::Snapshot* topology,
+                         const std::function<admission::Json()>& whole_pod = {});
 
 /// Outcome of converting any object offline (`draguard convert`): a Pod, or every pod template of
 /// a workload or listed custom resource (each converted as a Pod would be when created).

@@ -2,8 +2,10 @@
 
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace draguard::admission {
 namespace {
@@ -88,6 +90,145 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"deep_nesting", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":)" + Deep(100000) + "}", "nesting deeper"},
         BadCase{"groups_not_list", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"kind":"Pod"},"operation":"DELETE","userInfo":{"groups":"x"}}})", "groups must be a list"}),
     [](const ::testing::TestParamInfo<BadCase>& i) { return std::string(i.param.name); });
+
+// An envelope around the raw JSON text of an object.
+std::string ReviewAround(const std::string& object_text, const std::string& extra_request_members = "") {
+  return R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u1",)"
+         R"("kind":{"group":"","version":"v1","kind":"Pod"},"operation":"CREATE",)" +
+         extra_request_members + R"("object":)" + object_text + "}}";
+}
+
+DecodeLimits Reference() {
+  DecodeLimits l;
+  l.decoder = Decoder::kReference;
+  return l;
+}
+
+// The fast decode (both scopes) answers exactly as the reference decode: same error message,
+// or the same request with the same document (number types included).
+void ExpectSameAsReference(const std::string& body, bool compare_rule_scope = true) {
+  auto ref = DecodeReview(body, Reference());
+  for (DecodeScope scope : {DecodeScope::kFull, DecodeScope::kRuleFields}) {
+    if (scope == DecodeScope::kRuleFields && !compare_rule_scope) continue;
+    auto fast = DecodeReview(body, {}, scope);
+    ASSERT_EQ(fast.ok(), ref.ok()) << body.substr(0, 200) << "\n" << (fast.ok() ? ref : fast).status().message();
+    if (!ref.ok()) {
+      EXPECT_EQ(fast.status().code(), ref.status().code());
+      EXPECT_EQ(fast.status().message(), ref.status().message());
+      continue;
+    }
+    EXPECT_EQ(fast->uid, ref->uid);
+    EXPECT_EQ(fast->options, ref->options);
+    EXPECT_EQ(fast->user_info.extra, ref->user_info.extra);
+    EXPECT_EQ(fast->object, ref->object);
+    EXPECT_EQ(fast->object.dump(), ref->object.dump());
+  }
+}
+
+TEST(FastDecode, AnswersEdgeCasesLikeTheReference) {
+  const std::vector<std::string> objects = {
+      R"({"a":1,"a":2,"spec":{"x":[1],"x":{"y":true}}})",  // duplicate keys: the last value
+      R"({"n":[0,-0,1,-1,9223372036854775807,-9223372036854775808,9223372036854775808,18446744073709551615]})",
+      R"({"n":[18446744073709551616,-9223372036854775809,123456789012345678901234567890]})",  // past 64 bits
+      R"({"d":[0.0,-0.0,1e308,-1e308,1.7976931348623157e308,4.9e-324,2.2250738585072014e-308,1e-400,0.1,1E5,1e2]})",
+      R"({"d":[1e400]})",  // out of double range
+      R"({"s":"\u0000\u001f\ud83d\ude00 é ✓ \"\\\/\b\f\n\r\t"})",
+      R"({"s":"\ud800"})", R"({"s":"\udc00"})", R"({"s":"\ud800\u0041"})",  // lone surrogates
+      "{\"s\":\"\xff\"}", "{\"s\":\"\xc0\xaf\"}", "{\"s\":\"\xed\xa0\x80\"}", "{\"s\":\"\xf4\x90\x80\x80\"}",  // invalid UTF-8
+      "{\"s\":\"a\x01\"}",  // unescaped control character
+      R"({"x":[1.]})", R"({"x":[01]})", R"({"x":[+1]})", R"({"x":[.5]})", R"({"x":NaN})", R"({"x":[1,]})",
+      R"({"x":tru})", R"({"x":nul})", R"({"x":"open)", "{}", "[]", "null", "3", R"("str")"};
+  for (const auto& o : objects) ExpectSameAsReference(ReviewAround(o));
+  // Outside the object: envelope duplicates, a byte order mark, trailing text, whitespace.
+  ExpectSameAsReference(ReviewAround("{}", R"("uid":"first","uid":"second",)"));
+  ExpectSameAsReference("\xEF\xBB\xBF" + ReviewAround("{}"));
+  ExpectSameAsReference(ReviewAround("{}") + " x");
+  ExpectSameAsReference(ReviewAround("{}") + " {}");
+  ExpectSameAsReference(" \t\r\n" + ReviewAround("{}") + " \n");
+  ExpectSameAsReference(ReviewAround("{}", R"("options":{"n":[-0,1e-7,18446744073709551615]},"userInfo":{"extra":{"k":["a","b"],"k":["c"]}},)"));
+}
+
+TEST(FastDecode, HugeStringsAndListsDecodeLikeTheReference) {
+  ExpectSameAsReference(ReviewAround(R"({"metadata":{"annotations":{"big":")" + std::string(3 << 20, 'x') + R"("}}})"));
+  std::string args = R"({"spec":{"containers":[{"name":"c","args":[)";
+  for (int i = 0; i < 200000; ++i) args += i ? ",\"\"" : "\"\"";
+  args += "]}]}}";
+  ExpectSameAsReference(ReviewAround(args), /*compare_rule_scope=*/false);
+  auto trimmed = DecodeReview(ReviewAround(args), {}, DecodeScope::kRuleFields);
+  ASSERT_TRUE(trimmed.ok());
+  EXPECT_EQ(trimmed->object, nlohmann::json::parse(R"({"spec":{"containers":[{"name":"c"}]}})"));
+}
+
+TEST(FastDecode, NestingAtTheLimitIsAcceptedAndPastItRefused) {
+  // The envelope and the request take two levels, the object one: 125 more make 128.
+  for (int extra : {124, 125, 126, 127, 100000}) {
+    std::string o = R"({"x":)" + std::string(extra, '[') + std::string(extra, ']') + "}";
+    ExpectSameAsReference(ReviewAround(o));
+    auto r = DecodeReview(ReviewAround(o));
+    EXPECT_EQ(r.ok(), extra <= 125) << extra;
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().message(), "JSON nesting deeper than 128 levels");
+      EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+    }
+  }
+  // Past the limit inside a subtree the rule-fields decode leaves out: still refused.
+  std::string deep_env = R"({"spec":{"containers":[{"name":"c","env":)" + std::string(200, '[') +
+                         std::string(200, ']') + "}]}}";
+  auto r = DecodeReview(ReviewAround(deep_env), {}, DecodeScope::kRuleFields);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "JSON nesting deeper than 128 levels");
+  // So is malformed or invalid UTF-8 text there.
+  for (std::string bad : {std::string(R"("env":[{"name":"A","value":"\x"}])"), std::string("\"env\":[\"\xff\"]"),
+                          std::string(R"("env":[1,])")}) {
+    auto b = DecodeReview(ReviewAround(R"({"spec":{"containers":[{"name":"c",)" + bad + "}]}}"), {},
+                          DecodeScope::kRuleFields);
+    ASSERT_FALSE(b.ok()) << bad;
+    EXPECT_EQ(b.status().message(), "body is not valid JSON (malformed or truncated)");
+  }
+}
+
+TEST(FastDecode, RuleFieldsLeaveOutOnlyTheUnreadSubtrees) {
+  const std::string pod = R"({"apiVersion":"v1","kind":"Pod",
+    "metadata":{"name":"p","labels":{"env":"prod"},"annotations":{"a":"b"},
+                "managedFields":[{"manager":"kubectl","fieldsV1":{"f:spec":{}}}]},
+    "spec":{"containers":[{"name":"c","image":"i","env":[{"name":"A","value":"1"}],"envFrom":[],
+                           "args":["x"],"command":["y"],"livenessProbe":{},"readinessProbe":{},
+                           "startupProbe":{},"lifecycle":{},"ports":[{"containerPort":80}],
+                           "volumeMounts":[{"name":"v","mountPath":"/v"}],"volumeDevices":[],
+                           "resources":{"limits":{"nvidia.com/gpu":1},"claims":[{"name":"g"}]}}],
+            "initContainers":[{"name":"i","env":[],"restartPolicy":"Always"}],
+            "ephemeralContainers":[{"name":"e","command":["sh"],"targetContainerName":"c"}],
+            "volumes":[{"name":"v","emptyDir":{}}],
+            "template":{"spec":{"containers":[{"name":"t","env":[]}]}},
+            "devices":{"config":[{"opaque":{"parameters":{"env":[1],"args":[2],"managedFields":[3]}}}]}},
+    "env":["top-level env is not a container field"]})";
+  const std::string body = ReviewAround(pod, R"("options":{"env":["kept"],"metadata":{"managedFields":[]}},)");
+  auto full = DecodeReview(body);
+  auto rules = DecodeReview(body, {}, DecodeScope::kRuleFields);
+  ASSERT_TRUE(full.ok() && rules.ok());
+  EXPECT_EQ(full->object, nlohmann::json::parse(pod));
+  const auto want = nlohmann::json::parse(R"({"apiVersion":"v1","kind":"Pod",
+    "metadata":{"name":"p","labels":{"env":"prod"},"annotations":{"a":"b"}},
+    "spec":{"containers":[{"name":"c","image":"i",
+                           "resources":{"limits":{"nvidia.com/gpu":1},"claims":[{"name":"g"}]}}],
+            "initContainers":[{"name":"i","restartPolicy":"Always"}],
+            "ephemeralContainers":[{"name":"e","targetContainerName":"c"}],
+            "volumes":[{"name":"v","emptyDir":{}}],
+            "template":{"spec":{"containers":[{"name":"t"}]}},
+            "devices":{"config":[{"opaque":{"parameters":{"env":[1],"args":[2],"managedFields":[3]}}}]}},
+    "env":["top-level env is not a container field"]})");
+  EXPECT_EQ(rules->object, want) << rules->object.dump(1);
+  // With an oldObject (rules compare the two), nothing is left out.
+  auto update = DecodeReview(ReviewAround(pod, R"("oldObject":)" + pod + ","), {}, DecodeScope::kRuleFields);
+  ASSERT_TRUE(update.ok());
+  EXPECT_EQ(update->object, nlohmann::json::parse(pod));
+  EXPECT_EQ(update->old_object, nlohmann::json::parse(pod));
+  auto null_old = DecodeReview(ReviewAround(pod, R"("oldObject":null,)"), {}, DecodeScope::kRuleFields);
+  ASSERT_TRUE(null_old.ok());
+  EXPECT_EQ(null_old->object, want);
+  // The envelope is never trimmed.
+  EXPECT_EQ(rules->options, nlohmann::json::parse(R"({"env":["kept"],"metadata":{"managedFields":[]}})"));
+}
 
 TEST(DecodeReview, RejectsBodiesOverTheLimit) {
   DecodeLimits limits;

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -97,6 +98,36 @@ TEST(Logger, ChartSchemaLogLevelEnumIsLevelNames) {
   nlohmann::json schema = nlohmann::json::parse(in);
   const nlohmann::json& level = schema.at("properties").at("logLevel");
   EXPECT_EQ(level.at("enum").get<std::vector<std::string>>(), LevelNames());
+}
+
+// The line as the logger wrote it before it formatted lines itself: an ordered nlohmann document.
+std::string ReferenceLine(std::string_view ts, Level level, std::string_view msg, const Fields& fields) {
+  nlohmann::ordered_json j;
+  j["ts"] = std::string(ts);
+  j["level"] = level == Level::kInfo ? "info" : level == Level::kWarn ? "warn" : level == Level::kError ? "error" : "debug";
+  j["msg"] = std::string(msg);
+  for (const auto& [key, value] : fields) std::visit([&](const auto& x) { j[key] = x; }, value);
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+TEST(FormatLine, WritesWhatTheOrderedDocumentWrote) {
+  const std::vector<std::string> strings = {
+      "", "plain", "quote \" backslash \\ slash /", "ctl \b\f\n\r\t \x01\x1f \x7f", "utf-8 é ✓ 😀",
+      std::string("nul \0 inside", 12), "bad \xff byte", "truncated \xe2\x9c", "overlong \xc0\xaf",
+      "surrogate \xed\xa0\x80", "past U+10FFFF \xf4\x90\x80\x80", "lone continuation \x80 x"};
+  for (const auto& s : strings) {
+    for (Level level : {Level::kDebug, Level::kInfo, Level::kWarn, Level::kError}) {
+      Fields fields = {{"uid", s}, {"n", int64_t{-42}}, {"big", int64_t{9007199254740993}}, {"ok", false},
+                       {"ratio", 0.1}, {"huge", 1e300}, {"rules", std::vector<std::string>{s, "DG001"}},
+                       {"empty", std::vector<std::string>{}}, {s.empty() ? "k" : s, s}};
+      EXPECT_EQ(FormatLine("2026-01-01T00:00:00.000000Z", level, s, fields),
+                ReferenceLine("2026-01-01T00:00:00.000000Z", level, s, fields)) << s;
+    }
+  }
+  // A repeated key keeps its first place and its last value; so does a field named like a header.
+  Fields dup = {{"a", int64_t{1}}, {"msg", std::string("override")}, {"a", int64_t{2}}};
+  EXPECT_EQ(FormatLine("t", Level::kInfo, "m", dup), ReferenceLine("t", Level::kInfo, "m", dup));
+  EXPECT_EQ(FormatLine("t", Level::kInfo, "m", dup), R"({"ts":"t","level":"info","msg":"override","a":2})");
 }
 
 }  // namespace

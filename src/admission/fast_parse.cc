@@ -1,0 +1,132 @@
+#include "fast_parse.h"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include <simdjson.h>
+
+namespace draguard::admission::internal {
+namespace {
+
+namespace dom = simdjson::dom;
+
+// Where a value sits, as far as the rule-fields decode cares. Only request.object and
+// request.oldObject are ever trimmed; the envelope is kept whole.
+enum class Ctx : std::uint8_t {
+  kKeepAll,     // everything below is kept
+  kEnvelope,    // the AdmissionReview object
+  kRequest,     // the request object
+  kObject,      // somewhere inside a reviewed object
+  kMetadata,    // an object under a "metadata" key inside a reviewed object
+  kSpec,        // an object under a "spec" key inside a reviewed object
+  kContainers,  // the list under spec.containers / initContainers / ephemeralContainers
+  kContainer,   // an element of such a list
+};
+
+// Container members no rule, no decision and no conversion outcome depends on: the bulk of real
+// Pods (environment, command lines, probes, mounts). The reviewed objects keep everything else.
+constexpr std::array<std::string_view, 11> kSkippedContainerFields = {
+    "args", "command", "env", "envFrom", "lifecycle", "livenessProbe", "ports", "readinessProbe",
+    "startupProbe", "volumeDevices", "volumeMounts"};
+
+bool InObject(Ctx c) { return c >= Ctx::kObject; }
+
+// The context of member `key` of an object in context `parent`; nullopt: leave the member out.
+std::optional<Ctx> MemberCtx(Ctx parent, std::string_view key) {
+  switch (parent) {
+    case Ctx::kKeepAll: return Ctx::kKeepAll;
+    case Ctx::kEnvelope: return key == "request" ? Ctx::kRequest : Ctx::kKeepAll;
+    case Ctx::kRequest: return key == "object" || key == "oldObject" ? Ctx::kObject : Ctx::kKeepAll;
+    case Ctx::kMetadata:
+      if (key == "managedFields") return std::nullopt;
+      break;
+    case Ctx::kContainer:
+      if (IsSkippedContainerField(key)) return std::nullopt;
+      break;
+    case Ctx::kSpec:
+      if (key == "containers" || key == "initContainers" || key == "ephemeralContainers") return Ctx::kContainers;
+      break;
+    case Ctx::kObject:
+    case Ctx::kContainers:
+      break;
+  }
+  if (key == "metadata") return Ctx::kMetadata;
+  if (key == "spec") return Ctx::kSpec;
+  return Ctx::kObject;
+}
+
+Ctx ElementCtx(Ctx parent) {
+  if (parent == Ctx::kContainers) return Ctx::kContainer;
+  return InObject(parent) ? Ctx::kObject : Ctx::kKeepAll;
+}
+
+// Builds the document model of `e`. nlohmann_json's own parser is the reference: the same number
+// types (non-negative integers unsigned, negative signed, others double) and, for a duplicate
+// key, the last value.
+Json Build(dom::element e, Ctx ctx) {
+  switch (e.type()) {
+    case dom::element_type::OBJECT: {
+      Json out(Json::value_t::object);
+      auto& members = out.get_ref<Json::object_t&>();
+      const dom::object obj = e.get_object().value_unsafe();
+      if (ctx == Ctx::kRequest) {
+        // With an oldObject (UPDATE, DELETE), rules judge only what changed by comparing the
+        // object with it: that comparison must see every field, so nothing is left out.
+        for (dom::key_value_pair field : obj) {
+          if (field.key == "oldObject" && !field.value.is_null()) ctx = Ctx::kKeepAll;
+        }
+      }
+      for (dom::key_value_pair field : obj) {
+        std::optional<Ctx> c = MemberCtx(ctx, field.key);
+        if (!c) continue;
+        members.insert_or_assign(std::string(field.key), Build(field.value, *c));
+      }
+      return out;
+    }
+    case dom::element_type::ARRAY: {
+      Json out(Json::value_t::array);
+      auto& items = out.get_ref<Json::array_t&>();
+      const dom::array a = e.get_array().value_unsafe();
+      const Ctx c = ElementCtx(ctx);
+      items.reserve(a.size());
+      for (dom::element item : a) items.push_back(Build(item, c));
+      return out;
+    }
+    case dom::element_type::STRING: return Json(std::string(e.get_string().value_unsafe()));
+    case dom::element_type::INT64: {
+      const std::int64_t v = e.get_int64().value_unsafe();
+      if (v >= 0) return Json(static_cast<std::uint64_t>(v));
+      return Json(v);
+    }
+    case dom::element_type::UINT64: return Json(e.get_uint64().value_unsafe());
+    case dom::element_type::DOUBLE: return Json(e.get_double().value_unsafe());
+    case dom::element_type::BOOL: return Json(e.get_bool().value_unsafe());
+    case dom::element_type::NULL_VALUE: return Json(nullptr);
+  }
+  return Json(nullptr);
+}
+
+}  // namespace
+
+bool IsSkippedContainerField(std::string_view key) {
+  for (std::string_view k : kSkippedContainerFields) {
+    if (k == key) return true;
+  }
+  return false;
+}
+
+std::optional<Json> FastParse(std::string_view text, std::size_t max_depth, bool rule_fields_only) {
+  // One parser per call: its buffers (about 14 bytes per input byte, touched only as far as the
+  // text needs) are freed with the call, so a burst of large bodies leaves no arena behind.
+  dom::parser parser(text.size());
+  if (parser.allocate(text.size(), max_depth) != simdjson::SUCCESS) return std::nullopt;
+  dom::element root;
+  if (parser.parse(text.data(), text.size(), /*realloc_if_needed=*/true).get(root) != simdjson::SUCCESS) {
+    return std::nullopt;
+  }
+  return Build(root, rule_fields_only ? Ctx::kEnvelope : Ctx::kKeepAll);
+}
+
+}  // namespace draguard::admission::internal
