@@ -25,6 +25,7 @@
 #include "draguard/policy/store.h"
 #include "draguard/server/server.h"
 #include "draguard/server/tls.h"
+#include "draguard/topology/snapshot.h"
 #include "draguard/webhook/reviewer.h"
 #include "tls_client.h"
 
@@ -136,6 +137,7 @@ class ServerTest : public ::testing::Test {
     deps.registry = &metric_registry_;
     deps.metrics = &metrics_;
     deps.logger = logging::Logger::Null();
+    if (topology_) deps.topology = [this] { return topology_; };
     server_ = std::make_unique<server::Server>(opt_, deps);
     Status st = server_->Start();
     ASSERT_TRUE(st.ok()) << st.ToString();
@@ -172,6 +174,7 @@ class ServerTest : public ::testing::Test {
   RecordingProvisioner provisioner_;
   webhook::Reviewer provisioning_reviewer_{registry_, {}, &provisioner_};
   bool with_provisioner_ = false;  // Start() serves provisioning_reviewer_
+  std::shared_ptr<const topology::Snapshot> topology_;  // served when set
   metrics::Registry metric_registry_;
   metrics::ServerMetrics metrics_{metric_registry_};
   server::ServerOptions opt_;
@@ -817,11 +820,62 @@ TEST_F(ServerTest, QueueFullIsShedWith503AndRetryAfter) {
 // Hostile load: idle keep-alives, slowloris headers, slow bodies, oversized headers, pipelining
 // and smuggling attempts at once, then a drain in the middle. Every valid probe on a fresh
 // connection is answered 200; the few workers are never held by a connection.
+// A ResourceClaim review with 32 requests x 32 copies of `selector` (after a memory floor).
+std::string CelBombReview(const std::string& uid, const std::string& selector) {
+  nlohmann::json requests = nlohmann::json::array();
+  for (int r = 0; r < 32; ++r) {
+    nlohmann::json sels = {{{"cel",
+                             {{"expression", "'memory' in device.capacity['gpu.nvidia.com'] && "
+                                             "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('8Gi')) >= 0"}}}}};
+    for (int i = 1; i < 32; ++i) sels.push_back({{"cel", {{"expression", selector}}}});
+    requests.push_back({{"name", "r" + std::to_string(r)},
+                        {"exactly", {{"deviceClassName", "gpu.nvidia.com"}, {"count", 1}, {"selectors", sels}}}});
+  }
+  nlohmann::json claim = {{"apiVersion", "resource.k8s.io/v1"},
+                          {"kind", "ResourceClaim"},
+                          {"metadata", {{"name", "bomb"}, {"namespace", "ml"}}},
+                          {"spec", {{"devices", {{"requests", requests}}}}}};
+  nlohmann::json req = {{"uid", uid},
+                        {"kind", {{"group", "resource.k8s.io"}, {"version", "v1"}, {"kind", "ResourceClaim"}}},
+                        {"resource", {{"group", "resource.k8s.io"}, {"version", "v1"}, {"resource", "resourceclaims"}}},
+                        {"namespace", "ml"},
+                        {"name", "bomb"},
+                        {"operation", "CREATE"},
+                        {"userInfo", {{"username", "mallory"}}},
+                        {"object", claim}};
+  return nlohmann::json{{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"}, {"request", req}}.dump();
+}
+
 TEST_F(ServerTest, HostileLoadLosesNoValidRequestAndDrainLosesNothing) {
-  opt_.workers = 2;
+  opt_.workers = 4;
   opt_.read_timeout = std::chrono::seconds(3);    // bounds the slow bodies still open at the end
   opt_.shutdown_delay = std::chrono::minutes(5);  // ended explicitly below
+  {
+    // A topology, so that the satisfiability rule evaluates every selector of the CEL bombs.
+    const fs::path dir = dir_ / "topology";
+    fs::create_directories(dir);
+    fs::copy_file(fs::path(DRAGUARD_TEST_DATA) / "hwloc" / "aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa.xml",
+                  dir / "g4dn.xml");
+    auto snap = topology::LoadSnapshot(dir.string());
+    ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+    topology_ = *snap;
+  }
   Start();
+  // CEL bombs: nested lists.range (refused by the estimated cost before evaluation) and nested
+  // all() that passes the estimate but stops at the review's CEL budget. Both are denied.
+  const std::string range_bomb = "lists.range(5000).map(x, lists.range(5000).map(y, x + y)).size() > 0";
+  const std::string literal_bomb =
+      "[0,1,2,3,4,5,6,7,8,9].all(a, [0,1,2,3,4,5,6,7,8,9].all(b, [0,1,2,3,4,5,6,7,8,9].all(c, "
+      "[0,1,2,3,4,5,6,7,8,9].all(d, a + b + c + d >= 0))))";
+  std::vector<std::unique_ptr<TlsConnection>> bombs;
+  ClientOptions patient = client_;
+  patient.timeout_ms = 120000;  // a sanitizer build evaluates slowly; the server bounds it anyway
+  for (const auto& sel : {range_bomb, literal_bomb}) {
+    auto c = Connect(patient);
+    ASSERT_NE(c, nullptr);
+    ASSERT_TRUE(c->Write(Review("/validate", CelBombReview("u-bomb", sel))));
+    bombs.push_back(std::move(c));
+  }
   const std::string valid = ReviewData("DG001/plain-pod-allowed");
   std::vector<std::unique_ptr<TlsConnection>> hostile;
   std::vector<std::unique_ptr<TlsConnection>> idle;
@@ -873,6 +927,24 @@ TEST_F(ServerTest, HostileLoadLosesNoValidRequestAndDrainLosesNothing) {
     HttpResponse r;
     ASSERT_TRUE(pipelined->ReadResponse(&r));
     EXPECT_EQ(r.status, 200);
+  }
+  // The estimate refuses the first; the second stops at the review's CEL budget (or, on a slow
+  // sanitizer build, at the review's deadline: both bound the work).
+  for (std::size_t i = 0; i < bombs.size(); ++i) {
+    HttpResponse r;
+    ASSERT_TRUE(bombs[i]->ReadResponse(&r));
+    ASSERT_EQ(r.status, 200) << r.body;
+    auto j = nlohmann::json::parse(r.body);
+    EXPECT_FALSE(j["response"]["allowed"].get<bool>());
+    const std::string message = j["response"]["status"]["message"].get<std::string>();
+    if (i == 0) {
+      EXPECT_NE(message.find("DG011"), std::string::npos) << message;
+      EXPECT_NE(message.find("exceeds cost limit"), std::string::npos) << message;
+    } else {
+      EXPECT_TRUE(message.find("CEL cost budget of the review exhausted") != std::string::npos ||
+                  message.find("review deadline reached during CEL evaluation") != std::string::npos)
+          << message;
+    }
   }
   // SIGTERM in the middle: readiness off, keep-alives closed, probes still answered.
   server_->BeginShutdown();
