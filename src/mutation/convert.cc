@@ -333,7 +333,7 @@ std::string ParentPointer(const std::string& pointer) { return pointer.substr(0,
 }  // namespace
 
 PodConversion ConvertPod(const admission::Json& pod, std::string_view namespace_name, const policy::Policy& policy,
-                         const topology::Snapshot* topology, const std::function<admission::Json()>& whole_pod) {
+                         const topology::Snapshot* topology) {
   PodConversion out;
   const Json* spec = nullptr;
   if (pod.is_object()) {
@@ -347,10 +347,7 @@ PodConversion ConvertPod(const admission::Json& pod, std::string_view namespace_
   auto profile = ProfilePod(pod, policy, &covered);
   if (!profile.ok()) return Refused(profile.status().message());
   out.warnings = profile->notes;
-  // The edits go to the whole Pod when `pod` is a trimmed decode of it: the patch is its diff.
-  const Json whole = whole_pod ? whole_pod() : Json();
-  const Json& original = whole_pod ? whole : pod;
-  out.pod = original;
+  out.pod = pod;
   StripLegacy(out.pod["spec"], policy);
   if (profile->entries.empty()) {
     out.summary = "removed legacy GPU entries that request no device";
@@ -358,7 +355,7 @@ PodConversion ConvertPod(const admission::Json& pod, std::string_view namespace_
              !why.empty()) {
     return Refused(std::move(why));
   }
-  out.patch = Json::diff(original, out.pod);
+  out.patch = Json::diff(pod, out.pod);
   out.outcome = out.patch.empty() ? PodConversion::Outcome::kUnchanged : PodConversion::Outcome::kConverted;
   return out;
 }

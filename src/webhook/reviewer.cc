@@ -108,9 +108,8 @@ std::optional<engine::MutationFacts> Reviewer::EnsureTemplates(
   return std::nullopt;
 }
 
-engine::Decision Reviewer::Mutate(const admission::AdmissionRequest& req, std::string_view full_body,
-                                  const policy::Policy& policy, const topology::Snapshot* topology,
-                                  std::chrono::system_clock::time_point now, steady_clock::time_point deadline,
+engine::Decision Reviewer::Mutate(const admission::AdmissionRequest& req, const policy::Policy& policy,
+                                  const topology::Snapshot* topology, std::chrono::system_clock::time_point now, steady_clock::time_point deadline,
                                   engine::MutationFacts& facts) const {
   facts = {};
   const engine::Rule* rule = engine::MutationRule(registry_);
@@ -121,17 +120,9 @@ engine::Decision Reviewer::Mutate(const admission::AdmissionRequest& req, std::s
     facts.reason = std::move(why);
     return engine::DecideMutation(facts, registry_, policy);
   }
-  // `req` holds the rule fields only, which decide the outcome; a Pod with legacy GPU requests is
-  // decoded whole (here and only here), since the patch is computed against every field.
-  std::function<admission::Json()> whole_pod;
-  if (!full_body.empty()) {
-    whole_pod = [&]() {
-      auto full = admission::DecodeReview(full_body, limits_, admission::DecodeScope::kFull);
-      if (!full.ok()) throw std::runtime_error("full decode failed after the rule-fields decode: " + full.status().message());
-      return std::move(full->object);
-    };
-  }
-  mutation::PodConversion conv = mutation::ConvertPod(req.object, req.namespace_, policy, topology, whole_pod);
+  // `req` may hold the rule fields only: the conversion edits only fields that decode keeps, so its
+  // patch (a diff) is the same as against the whole Pod, which is never decoded.
+  mutation::PodConversion conv = mutation::ConvertPod(req.object, req.namespace_, policy, topology);
   facts = FactsOf(conv);
   engine::Decision decision = engine::DecideMutation(facts, registry_, policy);
   if (decision.verdict != engine::Verdict::kMutate) return decision;
@@ -146,13 +137,6 @@ engine::Decision Reviewer::Mutate(const admission::AdmissionRequest& req, std::s
 Judgement Reviewer::Judge(const admission::AdmissionRequest& req, admission::WebhookKind webhook,
                           const policy::Policy& policy, const topology::Snapshot* topology,
                           std::chrono::system_clock::time_point now, steady_clock::time_point deadline) const {
-  return Judge(req, {}, webhook, policy, topology, now, deadline);
-}
-
-Judgement Reviewer::Judge(const admission::AdmissionRequest& req, std::string_view full_body,
-                          admission::WebhookKind webhook, const policy::Policy& policy,
-                          const topology::Snapshot* topology, std::chrono::system_clock::time_point now,
-                          steady_clock::time_point deadline) const {
   Judgement j;
   if (webhook == admission::WebhookKind::kValidating) {
     engine::RuleInput input{req, policy, topology, now};
@@ -160,7 +144,7 @@ Judgement Reviewer::Judge(const admission::AdmissionRequest& req, std::string_vi
     j.result = engine::Evaluate(input, registry_);
     j.decision = engine::Decide(j.result, policy);
   } else {
-    j.decision = Mutate(req, full_body, policy, topology, now, deadline, j.mutation);
+    j.decision = Mutate(req, policy, topology, now, deadline, j.mutation);
   }
   return j;
 }
@@ -206,7 +190,7 @@ ReviewOutcome Reviewer::Review(std::string_view body, admission::WebhookKind web
   // From here on the uid is known: an exception is answered with it, not by the transport.
   std::string failure;
   try {
-    Judgement judgement = Judge(req, body, webhook, policy, topology, now, deadline);
+    Judgement judgement = Judge(req, webhook, policy, topology, now, deadline);
     engine::Decision& decision = judgement.decision;
     for (const auto& o : judgement.result.outcomes) {
       out.rule_metrics.push_back({std::string(o.rule->id()),

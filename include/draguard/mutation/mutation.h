@@ -129,12 +129,11 @@ struct PodConversion {
 
 /// Converts the legacy GPU requests of `pod` (a core/v1 Pod object) in `namespace_name`.
 /// Pods without legacy requests yield kUnchanged (so re-invocation and retries are no-ops).
-/// `whole_pod`, when set, returns the same Pod with every field, `pod` then being a decode that
-/// left out fields no conversion reads (admission::DecodeScope::kRuleFields): it is called only
-/// for a Pod with legacy GPU requests, and the edits and the patch apply to what it returns.
+/// `pod` may be a decode that left out fields no conversion reads or edits
+/// (admission::DecodeScope::kRuleFields): the patch is the diff of what the conversion edits, the
+/// same as against the whole Pod; `PodConversion::pod` then lacks those fields too.
 PodConversion ConvertPod(const admission::Json& pod, std::string_view namespace_name,
-                         const policy::Policy& policy, const topology::Snapshot* topology,
-                         const std::function<admission::Json()>& whole_pod = {});
+                         const policy::Policy& policy, const topology::Snapshot* topology);
 
 /// Outcome of converting any object offline (`draguard convert`): a Pod, or every pod template of
 /// a workload or listed custom resource (each converted as a Pod would be when created).

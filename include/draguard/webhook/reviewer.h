@@ -79,15 +79,9 @@ class Reviewer {
                   std::chrono::steady_clock::time_point deadline) const;
 
  private:
-  // Judge for a request decoded with DecodeScope::kRuleFields from `full_body` ("" when `req` is
-  // whole): a conversion's patch is computed against the full decode of that body.
-  Judgement Judge(const admission::AdmissionRequest& req, std::string_view full_body,
-                  admission::WebhookKind webhook, const policy::Policy& policy,
-                  const topology::Snapshot* topology, std::chrono::system_clock::time_point now,
-                  std::chrono::steady_clock::time_point deadline) const;
   // The /mutate path: gathers the facts (conversion, templates) into `facts` and lets the engine decide.
-  engine::Decision Mutate(const admission::AdmissionRequest& req, std::string_view full_body,
-                          const policy::Policy& policy, const topology::Snapshot* topology,
+  engine::Decision Mutate(const admission::AdmissionRequest& req, const policy::Policy& policy,
+                          const topology::Snapshot* topology,
                           std::chrono::system_clock::time_point now,
                           std::chrono::steady_clock::time_point deadline, engine::MutationFacts& facts) const;
   // Makes the templates of a converted Pod exist; returns the failure as facts, or nullopt.
