@@ -33,18 +33,6 @@ void Expand(const Json& node, const std::string& pointer, const std::vector<std:
   for (std::size_t j = 0; j < it->size(); ++j) Expand((*it)[j], p + "/" + std::to_string(j), tokens, i + 1, out);
 }
 
-std::vector<std::string> SplitPath(const std::string& path) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (true) {
-    std::size_t dot = path.find('.', start);
-    out.push_back(path.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
-  return out;
-}
-
 // Adds the pod spec of a PodTemplateSpec ({metadata, spec}) or of a bare PodSpec at `pointer`.
 void AddTemplate(const Json& node, const std::string& pointer, const std::string& owner, PodObjects* out) {
   if (!node.is_object()) return;
@@ -256,6 +244,18 @@ std::vector<PodSpecLocation> LocatePodSpecs(const admission::AdmissionRequest& r
       loc.metadata_pointer = ref.pointer.substr(0, ref.pointer.size() - suffix.size()) + "/metadata";
     }
     out.push_back(std::move(loc));
+  }
+  return out;
+}
+
+std::vector<std::string> SplitPath(const std::string& path) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (true) {
+    std::size_t dot = path.find('.', start);
+    out.push_back(path.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
   }
   return out;
 }

@@ -135,18 +135,6 @@ class Checker {
   std::vector<std::string> errors_;
 };
 
-std::vector<std::string> SplitPath(const std::string& path) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (true) {
-    std::size_t dot = path.find('.', start);
-    out.push_back(path.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
-  return out;
-}
-
 }  // namespace
 
 std::vector<std::string> CustomResourceShapeErrors(const admission::AdmissionRequest& req, const policy::Policy& policy) {
@@ -156,11 +144,11 @@ std::vector<std::string> CustomResourceShapeErrors(const admission::AdmissionReq
   for (const auto& cr : policy.custom_resources) {
     if (cr.group != req.kind.group || cr.kind != req.kind.kind) continue;
     for (const auto& t : cr.pod_templates) {
-      check.Walk(req.object, "", SplitPath(t), 0,
+      check.Walk(req.object, "", dra::SplitPath(t), 0,
                  [&](const Json& n, const std::string& p) { check.Template(n, p); });
     }
     for (const auto& c : cr.containers) {
-      check.Walk(req.object, "", SplitPath(c), 0,
+      check.Walk(req.object, "", dra::SplitPath(c), 0,
                  [&](const Json& n, const std::string& p) { check.Container(n, p); });
     }
   }

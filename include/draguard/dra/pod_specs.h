@@ -85,4 +85,7 @@ std::string OwnerName(const admission::AdmissionRequest& request);
 bool IsLatencySensitive(const policy::Policy& policy, const std::map<std::string, std::string>& labels,
                         const std::string& priority_class);
 
+/// Splits a dotted policy path ("spec.template.spec", "*" for any array element) into segments.
+std::vector<std::string> SplitPath(const std::string& path);
+
 }  // namespace draguard::dra
