@@ -2,6 +2,7 @@
 
 #include "draguard/admission/response.h"
 #include "draguard/base64.h"
+#include "draguard/json_string.h"
 #include "draguard/truncate.h"
 #include "fast_parse.h"
 
@@ -240,7 +241,8 @@ Result<AdmissionRequest> DecodeDocument(Json doc) {
 
 }  // namespace
 
-Result<AdmissionRequest> DecodeReview(std::string_view body, const DecodeLimits& limits, DecodeScope scope) {
+Result<AdmissionRequest> DecodeReview(std::string_view body, const DecodeLimits& limits, DecodeScope scope,
+                                      const DecodePool* pool) {
   if (body.empty()) return Status::InvalidArgument("empty body: expected an AdmissionReview");
   if (body.size() > limits.max_bytes) {
     return Status::ResourceExhausted("body of " + std::to_string(body.size()) +
@@ -250,7 +252,8 @@ Result<AdmissionRequest> DecodeReview(std::string_view body, const DecodeLimits&
   if (limits.decoder == Decoder::kFast) {
     // simdjson validates the whole text and the nesting limit; what it refuses goes to the
     // reference parser below, so error messages and edge cases answer as before.
-    if (auto doc = internal::FastParse(body, limits.max_depth, scope == DecodeScope::kRuleFields)) {
+    if (auto doc = internal::FastParse(body, limits.max_depth, scope == DecodeScope::kRuleFields,
+                                            pool ? &pool->parsers() : nullptr)) {
       return DecodeDocument(std::move(*doc));
     }
   }
@@ -266,28 +269,58 @@ Result<AdmissionRequest> DecodeReview(std::string_view body, const DecodeLimits&
 }
 
 std::string EncodeReview(const AdmissionResponse& response, std::string_view api_version) {
-  Json r = Json::object();
-  r["uid"] = response.uid;
-  r["allowed"] = response.allowed;
-  if (response.status) {
-    Json st = Json::object();
-    st["code"] = response.status->code;
-    if (!response.status->reason.empty()) st["reason"] = response.status->reason;
-    if (!response.status->message.empty()) st["message"] = response.status->message;
-    r["status"] = std::move(st);
+  // Written directly, in the order and bytes of the sorted document nlohmann_json would dump
+  // (members by name; the codec tests compare the two).
+  std::string out;
+  out.reserve(160 + response.uid.size() + (response.status ? response.status->message.size() : 0) +
+              response.patch.size() * 4 / 3);
+  out += R"({"apiVersion":)";
+  AppendJsonString(out, api_version.empty() ? kAdmissionV1 : api_version);
+  out += R"(,"kind":"AdmissionReview","response":{"allowed":)";
+  out += response.allowed ? "true" : "false";
+  if (!response.audit_annotations.empty()) {
+    out += R"(,"auditAnnotations":{)";
+    bool first = true;
+    for (const auto& [key, value] : response.audit_annotations) {
+      if (!first) out.push_back(',');
+      first = false;
+      AppendJsonString(out, key);
+      out.push_back(':');
+      AppendJsonString(out, value);
+    }
+    out.push_back('}');
   }
-  if (!response.warnings.empty()) r["warnings"] = response.warnings;
-  if (!response.audit_annotations.empty()) r["auditAnnotations"] = response.audit_annotations;
   if (!response.patch.empty()) {
     // The builder guarantees patch is only set on mutating responses.
-    r["patchType"] = "JSONPatch";
-    r["patch"] = draguard::Base64Encode(response.patch);
+    out += R"(,"patch":")";
+    out += draguard::Base64Encode(response.patch);
+    out += R"(","patchType":"JSONPatch")";
   }
-  Json doc = Json::object();
-  doc["apiVersion"] = api_version.empty() ? std::string(kAdmissionV1) : std::string(api_version);
-  doc["kind"] = "AdmissionReview";
-  doc["response"] = std::move(r);
-  return doc.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (response.status) {
+    out += R"(,"status":{"code":)";
+    out += std::to_string(response.status->code);
+    if (!response.status->message.empty()) {
+      out += R"(,"message":)";
+      AppendJsonString(out, response.status->message);
+    }
+    if (!response.status->reason.empty()) {
+      out += R"(,"reason":)";
+      AppendJsonString(out, response.status->reason);
+    }
+    out.push_back('}');
+  }
+  out += R"(,"uid":)";
+  AppendJsonString(out, response.uid);
+  if (!response.warnings.empty()) {
+    out += R"(,"warnings":[)";
+    for (std::size_t i = 0; i < response.warnings.size(); ++i) {
+      if (i) out.push_back(',');
+      AppendJsonString(out, response.warnings[i]);
+    }
+    out.push_back(']');
+  }
+  out += "}}";
+  return out;
 }
 
 Status CheckRequestBounds(const AdmissionRequest& request) {

@@ -1,6 +1,9 @@
 #include "fast_parse.h"
 
 #include <array>
+#include <memory>
+#include <mutex>
+#include <vector>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -117,16 +120,65 @@ bool IsSkippedContainerField(std::string_view key) {
   return false;
 }
 
-std::optional<Json> FastParse(std::string_view text, std::size_t max_depth, bool rule_fields_only) {
-  // One parser per call: its buffers (about 14 bytes per input byte, touched only as far as the
-  // text needs) are freed with the call, so a burst of large bodies leaves no arena behind.
+// Parsers sized for DecodePool::kPooledBodyBytes, lent to one decode at a time.
+class ParserPool {
+ public:
+  // A parser for texts up to kPooledBodyBytes at `max_depth`: a kept one, or a new one.
+  std::unique_ptr<dom::parser> Take(std::size_t max_depth) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      while (!free_.empty()) {
+        std::unique_ptr<dom::parser> p = std::move(free_.back());
+        free_.pop_back();
+        if (p->max_depth() == max_depth) return p;
+      }
+    }
+    auto p = std::make_unique<dom::parser>(DecodePool::kPooledBodyBytes);
+    if (p->allocate(DecodePool::kPooledBodyBytes, max_depth) != simdjson::SUCCESS) return nullptr;
+    return p;
+  }
+  // Gives a parser back; past kMaxPooledParsers it is freed.
+  void Give(std::unique_ptr<dom::parser> p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (free_.size() < DecodePool::kMaxPooledParsers) free_.push_back(std::move(p));
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<dom::parser>> free_;
+};
+
+std::optional<Json> FastParse(std::string_view text, std::size_t max_depth, bool rule_fields_only,
+                              ParserPool* pool) {
+  const Ctx top = rule_fields_only ? Ctx::kEnvelope : Ctx::kKeepAll;
+  if (pool && text.size() <= DecodePool::kPooledBodyBytes) {
+    std::unique_ptr<dom::parser> parser = pool->Take(max_depth);
+    if (parser) {
+      std::optional<Json> out;
+      dom::element root;
+      if (parser->parse(text.data(), text.size(), /*realloc_if_needed=*/true).get(root) == simdjson::SUCCESS) {
+        out = Build(root, top);
+      }
+      pool->Give(std::move(parser));
+      return out;
+    }
+  }
+  // One parser for this call: its buffers (about 14 bytes per input byte, touched only as far as
+  // the text needs) are freed with the call, so a burst of large bodies leaves no arena behind.
   dom::parser parser(text.size());
   if (parser.allocate(text.size(), max_depth) != simdjson::SUCCESS) return std::nullopt;
   dom::element root;
   if (parser.parse(text.data(), text.size(), /*realloc_if_needed=*/true).get(root) != simdjson::SUCCESS) {
     return std::nullopt;
   }
-  return Build(root, rule_fields_only ? Ctx::kEnvelope : Ctx::kKeepAll);
+  return Build(root, top);
 }
 
 }  // namespace draguard::admission::internal
+
+namespace draguard::admission {
+
+DecodePool::DecodePool() : parsers_(std::make_unique<internal::ParserPool>()) {}
+DecodePool::~DecodePool() = default;
+
+}  // namespace draguard::admission

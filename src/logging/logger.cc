@@ -7,6 +7,8 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "draguard/json_string.h"
+
 namespace draguard::logging {
 namespace {
 
@@ -47,60 +49,9 @@ std::string Timestamp() {
   return buf;
 }
 
-// Appends `s` as a JSON string exactly as nlohmann_json's dump (UTF-8 kept, invalid UTF-8
-// replaced by U+FFFD) writes it. The common case, valid UTF-8, is escaped here directly.
-void AppendString(std::string& out, std::string_view s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (n == 0 || i + n > s.size()) break;
-    bool ok = true;
-    for (std::size_t k = 1; k < n; ++k) ok = ok && (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
-    if (ok && n == 2) ok = c >= 0xC2;
-    if (ok && n == 3) {
-      const auto c1 = static_cast<unsigned char>(s[i + 1]);
-      ok = !(c == 0xE0 && c1 < 0xA0) && !(c == 0xED && c1 >= 0xA0);
-    }
-    if (ok && n == 4) {
-      const auto c1 = static_cast<unsigned char>(s[i + 1]);
-      ok = c <= 0xF4 && !(c == 0xF0 && c1 < 0x90) && !(c == 0xF4 && c1 >= 0x90);
-    }
-    if (!ok) break;
-    i += n;
-  }
-  if (i < s.size()) {
-    out += nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    return;
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  out.push_back('"');
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out.push_back(kHex[c >> 4]);
-          out.push_back(kHex[c & 0xF]);
-        } else {
-          out.push_back(ch);
-        }
-    }
-  }
-  out.push_back('"');
-}
-
 void AppendValue(std::string& out, const Value& v) {
   if (const auto* s = std::get_if<std::string>(&v)) {
-    AppendString(out, *s);
+    AppendJsonString(out, *s);
   } else if (const auto* i = std::get_if<int64_t>(&v)) {
     out += std::to_string(*i);
   } else if (const auto* b = std::get_if<bool>(&v)) {
@@ -111,7 +62,7 @@ void AppendValue(std::string& out, const Value& v) {
     out.push_back('[');
     for (std::size_t k = 0; k < list->size(); ++k) {
       if (k) out.push_back(',');
-      AppendString(out, (*list)[k]);
+      AppendJsonString(out, (*list)[k]);
     }
     out.push_back(']');
   }
@@ -145,7 +96,7 @@ std::string FormatLine(std::string_view ts, Level level, std::string_view msg, c
   out.push_back('{');
   for (std::size_t k = 0; k < members.size(); ++k) {
     if (k) out.push_back(',');
-    AppendString(out, members[k].first);
+    AppendJsonString(out, members[k].first);
     out.push_back(':');
     AppendValue(out, *members[k].second);
   }

@@ -159,7 +159,7 @@ ReviewOutcome Reviewer::Review(std::string_view body, admission::WebhookKind web
                                steady_clock::time_point deadline) const {
   ReviewOutcome out;
   // The rules read a small part of the objects: decode only that (the whole body is validated).
-  auto decoded = admission::DecodeReview(body, limits_, admission::DecodeScope::kRuleFields);
+  auto decoded = admission::DecodeReview(body, limits_, admission::DecodeScope::kRuleFields, decode_pool_.get());
   if (!decoded.ok()) {
     const Status& st = decoded.status();
     out.http_status = st.code() == StatusCode::kResourceExhausted && body.size() > limits_.max_bytes

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -36,6 +37,33 @@ enum class DecodeScope {
                 ///< oldObject is decoded whole (rules compare the two). kReference ignores it.
 };
 
+namespace internal {
+class ParserPool;
+}  // namespace internal
+
+/// Parser buffers reused across decodes, so that decoding a review of ordinary size allocates no
+/// parser (thread-safe; one parser per concurrent decode). Bodies up to kPooledBodyBytes use a
+/// pooled parser; larger ones get one of their own, freed with the decode.
+class DecodePool {
+ public:
+  /// The largest body decoded with a pooled parser (whose buffers are kept: ~1 MiB each).
+  static constexpr std::size_t kPooledBodyBytes = 64 * 1024;
+  /// The most parsers kept; more concurrent decodes than this allocate and free their own.
+  static constexpr std::size_t kMaxPooledParsers = 16;
+
+  /// An empty pool; parsers are made on first use.
+  DecodePool();
+  ~DecodePool();
+  DecodePool(const DecodePool&) = delete;
+  DecodePool& operator=(const DecodePool&) = delete;
+
+  /// The parsers, for the decoder.
+  internal::ParserPool& parsers() const { return *parsers_; }
+
+ private:
+  std::unique_ptr<internal::ParserPool> parsers_;
+};
+
 /// The envelope apiVersion answered by default when the request's is unknown.
 inline constexpr std::string_view kAdmissionV1 = "admission.k8s.io/v1";
 /// The legacy envelope apiVersion, still accepted.
@@ -52,9 +80,10 @@ inline constexpr std::size_t kMaxUidBytes = 128;
 /// when request.uid is longer than kMaxUidBytes.
 Status CheckRequestBounds(const AdmissionRequest& request);
 
-/// Decodes an AdmissionReview request body.
+/// Decodes an AdmissionReview request body; with a `pool`, the fast parser's buffers come from it.
 Result<AdmissionRequest> DecodeReview(std::string_view body, const DecodeLimits& limits = {},
-                                      DecodeScope scope = DecodeScope::kFull);
+                                      DecodeScope scope = DecodeScope::kFull,
+                                      const DecodePool* pool = nullptr);
 
 /// Encodes a response as an AdmissionReview of the given envelope apiVersion.
 std::string EncodeReview(const AdmissionResponse& response, std::string_view api_version);

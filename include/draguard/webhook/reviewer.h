@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -94,6 +95,8 @@ class Reviewer {
   const engine::Registry& registry_;
   admission::DecodeLimits limits_;
   mutation::TemplateProvisioner* provisioner_ = nullptr;
+  // The decoder's parser buffers, shared by the reviews running at once (thread-safe).
+  std::shared_ptr<const admission::DecodePool> decode_pool_ = std::make_shared<admission::DecodePool>();
 };
 
 }  // namespace draguard::webhook

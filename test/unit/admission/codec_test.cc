@@ -1,5 +1,7 @@
 #include "draguard/admission/codec.h"
 
+#include "draguard/base64.h"
+
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -254,6 +256,59 @@ TEST(EncodeReview, EchoesTheEnvelopeVersion) {
   EXPECT_FALSE(j["response"].contains("patch"));
   EXPECT_FALSE(j["response"].contains("patchType"));
   EXPECT_FALSE(j["response"].contains("status"));
+}
+
+// The encoding before it was written directly: a sorted nlohmann document, dumped. The direct
+// encoder must produce the same bytes for every shape of response.
+std::string ReferenceEncode(const AdmissionResponse& response, std::string_view api_version) {
+  nlohmann::json r = nlohmann::json::object();
+  r["uid"] = response.uid;
+  r["allowed"] = response.allowed;
+  if (response.status) {
+    nlohmann::json st = nlohmann::json::object();
+    st["code"] = response.status->code;
+    if (!response.status->reason.empty()) st["reason"] = response.status->reason;
+    if (!response.status->message.empty()) st["message"] = response.status->message;
+    r["status"] = std::move(st);
+  }
+  if (!response.warnings.empty()) r["warnings"] = response.warnings;
+  if (!response.audit_annotations.empty()) r["auditAnnotations"] = response.audit_annotations;
+  if (!response.patch.empty()) {
+    r["patchType"] = "JSONPatch";
+    r["patch"] = draguard::Base64Encode(response.patch);
+  }
+  nlohmann::json doc = nlohmann::json::object();
+  doc["apiVersion"] = api_version.empty() ? std::string(kAdmissionV1) : std::string(api_version);
+  doc["kind"] = "AdmissionReview";
+  doc["response"] = std::move(r);
+  return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+TEST(EncodeReview, WritesWhatTheSortedDocumentWrote) {
+  const std::vector<std::string> texts = {
+      "", "plain", "quote \" backslash \\ slash /", "tab\tnewline\ncr\rbs\bff\f", std::string("nul\0x", 5),
+      "\x01\x1f\x7f", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "bad \xff byte", "cut \xe2\x82",
+      "overlong \xc0\xaf", "surrogate \xed\xa0\x80", "DG001: legacy nvidia.com/gpu in container \"main\""};
+  int cases = 0;
+  for (const std::string& api : {std::string(), std::string(kAdmissionV1), std::string(kAdmissionV1beta1),
+                                 std::string("odd\xfe")}) {
+    for (std::size_t t = 0; t < texts.size(); ++t) {
+      for (int shape = 0; shape < 16; ++shape) {
+        AdmissionResponse r;
+        r.uid = texts[(t + 1) % texts.size()];
+        r.allowed = (shape & 1) == 0;
+        if (shape & 2) r.status = ResponseStatus{403 + shape, (shape & 4) ? "" : texts[t], texts[t]};
+        if (shape & 4) r.warnings = {texts[t], "second", texts[(t + 2) % texts.size()]};
+        if (shape & 8) {
+          r.audit_annotations = {{"draguard-rule", texts[t]}, {"a-first", "x"}, {texts[(t + 3) % texts.size()], "k"}};
+          r.patch = R"([{"op":"add","path":"/x","value":")" + texts[t] + "\"}]";
+        }
+        ASSERT_EQ(EncodeReview(r, api), ReferenceEncode(r, api)) << "text " << t << " shape " << shape;
+        ++cases;
+      }
+    }
+  }
+  EXPECT_EQ(cases, 4 * 12 * 16);
 }
 
 TEST(EncodeHttpError, SaysWhatWasWrong) {

@@ -5,11 +5,14 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "draguard/base64.h"
 #include "draguard/glob.h"
+#include "draguard/json_string.h"
 #include "draguard/read_file.h"
 #include "draguard/write_file.h"
 
@@ -40,6 +43,23 @@ TEST(Base64, PaddingRules) {
   EXPECT_FALSE(Base64Decode("Zm=8").ok());
   EXPECT_FALSE(Base64Decode("Zm8*").ok());
   EXPECT_FALSE(Base64Decode("Zg===").ok());
+}
+
+TEST(AppendJsonString, WritesWhatNlohmannDumpWrites) {
+  std::vector<std::string> texts = {
+      "", "plain", "quote \" backslash \\ slash /", "\b\f\n\r\t", std::string("nul\0x", 5), "\x01\x1f\x7f",
+      "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "bad \xff byte", "cut \xe2\x82", "\xe2", "overlong \xc0\xaf",
+      "surrogate \xed\xa0\x80", "above U+10FFFF \xf4\x90\x80\x80", "\xf0\x8f\xbf\xbf", "lone \x80 continuation"};
+  // Every single byte, alone and between letters.
+  for (int b = 0; b < 256; ++b) {
+    texts.push_back(std::string(1, static_cast<char>(b)));
+    texts.push_back("a" + std::string(1, static_cast<char>(b)) + "z");
+  }
+  for (const std::string& t : texts) {
+    std::string out = "prefix";
+    AppendJsonString(out, t);
+    EXPECT_EQ(out, "prefix" + nlohmann::json(t).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)) << t;
+  }
 }
 
 TEST(Glob, Patterns) {
