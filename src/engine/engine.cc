@@ -81,6 +81,7 @@ EngineResult Evaluate(const RuleInput& given, const Registry& registry) {
     out.shape_errors.push_back(dra::OwnerName(input.request) + ": " + e);
   }
   RuleExemptions(input, registry, &out);
+  out.outcomes.reserve(registry.rules().size());
   for (const auto& rule : registry.rules()) {
     const policy::Action action = input.policy.ActionFor(rule->id(), rule->default_action());
     if (action == policy::Action::kOff) continue;

@@ -68,23 +68,35 @@ std::string EscapeLabelValue(const std::string& v) {
 CounterFamily::CounterFamily(std::string name, std::string help, std::vector<std::string> labels)
     : name_(std::move(name)), help_(std::move(help)), labels_(std::move(labels)) {}
 
+std::atomic<double>& CounterFamily::SlotLocked(const LabelValues& labels) {
+  // The common case, a known series named in full, is found without copying the labels.
+  if (labels.size() == labels_.size()) {
+    if (auto it = series_.find(labels); it != series_.end()) return *it->second;
+  }
+  auto& slot = series_[Normalize(labels, labels_.size())];
+  if (!slot) slot = std::make_unique<std::atomic<double>>(0.0);
+  return *slot;
+}
+
 void CounterFamily::Inc(const LabelValues& labels, double v) {
   if (v < 0) return;
   std::atomic<double>* a;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto& slot = series_[Normalize(labels, labels_.size())];
-    if (!slot) slot = std::make_unique<std::atomic<double>>(0.0);
-    a = slot.get();
+    a = &SlotLocked(labels);
   }
   AtomicAdd(*a, v);
 }
 
+void CounterFamily::IncEach(const std::vector<LabelValues>& series, double v) {
+  if (v < 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const LabelValues& labels : series) AtomicAdd(SlotLocked(labels), v);
+}
+
 void CounterFamily::SetTotal(const LabelValues& labels, double total) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto& slot = series_[Normalize(labels, labels_.size())];
-  if (!slot) slot = std::make_unique<std::atomic<double>>(0.0);
-  slot->store(total);
+  SlotLocked(labels).store(total);
 }
 
 double CounterFamily::Value(const LabelValues& labels) const {

@@ -178,7 +178,10 @@ void Server::Impl::HandleAdmission(admission::WebhookKind kind, const HttpReques
   }
   const std::string verdict = engine::VerdictName(out.verdict);
   deps.metrics->requests.Inc({webhook, out.operation, out.kind_label, verdict});
-  for (const auto& m : out.rule_metrics) deps.metrics->rule_results.Inc({m.rule, m.action, m.result});
+  std::vector<metrics::LabelValues> rule_series;
+  rule_series.reserve(out.rule_metrics.size());
+  for (auto& m : out.rule_metrics) rule_series.push_back({std::move(m.rule), std::move(m.action), std::move(m.result)});
+  deps.metrics->rule_results.IncEach(rule_series);
   deps.logger->Info("admission", {{"webhook", std::string(webhook)},
                                   {"uid", out.uid},
                                   {"kind", out.kind},

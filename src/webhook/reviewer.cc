@@ -192,6 +192,7 @@ ReviewOutcome Reviewer::Review(std::string_view body, admission::WebhookKind web
   try {
     Judgement judgement = Judge(req, webhook, policy, topology, now, deadline);
     engine::Decision& decision = judgement.decision;
+    out.rule_metrics.reserve(judgement.result.outcomes.size());
     for (const auto& o : judgement.result.outcomes) {
       out.rule_metrics.push_back({std::string(o.rule->id()),
                                   policy::ActionName(engine::ModeAction(o.action, policy)),

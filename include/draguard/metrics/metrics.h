@@ -24,6 +24,8 @@ class CounterFamily {
   CounterFamily(std::string name, std::string help, std::vector<std::string> labels);
   /// Adds `v` to the series with `labels`.
   void Inc(const LabelValues& labels, double v = 1.0);
+  /// Adds `v` to each series in `series` (one lock for all: a review's per-rule results).
+  void IncEach(const std::vector<LabelValues>& series, double v = 1.0);
   /// Sets a series to a total kept elsewhere (mirrors a counter owned by another module).
   void SetTotal(const LabelValues& labels, double total);
   /// Current value of a series (0 when absent).
@@ -36,6 +38,8 @@ class CounterFamily {
   std::vector<std::string> labels_;
   mutable std::mutex mu_;
   std::map<LabelValues, std::unique_ptr<std::atomic<double>>> series_;
+  // The series of `labels`, created at 0 when new; mu_ must be held.
+  std::atomic<double>& SlotLocked(const LabelValues& labels);
 };
 
 /// A gauge family (value may go up and down).

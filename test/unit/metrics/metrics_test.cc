@@ -43,6 +43,20 @@ TEST(Metrics, CountersAreThreadSafe) {
   EXPECT_EQ(c.Value({"x"}), 40000);
 }
 
+TEST(Metrics, IncEachAddsToEverySeriesLikeInc) {
+  Registry r;
+  auto& c = r.Counter("r_total", "R.", {"rule", "action", "result"});
+  c.Inc({"DG001", "deny", "fail"});
+  // Repeated, new, and short label lists (padded with empty values, as Inc does).
+  c.IncEach({{"DG001", "deny", "fail"}, {"DG002", "warn", "pass"}, {"DG001", "deny", "fail"}, {"DG003"}});
+  c.IncEach({}, 5);
+  c.IncEach({{"DG002", "warn", "pass"}}, -1);  // negative: ignored, as by Inc
+  EXPECT_EQ(c.Value({"DG001", "deny", "fail"}), 3);
+  EXPECT_EQ(c.Value({"DG002", "warn", "pass"}), 1);
+  EXPECT_EQ(c.Value({"DG003", "", ""}), 1);
+  EXPECT_EQ(c.Value({"DG003"}), 1);
+}
+
 TEST(Metrics, ServerMetricsHaveTheDocumentedNames) {
   Registry r;
   ServerMetrics m(r);
