@@ -157,13 +157,18 @@ std::string HttpRequest::Param(std::string_view name) const {
 struct Listener::Impl {
   ListenerOptions opt;
   std::vector<HttpRoute> routes;
-  asio::io_context ioc;
+  // One event loop per IO thread, each run by its thread alone (no loop shared between threads:
+  // their handlers never contend for a scheduler lock). `ioc` is the first; it also runs the
+  // acceptor and the trim timer.
+  asio::io_context ioc{1};
+  std::vector<std::unique_ptr<asio::io_context>> more_iocs;
+  std::size_t next_loop = 0;  // round-robin over the loops; used on the acceptor's strand only
   SSL_CTX* ssl = nullptr;  // null = plain HTTP
   tcp::acceptor acceptor{asio::make_strand(ioc)};
   std::optional<asio::steady_timer> accept_retry;
   std::unique_ptr<WorkerPool> pool;
   std::vector<std::thread> io_threads;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work;
   int bound_port = 0;
   std::atomic<bool> draining{false};
   std::atomic<bool> stopping{false};
@@ -235,6 +240,11 @@ struct Listener::Impl {
   static constexpr std::size_t kLargeBody = 256 * 1024;
 
   void Accept();
+  // The loop the next accepted connection lives on.
+  asio::io_context& NextLoop() {
+    const std::size_t i = next_loop++ % (1 + more_iocs.size());
+    return i == 0 ? ioc : *more_iocs[i - 1];
+  }
 };
 
 namespace {
@@ -765,7 +775,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 }  // namespace
 
 void Listener::Impl::Accept() {
-  acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+  acceptor.async_accept(asio::make_strand(NextLoop()), [this](beast::error_code ec, tcp::socket socket) {
     if (stopping.load() || !acceptor.is_open()) return;
     if (ec) {
       // Out of descriptors or similar: retry shortly instead of spinning.
@@ -841,14 +851,18 @@ Status Listener::Start() {
   m.trim_timer.emplace(asio::make_strand(m.ioc));
   asio::post(m.trim_timer->get_executor(), [&m] { m.Trim(); });
   m.pool = std::make_unique<WorkerPool>(m.opt.workers, m.opt.max_queued);
-  m.work.emplace(m.ioc.get_executor());
+  const std::size_t loops = std::max<std::size_t>(1, m.opt.io_threads);
+  for (std::size_t i = 1; i < loops; ++i) m.more_iocs.push_back(std::make_unique<asio::io_context>(1));
+  m.work.push_back(asio::make_work_guard(m.ioc));
+  for (auto& c : m.more_iocs) m.work.push_back(asio::make_work_guard(*c));
   // The socket listens already: connections queue in the kernel until the loop takes them.
   asio::post(m.acceptor.get_executor(), [&m] { m.Accept(); });
-  for (std::size_t i = 0; i < std::max<std::size_t>(1, m.opt.io_threads); ++i) {
-    m.io_threads.emplace_back([&m] {
+  for (std::size_t i = 0; i < loops; ++i) {
+    asio::io_context& loop = i == 0 ? m.ioc : *m.more_iocs[i - 1];
+    m.io_threads.emplace_back([&loop] {
       for (;;) {
         try {
-          m.ioc.run();
+          loop.run();
           return;
         } catch (...) {
           // A handler must not end the loop; keep serving.
@@ -901,8 +915,9 @@ void Listener::Stop() {
     std::unique_lock<std::mutex> lock(m.mu);
     m.sessions_cv.wait(lock, [&m] { return m.sessions.empty(); });
   }
-  m.work.reset();
+  m.work.clear();
   m.ioc.stop();
+  for (auto& c : m.more_iocs) c->stop();
   for (auto& t : m.io_threads) t.join();
   m.pool->Stop();
 }
