@@ -633,7 +633,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       req_.body = std::move(parser_->get().body());
       parser_.reset();
     }
-    if (!route_->on_worker || (route_->inline_max_body > 0 && req_.body.size() <= route_->inline_max_body)) {
+    if (!route_->on_worker || (route_->run_inline && route_->run_inline(req_))) {
       HttpResponse res;
       Run(&res);
       return Write(std::move(res));

@@ -52,8 +52,9 @@ struct HttpRoute {
   std::string path;
   bool on_worker = false;  ///< run on the worker pool (may block); else inline on the IO thread
   HttpHandler handler;
-  /// With on_worker: bodies up to this size are answered inline on the IO thread (no hand-off).
-  std::size_t inline_max_body = 0;
+  /// With on_worker: a request for which this returns true is answered inline on the IO thread
+  /// (no hand-off); it must be cheap and must not block. Null: always on a worker.
+  std::function<bool(const HttpRequest&)> run_inline;
 };
 
 /// Listener settings.

@@ -205,7 +205,10 @@ std::vector<HttpRoute> Server::Impl::Routes(bool admission) {
                       [this](const HttpRequest& req, HttpResponse* res) {
                         HandleAdmission(admission::WebhookKind::kValidating, req, res);
                       },
-                      opt.inline_review_max_body});
+                      [max = opt.inline_review_max_body](const HttpRequest& req) {
+                        // Small reviews whose cost is linear in the body; a claim's CEL goes to a worker.
+                        return req.body.size() <= max && !webhook::MayEvaluateCel(req.body);
+                      }});
     routes.push_back({"POST", "/mutate", true, [this](const HttpRequest& req, HttpResponse* res) {
                         HandleAdmission(admission::WebhookKind::kMutating, req, res);
                       }});

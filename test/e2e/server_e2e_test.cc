@@ -808,10 +808,22 @@ TEST_F(ServerTest, QueueFullIsShedWith503AndRetryAfter) {
   // The busy request may still be between the listener and the worker: retry until it is shed.
   ASSERT_TRUE(Eventually([&] {
     auto c = Connect();
-    return c->Request("POST", "/validate", ReviewData("DG001/plain-pod-allowed"), &r) && r.status == 503;
+    return c->Request("POST", "/mutate", ReviewData("DG001/plain-pod-allowed"), &r) && r.status == 503;
   }));
   EXPECT_EQ(r.headers["retry-after"], "1");
   EXPECT_EQ(r.headers["connection"], "close");
+  // A claim's /validate review may evaluate CEL: it needs a worker, and is shed too.
+  {
+    auto c = Connect();
+    ASSERT_TRUE(c->Request("POST", "/validate", ReviewData("DG002/custom-class-targets-nvidia-denied"), &r));
+    EXPECT_EQ(r.status, 503);
+  }
+  // A small Pod's /validate review is answered on the IO thread: the busy worker does not hold it.
+  {
+    auto c = Connect();
+    ASSERT_TRUE(c->Request("POST", "/validate", ReviewData("DG001/plain-pod-allowed"), &r));
+    EXPECT_EQ(r.status, 200);
+  }
   block.unlock();
   ASSERT_TRUE(busy->ReadResponse(&r));
   EXPECT_EQ(r.status, 200);

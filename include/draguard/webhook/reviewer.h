@@ -56,6 +56,13 @@ struct Judgement {
   engine::Decision decision;       ///< the decision the webhook answers with
 };
 
+/// Whether reviewing `body` may evaluate CEL (whose cost only the review's budget bounds): true for
+/// ResourceClaims and ResourceClaimTemplates, the only objects whose rules evaluate selectors.
+/// The API server writes request.kind as plain JSON, so the kind's name appears literally in such
+/// a body; any other body that contains `"ResourceClaim` is answered true as well. The rules of
+/// everything else take time linear in the body.
+bool MayEvaluateCel(std::string_view body);
+
 /// Reviews AdmissionReview bodies against a rule registry. Immutable; thread-safe.
 class Reviewer {
  public:

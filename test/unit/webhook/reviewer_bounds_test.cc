@@ -1,6 +1,10 @@
 // Request content cannot mint metric series or blow up logs and error bodies: the kind label
 // comes from a closed set, logged facts are capped, an oversized uid is a 400 and an oversized
 // operation is not echoed in full.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -45,6 +49,33 @@ ReviewOutcome Validate(const std::string& body, const policy::Policy& pol) {
   Reviewer reviewer(Rules());
   return reviewer.Review(body, admission::WebhookKind::kValidating, pol, nullptr, std::chrono::system_clock::now(),
                          std::chrono::steady_clock::now() + kDefaultReviewTimeout);
+}
+
+// Every golden review of a claim or claim template is recognised as one that may evaluate CEL
+// (and so is never reviewed on an IO thread); the Pods among them are not.
+TEST(MayEvaluateCel, HoldsForEveryClaimReviewAndNoPodReview) {
+  int claims = 0, pods = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(std::string(DRAGUARD_TEST_DATA) + "/reviews")) {
+    if (e.path().filename() != "request.json") continue;
+    std::ifstream in(e.path());
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string body = ss.str();
+    auto req = admission::DecodeReview(body);
+    if (!req.ok()) continue;
+    if (req->kind.kind == "ResourceClaim" || req->kind.kind == "ResourceClaimTemplate") {
+      EXPECT_TRUE(MayEvaluateCel(body)) << e.path();
+      ++claims;
+    } else if (req->kind.kind == "Pod" && body.find("ResourceClaim") == std::string::npos) {
+      EXPECT_FALSE(MayEvaluateCel(body)) << e.path();
+      ++pods;
+    }
+  }
+  EXPECT_GT(claims, 5);
+  EXPECT_GT(pods, 5);
+  // Compact JSON, as the API server writes it.
+  EXPECT_TRUE(MayEvaluateCel(R"({"request":{"kind":{"group":"resource.k8s.io","version":"v1","kind":"ResourceClaim"}}})"));
+  EXPECT_FALSE(MayEvaluateCel(R"({"request":{"kind":{"group":"","version":"v1","kind":"Pod"}}})"));
 }
 
 TEST(ReviewerBounds, KindLabelComesFromAClosedSet) {
