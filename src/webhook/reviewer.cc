@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <set>
@@ -150,8 +151,18 @@ Judgement Reviewer::Judge(const admission::AdmissionRequest& req, admission::Web
 }
 
 bool MayEvaluateCel(std::string_view body) {
-  // Every claim rule starts from dra::FindClaim, which knows these two kinds only.
-  return body.find("\"ResourceClaim") != std::string_view::npos;
+  // Every claim rule starts from dra::FindClaim, which knows these two kinds only. memmem on the
+  // name (a rare capital first) and then the quote: searching from '"', JSON's commonest byte, is
+  // several times slower.
+  static constexpr std::string_view kName = "ResourceClaim";
+  const char* p = body.data();
+  const char* end = body.data() + body.size();
+  while (const void* hit = ::memmem(p, static_cast<std::size_t>(end - p), kName.data(), kName.size())) {
+    const char* at = static_cast<const char*>(hit);
+    if (at > body.data() && at[-1] == '"') return true;
+    p = at + 1;
+  }
+  return false;
 }
 
 Reviewer::Reviewer(const engine::Registry& registry, admission::DecodeLimits limits,
