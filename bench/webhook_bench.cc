@@ -84,11 +84,13 @@ void BM_Review(benchmark::State& state, PodKind kind, std::size_t bytes,
 
 // The decode step alone, to separate JSON parsing from the engine: what /validate decodes (rule
 // fields), the whole document (what /mutate decodes to compute a patch), and the reference parser.
+// `pooled`: with the parser pool a Reviewer decodes with (no parser allocated per decode).
 void BM_DecodeOnly(benchmark::State& state, std::size_t bytes, draguard::admission::DecodeScope scope,
-                   draguard::admission::Decoder decoder) {
+                   draguard::admission::Decoder decoder, bool pooled = false) {
   const std::string body = MakeReview(PodKind::kLegacyGpu, bytes);
+  const draguard::admission::DecodePool pool;
   for (auto _ : state) {
-    auto r = draguard::admission::DecodeReview(body, WithDecoder(decoder), scope);
+    auto r = draguard::admission::DecodeReview(body, WithDecoder(decoder), scope, pooled ? &pool : nullptr);
     benchmark::DoNotOptimize(r);
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * body.size()));
@@ -188,12 +190,16 @@ BENCHMARK_CAPTURE(BM_Review, legacy_gpu_pod_64k_reference, PodKind::kLegacyGpu, 
                   draguard::admission::Decoder::kReference);
 BENCHMARK_CAPTURE(BM_DecodeOnly, legacy_gpu_pod_8k, 8 * 1024, draguard::admission::DecodeScope::kRuleFields,
                   draguard::admission::Decoder::kFast);
+BENCHMARK_CAPTURE(BM_DecodeOnly, legacy_gpu_pod_8k_pooled, 8 * 1024, draguard::admission::DecodeScope::kRuleFields,
+                  draguard::admission::Decoder::kFast, true);
 BENCHMARK_CAPTURE(BM_DecodeOnly, legacy_gpu_pod_8k_full, 8 * 1024, draguard::admission::DecodeScope::kFull,
                   draguard::admission::Decoder::kFast);
 BENCHMARK_CAPTURE(BM_DecodeOnly, legacy_gpu_pod_8k_reference, 8 * 1024, draguard::admission::DecodeScope::kFull,
                   draguard::admission::Decoder::kReference);
 BENCHMARK_CAPTURE(BM_DecodeOnly, legacy_gpu_pod_64k, 64 * 1024, draguard::admission::DecodeScope::kRuleFields,
                   draguard::admission::Decoder::kFast);
+BENCHMARK_CAPTURE(BM_DecodeOnly, legacy_gpu_pod_64k_pooled, 64 * 1024, draguard::admission::DecodeScope::kRuleFields,
+                  draguard::admission::Decoder::kFast, true);
 BENCHMARK_CAPTURE(BM_DecodeOnly, legacy_gpu_pod_64k_full, 64 * 1024, draguard::admission::DecodeScope::kFull,
                   draguard::admission::Decoder::kFast);
 BENCHMARK_CAPTURE(BM_DecodeOnly, legacy_gpu_pod_64k_reference, 64 * 1024, draguard::admission::DecodeScope::kFull,
