@@ -119,7 +119,10 @@ ok "TLS is refused without the generated CA"
 
 # 4. Topology exporter hook: run `draguard topology export` in the container when the binary
 # has that command, and read its output back with `draguard topology show`.
-if "${run[@]}" --rm "$image" help 2>/dev/null | grep -q 'draguard topology export'; then
+# The help is read whole first: `grep -q` on a pipe ends at the first match, and the writer's
+# SIGPIPE would then fail the pipeline under pipefail (and skip this step at random).
+help_text=$("${run[@]}" --rm "$image" help 2>/dev/null || true)
+if [[ "$help_text" == *"draguard topology export"* ]]; then
   mkdir -p "$work/export"
   chmod 0777 "$work/export"   # writable by the image user
   "${run[@]}" --rm -v "$work/export:/export" "$image" topology export -o /export/node.xml \
