@@ -159,9 +159,10 @@ struct Listener::Impl {
   std::vector<HttpRoute> routes;
   // One event loop per IO thread, each run by its thread alone (no loop shared between threads:
   // their handlers never contend for a scheduler lock). `ioc` is the first; it also runs the
-  // acceptor and the trim timer.
-  asio::io_context ioc{1};
+  // acceptor and the trim timer. Declared first, destroyed last: the accept still pending in
+  // `ioc` when it is destroyed holds a socket of the next loop, so that loop must outlive it.
   std::vector<std::unique_ptr<asio::io_context>> more_iocs;
+  asio::io_context ioc{1};
   std::size_t next_loop = 0;  // round-robin over the loops; used on the acceptor's strand only
   SSL_CTX* ssl = nullptr;  // null = plain HTTP
   tcp::acceptor acceptor{asio::make_strand(ioc)};
