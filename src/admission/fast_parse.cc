@@ -148,17 +148,25 @@ class ParserPool {
   std::vector<std::unique_ptr<dom::parser>> free_;
 };
 
+namespace {
+
+// Parses `text` with `parser` and builds its document from `top`; nullopt when simdjson refuses it.
+std::optional<Json> ParseWith(dom::parser& parser, std::string_view text, Ctx top) {
+  dom::element root;
+  if (parser.parse(text.data(), text.size(), /*realloc_if_needed=*/true).get(root) != simdjson::SUCCESS) {
+    return std::nullopt;
+  }
+  return Build(root, top);
+}
+
+}  // namespace
+
 std::optional<Json> FastParse(std::string_view text, std::size_t max_depth, bool rule_fields_only,
                               ParserPool* pool) {
   const Ctx top = rule_fields_only ? Ctx::kEnvelope : Ctx::kKeepAll;
   if (pool && text.size() <= DecodePool::kPooledBodyBytes) {
-    std::unique_ptr<dom::parser> parser = pool->Take(max_depth);
-    if (parser) {
-      std::optional<Json> out;
-      dom::element root;
-      if (parser->parse(text.data(), text.size(), /*realloc_if_needed=*/true).get(root) == simdjson::SUCCESS) {
-        out = Build(root, top);
-      }
+    if (std::unique_ptr<dom::parser> parser = pool->Take(max_depth)) {
+      std::optional<Json> out = ParseWith(*parser, text, top);
       pool->Give(std::move(parser));
       return out;
     }
@@ -167,11 +175,7 @@ std::optional<Json> FastParse(std::string_view text, std::size_t max_depth, bool
   // the text needs) are freed with the call, so a burst of large bodies leaves no arena behind.
   dom::parser parser(text.size());
   if (parser.allocate(text.size(), max_depth) != simdjson::SUCCESS) return std::nullopt;
-  dom::element root;
-  if (parser.parse(text.data(), text.size(), /*realloc_if_needed=*/true).get(root) != simdjson::SUCCESS) {
-    return std::nullopt;
-  }
-  return Build(root, top);
+  return ParseWith(parser, text, top);
 }
 
 }  // namespace draguard::admission::internal
