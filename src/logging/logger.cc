@@ -1,11 +1,15 @@
 #include "draguard/logging/logger.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <ctime>
+#include <mutex>
+#include <thread>
 
 #include <nlohmann/json.hpp>
-#include <spdlog/sinks/stdout_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include "draguard/json_string.h"
 
@@ -23,17 +27,6 @@ const char* LevelName(Level l) {
     case Level::kOff: return "off";
   }
   return "info";
-}
-
-spdlog::level::level_enum ToSpd(Level l) {
-  switch (l) {
-    case Level::kDebug: return spdlog::level::debug;
-    case Level::kInfo: return spdlog::level::info;
-    case Level::kWarn: return spdlog::level::warn;
-    case Level::kError: return spdlog::level::err;
-    case Level::kOff: return spdlog::level::off;
-  }
-  return spdlog::level::info;
 }
 
 std::string Timestamp() {
@@ -106,14 +99,100 @@ std::string FormatLine(std::string_view ts, Level level, std::string_view msg, c
 
 namespace {
 
-class SpdLogger final : public Logger {
+// Writes whole lines to a file descriptor from its own thread, so a caller never waits for the
+// descriptor (a slow or full stdout pipe stalls only the writer). Lines are gathered for up to
+// kFlushInterval and written in one call; a warning or error, or kBatchBytes waiting, wakes the
+// writer at once. At most kMaxPending bytes wait: beyond that, lines are dropped and counted, and
+// the count is written as a line of its own when the writer catches up. Destruction writes
+// everything still waiting.
+class LineWriter {
  public:
-  SpdLogger(std::shared_ptr<spdlog::sinks::sink> sink, Level level)
-      : logger_(std::make_shared<spdlog::logger>("draguard", std::move(sink))), level_(level) {
-    logger_->set_pattern("%v");
-    logger_->set_level(ToSpd(level));
-    logger_->flush_on(spdlog::level::trace);
+  static constexpr std::chrono::milliseconds kFlushInterval{10};
+  static constexpr std::size_t kBatchBytes = 64 * 1024;
+  static constexpr std::size_t kMaxPending = 8 * 1024 * 1024;
+
+  explicit LineWriter(int fd) : fd_(fd), thread_([this] { Loop(); }) {}
+  ~LineWriter() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
   }
+  LineWriter(const LineWriter&) = delete;
+  LineWriter& operator=(const LineWriter&) = delete;
+
+  // Queues `line` (which ends in a newline); `urgent` asks for it to be written without delay.
+  void Add(std::string_view line, bool urgent) {
+    bool wake;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (pending_.size() + line.size() > kMaxPending) {
+        ++dropped_;
+        return;
+      }
+      const bool was_empty = pending_.empty();
+      pending_.append(line);
+      urgent_ = urgent_ || urgent;
+      wake = was_empty || urgent || pending_.size() >= kBatchBytes;
+    }
+    if (wake) cv_.notify_one();
+  }
+
+ private:
+  void Loop() {
+    std::string batch;
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      cv_.wait(lock, [&] { return stop_ || !pending_.empty() || dropped_ > 0; });
+      if (stop_ && pending_.empty() && dropped_ == 0) return;
+      // Gather what arrives within the interval, unless something asks to go now.
+      cv_.wait_for(lock, kFlushInterval, [&] { return stop_ || urgent_ || pending_.size() >= kBatchBytes; });
+      batch.swap(pending_);
+      pending_.clear();
+      const std::uint64_t dropped = dropped_;
+      dropped_ = 0;
+      urgent_ = false;
+      lock.unlock();
+      if (dropped > 0) {
+        batch += FormatLine(Timestamp(), Level::kWarn, "log lines dropped: the output did not keep up",
+                            {{"dropped", static_cast<int64_t>(dropped)}});
+        batch.push_back('\n');
+      }
+      WriteAll(batch);
+      batch.clear();
+      if (batch.capacity() > kBatchBytes * 4) std::string().swap(batch);
+      lock.lock();
+    }
+  }
+
+  // Writes all of `data`; gives up on an error other than an interruption (a closed stdout must not
+  // stop the server, and there is nowhere left to report it).
+  void WriteAll(std::string_view data) const {
+    while (!data.empty()) {
+      ssize_t n = ::write(fd_, data.data(), data.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return;
+      }
+      data.remove_prefix(static_cast<std::size_t>(n));
+    }
+  }
+
+  const int fd_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string pending_;
+  std::uint64_t dropped_ = 0;
+  bool urgent_ = false;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts after the members it uses
+};
+
+class StreamLogger final : public Logger {
+ public:
+  StreamLogger(int fd, Level level) : writer_(fd), level_(level) {}
 
   bool Enabled(Level level) const override {
     return level_ != Level::kOff && level >= level_ && level != Level::kOff;
@@ -121,11 +200,13 @@ class SpdLogger final : public Logger {
 
   void Log(Level level, std::string_view msg, const Fields& fields) override {
     if (!Enabled(level)) return;
-    logger_->log(ToSpd(level), "{}", FormatLine(Timestamp(), level, msg, fields));
+    std::string line = FormatLine(Timestamp(), level, msg, fields);
+    line.push_back('\n');
+    writer_.Add(line, level >= Level::kWarn);
   }
 
  private:
-  std::shared_ptr<spdlog::logger> logger_;
+  LineWriter writer_;
   Level level_;
 };
 
@@ -154,8 +235,10 @@ std::vector<std::string> LevelNames() {
 }
 
 std::shared_ptr<Logger> Logger::Stdout(Level level) {
-  return std::make_shared<SpdLogger>(std::make_shared<spdlog::sinks::stdout_sink_mt>(), level);
+  return Fd(STDOUT_FILENO, level);
 }
+
+std::shared_ptr<Logger> Logger::Fd(int fd, Level level) { return std::make_shared<StreamLogger>(fd, level); }
 
 std::shared_ptr<Logger> Logger::Null() { return std::make_shared<NullLogger>(); }
 

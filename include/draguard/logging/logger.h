@@ -1,4 +1,4 @@
-// Structured logging: one JSON object per line on stdout (spdlog underneath).
+// Structured logging: one JSON object per line on stdout, written by a thread of its own in batches.
 //
 // A Logger is created in main() and passed to whoever logs; there is no global logger.
 // Never log certificate material, keys or tokens.
@@ -38,8 +38,11 @@ std::string FormatLine(std::string_view ts, Level level, std::string_view msg, c
 /// A thread-safe JSON-lines logger.
 class Logger {
  public:
-  /// Logs to stdout at `level`.
+  /// Logs to stdout at `level`. Lines reach stdout within 10 ms, warnings and errors at once, from
+  /// a writer thread, so a slow stdout never stalls the caller; destruction writes what waits.
   static std::shared_ptr<Logger> Stdout(Level level);
+  /// Logs to the file descriptor `fd` (kept open by the caller) as Stdout does.
+  static std::shared_ptr<Logger> Fd(int fd, Level level);
   /// Discards everything.
   static std::shared_ptr<Logger> Null();
 

@@ -2,7 +2,10 @@
 // levels below the threshold are not written; bad level names are refused.
 #include "draguard/logging/logger.h"
 
+#include <unistd.h>
+
 #include <fstream>
+#include <thread>
 #include <sstream>
 #include <string>
 #include <variant>
@@ -88,6 +91,101 @@ TEST(Logger, LevelNamesAreWhatParseLevelAccepts) {
   for (const char* bad : {"trace", "critical", "fatal", "INFO", ""}) {
     EXPECT_FALSE(ParseLevel(bad).ok()) << bad;
   }
+}
+
+// Reads `fd` until `needle` has arrived (a blocking read: the writer's flush is what ends it) or
+// the peer closes; returns all that was read.
+std::string ReadUntil(int fd, std::string_view needle) {
+  std::string got;
+  char buf[65536];
+  while (got.find(needle) == std::string::npos) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    got.append(buf, static_cast<std::size_t>(n));
+  }
+  return got;
+}
+
+// Lines are written while the logger lives (within its flush interval), not only at destruction.
+TEST(Logger, LinesArriveWhileTheLoggerLives) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  auto log = Logger::Fd(fds[1], Level::kInfo);
+  log->Info("first", {{"n", int64_t{1}}});
+  std::string got = ReadUntil(fds[0], "\n");
+  ASSERT_EQ(Lines(got).size(), 1u) << got;
+  EXPECT_EQ(Lines(got)[0]["msg"], "first");
+  log->Error("second");
+  got = ReadUntil(fds[0], "\n");
+  ASSERT_EQ(Lines(got).size(), 1u) << got;
+  EXPECT_EQ(Lines(got)[0]["level"], "error");
+  log.reset();
+  ::close(fds[1]);
+  ::close(fds[0]);
+}
+
+// Lines from many threads arrive whole, each once, each thread's in its own order.
+TEST(Logger, ConcurrentLinesArriveWholeAndInOrderPerThread) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::string got;
+  std::thread reader([&] { got = ReadUntil(fds[0], std::string_view("\0", 1)); });
+  constexpr int kThreads = 4, kLines = 2000;
+  {
+    auto log = Logger::Fd(fds[1], Level::kInfo);
+    std::vector<std::thread> writers;
+    for (int t = 0; t < kThreads; ++t) {
+      writers.emplace_back([&, t] {
+        for (int i = 0; i < kLines; ++i) {
+          log->Info("line", {{"thread", int64_t{t}}, {"i", int64_t{i}}, {"pad", std::string(100 + i % 300, 'x')}});
+        }
+      });
+    }
+    for (auto& w : writers) w.join();
+  }
+  ::close(fds[1]);
+  reader.join();
+  ::close(fds[0]);
+  auto lines = Lines(got);
+  ASSERT_EQ(lines.size(), static_cast<std::size_t>(kThreads * kLines));
+  std::vector<int64_t> next(kThreads, 0);
+  for (const auto& l : lines) {
+    int64_t t = l["thread"].get<int64_t>();
+    ASSERT_EQ(l["i"].get<int64_t>(), next[t]) << "thread " << t;
+    ++next[t];
+  }
+}
+
+// An output that takes nothing (a full pipe) never blocks the caller: past the cap, lines are
+// dropped and counted, and the count is written once the output drains.
+TEST(Logger, AStalledOutputDropsAndCountsInsteadOfBlocking) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  constexpr int kLines = 40000;  // about 20 MB: well past what may wait
+  auto log = Logger::Fd(fds[1], Level::kInfo);
+  for (int i = 0; i < kLines; ++i) log->Info("line", {{"i", int64_t{i}}, {"pad", std::string(480, 'y')}});
+  std::string got;
+  std::thread reader([&] { got = ReadUntil(fds[0], std::string_view("\0", 1)); });
+  log.reset();
+  ::close(fds[1]);
+  reader.join();
+  ::close(fds[0]);
+  auto lines = Lines(got);
+  ASSERT_FALSE(lines.empty());
+  int64_t dropped = 0, kept = 0, last = -1;
+  for (const auto& l : lines) {
+    if (l["msg"] == "log lines dropped: the output did not keep up") {
+      EXPECT_EQ(l["level"], "warn");
+      dropped += l["dropped"].get<int64_t>();
+    } else {
+      ++kept;
+      EXPECT_GT(l["i"].get<int64_t>(), last);
+      last = l["i"].get<int64_t>();
+    }
+  }
+  EXPECT_GT(dropped, 0);
+  EXPECT_LT(kept * 500, int64_t{10} * 1024 * 1024);
+  EXPECT_EQ(kept + dropped, kLines);
 }
 
 // The chart passes logLevel as --log-level: its schema must allow exactly the binary's levels
