@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <ctime>
 #include <mutex>
 #include <thread>
@@ -29,16 +30,27 @@ const char* LevelName(Level l) {
   return "info";
 }
 
+// RFC 3339 UTC with microseconds. The date and time of day are formatted once per second per
+// thread; only the microseconds are written for every line.
 std::string Timestamp() {
+  struct Second {
+    std::time_t at = -1;
+    char text[24] = {};
+    std::size_t size = 0;
+  };
+  thread_local Second cached;
   auto now = std::chrono::system_clock::now();
-  auto secs = std::chrono::system_clock::to_time_t(now);
-  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
-                    now.time_since_epoch()).count() % 1000000;
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
+  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count();
+  const std::time_t secs = static_cast<std::time_t>(micros / 1000000);
+  if (secs != cached.at) {
+    std::tm tm{};
+    gmtime_r(&secs, &tm);
+    cached.size = std::strftime(cached.text, sizeof cached.text, "%Y-%m-%dT%H:%M:%S", &tm);
+    cached.at = secs;
+  }
   char buf[40];
-  std::size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  std::snprintf(buf + n, sizeof buf - n, ".%06ldZ", static_cast<long>(micros));
+  std::memcpy(buf, cached.text, cached.size);
+  std::snprintf(buf + cached.size, sizeof buf - cached.size, ".%06ldZ", static_cast<long>(micros % 1000000));
   return buf;
 }
 

@@ -4,7 +4,10 @@
 
 #include <unistd.h>
 
+#include <cmath>
+#include <ctime>
 #include <fstream>
+#include <regex>
 #include <thread>
 #include <sstream>
 #include <string>
@@ -41,7 +44,12 @@ TEST(Logger, WritesOneJsonObjectPerLineWithItsFields) {
   EXPECT_EQ(lines[0]["ready"], true);
   EXPECT_EQ(lines[0]["ratio"], 0.5);
   EXPECT_EQ(lines[0]["rules"], nlohmann::json::array({"DG001", "DG003"}));
-  EXPECT_TRUE(lines[0].contains("ts"));
+  // RFC 3339 UTC with microseconds, of about now.
+  const std::string ts = lines[0]["ts"].get<std::string>();
+  EXPECT_TRUE(std::regex_match(ts, std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z)"))) << ts;
+  std::tm tm{};
+  ASSERT_NE(strptime(ts.c_str(), "%Y-%m-%dT%H:%M:%S", &tm), nullptr) << ts;
+  EXPECT_LT(std::abs(static_cast<double>(timegm(&tm) - std::time(nullptr))), 120.0) << ts;
   EXPECT_EQ(lines[1]["level"], "error");
   EXPECT_EQ(lines[1]["msg"], "quote \" and newline \n stay inside one line");
 }
