@@ -5,6 +5,7 @@
 # requests/s and p50/p99 for both servers, the throughput ratio draguard/nginx and the p99 ratio
 # draguard/nginx per review, and draguard's peak RSS.
 # Usage: bench/load.sh [--check] [path/to/draguard]   (default build/src/cli/draguard)
+#   draguard runs with the image's GLIBC_TUNABLES (deploy/image/image.env) unless GLIBC_TUNABLES is set.
 #   --check: exit 1 when, on the 8 KiB review, the throughput ratio is below 0.5 or the p99 ratio
 #   above 2 (the targets in docs/performance.md).
 set -euo pipefail
@@ -32,9 +33,12 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# draguard on its generated certificate (the state folder lives in $tmp).
+# draguard on its generated certificate (the state folder lives in $tmp), with the allocator
+# setting its container image runs with (deploy/image/image.env).
+# shellcheck source=../deploy/image/image.env
+. "$root/deploy/image/image.env"
 dg_port=$(free_port)
-"$bin" serve --listen "127.0.0.1:$dg_port" --state-dir "$tmp/state" --shutdown-delay 0 ${DRAGUARD_ARGS:-} > "$tmp/draguard.log" 2>&1 &
+GLIBC_TUNABLES=${GLIBC_TUNABLES-$IMAGE_GLIBC_TUNABLES} "$bin" serve --listen "127.0.0.1:$dg_port" --state-dir "$tmp/state" --shutdown-delay 0 ${DRAGUARD_ARGS:-} > "$tmp/draguard.log" 2>&1 &
 dg_pid=$!
 pids+=("$dg_pid")
 for _ in $(seq 1 200); do
@@ -105,7 +109,7 @@ LUA
   printf '  %-9s requests/s %10s   p50 %9s   p99 %9s   non-2xx %s\n' "$1" "$rps" "$p50" "$p99" "${non2xx:-0}"
   p99_us=$(to_us "$p99")
 }
-echo "wrk -t$threads -c$conns -d$duration per run"
+echo "wrk -t$threads -c$conns -d$duration per run; draguard with GLIBC_TUNABLES=${GLIBC_TUNABLES-$IMAGE_GLIBC_TUNABLES}"
 failed=0
 for c in "${cases[@]}"; do
   IFS=: read -r name file what <<< "$c"

@@ -156,6 +156,7 @@ tar -C "$rootfs" --numeric-owner --owner=0 --group=0 -cf "$work/rootfs.tar" .
   --entrypoint "[\"$IMAGE_BINARY\"]" --cmd '["serve"]' \
   --user "$IMAGE_UID:$IMAGE_GID" --workingdir /tmp \
   --env SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
+  --env GLIBC_TUNABLES="$IMAGE_GLIBC_TUNABLES" \
   --port 8443/tcp --port 9090/tcp \
   --label org.opencontainers.image.title=draguard \
   --label org.opencontainers.image.description="Admission webhook for GPU allocation with Dynamic Resource Allocation" \

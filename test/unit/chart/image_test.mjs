@@ -115,6 +115,9 @@ check("Dockerfile builds the same image (user, entrypoint, working directory, th
   eq(directive("USER"), [`${uid}:${gid}`], "USER");
   eq(directive("ENTRYPOINT"), [JSON.stringify([env.IMAGE_BINARY])], "ENTRYPOINT");
   eq(directive("WORKDIR").slice(-1), ["/tmp"], "final WORKDIR");
+  assert(/^glibc\.malloc\.[a-z_]+=[0-9]+(:glibc\.malloc\.[a-z_]+=[0-9]+)*$/.test(env.IMAGE_GLIBC_TUNABLES || ""),
+    `IMAGE_GLIBC_TUNABLES ${env.IMAGE_GLIBC_TUNABLES} is not a list of glibc.malloc tunables`);
+  assert(directive("ENV").includes(`GLIBC_TUNABLES=${env.IMAGE_GLIBC_TUNABLES}`), "ENV GLIBC_TUNABLES as image.env sets it");
   assert(/^FROM debian:12 AS build$/m.test(df), "builder is debian:12");
   assert(/^FROM scratch$/m.test(df), "runtime stage from scratch");
   assert(/scripts\/build-image\.sh --binary \S+ --rootfs \/rootfs/.test(df), "root filesystem from scripts/build-image.sh --rootfs");
@@ -124,7 +127,8 @@ check("Dockerfile builds the same image (user, entrypoint, working directory, th
 check("build-image.sh and smoke-image.sh take the image settings from image.env", () => {
   const build = read("scripts", "build-image.sh");
   assert(build.includes('. "$root/deploy/image/image.env"'), "build-image.sh sources image.env");
-  for (const needle of ['--user "$IMAGE_UID:$IMAGE_GID"', '--entrypoint "[\\"$IMAGE_BINARY\\"]"', 'ref="$IMAGE_REPOSITORY:$tag"', "--workingdir /tmp"]) {
+  for (const needle of ['--user "$IMAGE_UID:$IMAGE_GID"', '--entrypoint "[\\"$IMAGE_BINARY\\"]"', 'ref="$IMAGE_REPOSITORY:$tag"', "--workingdir /tmp",
+                        '--env GLIBC_TUNABLES="$IMAGE_GLIBC_TUNABLES"']) {
     assert(build.includes(needle), `build-image.sh lacks ${needle}`);
   }
   const smoke = read("scripts", "smoke-image.sh");
