@@ -1,12 +1,39 @@
 #include "draguard/json_string.h"
 
+#include <cstdint>
+#include <cstring>
+
 #include <nlohmann/json.hpp>
 
 namespace draguard {
+namespace {
+
+constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
+constexpr std::uint64_t kHighs = 0x8080808080808080ULL;
+
+std::uint64_t Word(const char* p) {
+  std::uint64_t w;
+  std::memcpy(&w, p, sizeof w);
+  return w;
+}
+
+// True when one of the 8 bytes of `w` is zero (exact for the word as a whole).
+constexpr bool HasZeroByte(std::uint64_t w) { return ((w - kOnes) & ~w & kHighs) != 0; }
+
+// True when one of the 8 bytes of `w` needs an escape: a control byte, '"' or '\\'.
+constexpr bool NeedsEscape(std::uint64_t w) {
+  return ((w - kOnes * 0x20) & ~w & kHighs) != 0 || HasZeroByte(w ^ (kOnes * '"')) ||
+         HasZeroByte(w ^ (kOnes * '\\'));
+}
+
+}  // namespace
 
 void AppendJsonString(std::string& out, std::string_view s) {
   std::size_t i = 0;
   while (i < s.size()) {
+    // Eight ASCII bytes at a time; anything else byte by byte.
+    while (i + 8 <= s.size() && (Word(s.data() + i) & kHighs) == 0) i += 8;
+    if (i >= s.size()) break;
     const auto c = static_cast<unsigned char>(s[i]);
     std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
     if (n == 0 || i + n > s.size()) break;
@@ -33,6 +60,9 @@ void AppendJsonString(std::string& out, std::string_view s) {
   out.push_back('"');
   std::size_t run = 0;  // start of the bytes not yet written, which need no escape
   for (std::size_t k = 0; k < s.size(); ++k) {
+    // Skip eight bytes at a time while none of them needs an escape.
+    while (k + 8 <= s.size() && !NeedsEscape(Word(s.data() + k))) k += 8;
+    if (k >= s.size()) break;
     const auto c = static_cast<unsigned char>(s[k]);
     if (c >= 0x20 && c != '"' && c != '\\') continue;
     out.append(s.data() + run, k - run);
