@@ -126,7 +126,7 @@ class WorkerPool {
 class SessionBase {
  public:
   virtual ~SessionBase() = default;
-  virtual void Drain() = 0;  // posted to the session's strand
+  virtual void Drain() = 0;  // posted to the session's loop
   virtual void Stop() = 0;
 };
 
@@ -253,7 +253,7 @@ namespace {
 // TLS over a non-blocking socket, OpenSSL reading and writing the descriptor itself: no BIO pair
 // and no staging buffers, so an idle connection keeps only its SSL object (record buffers are
 // released when empty). Models Beast's AsyncReadStream/AsyncWriteStream; one operation of each
-// direction at a time, all on the connection's strand.
+// direction at a time, all on the connection's loop (run by one thread).
 class TlsStream {
  public:
   using executor_type = tcp::socket::executor_type;
@@ -776,7 +776,9 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 }  // namespace
 
 void Listener::Impl::Accept() {
-  acceptor.async_accept(asio::make_strand(NextLoop()), [this](beast::error_code ec, tcp::socket socket) {
+  // A connection's handlers all run on its loop's one thread: no strand is needed to keep them
+  // apart, and none is paid for on every completion.
+  acceptor.async_accept(NextLoop().get_executor(), [this](beast::error_code ec, tcp::socket socket) {
     if (stopping.load() || !acceptor.is_open()) return;
     if (ec) {
       // Out of descriptors or similar: retry shortly instead of spinning.
