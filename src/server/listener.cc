@@ -363,6 +363,39 @@ class TlsStream {
   std::string gather_;
 };
 
+// The bytes of `res` as an HTTP/1.1 response: status line, Content-Type, the extra headers,
+// Content-Length, "Connection: close" when the connection ends after it, then the body.
+std::string Serialize(const HttpResponse& res, bool close) {
+  const beast::string_view reason = http::obsolete_reason(static_cast<http::status>(res.status));
+  std::size_t size = 96 + reason.size() + res.content_type.size() + res.body.size();
+  for (const auto& [k, v] : res.headers) size += k.size() + v.size() + 4;
+  std::string out;
+  out.reserve(size);
+  out += "HTTP/1.1 ";
+  out += std::to_string(res.status);
+  out.push_back(' ');
+  out.append(reason.data(), reason.size());
+  out += "\r\n";
+  if (!res.content_type.empty()) {
+    out += "Content-Type: ";
+    out += res.content_type;
+    out += "\r\n";
+  }
+  for (const auto& [k, v] : res.headers) {
+    out += k;
+    out += ": ";
+    out += v;
+    out += "\r\n";
+  }
+  out += "Content-Length: ";
+  out += std::to_string(res.body.size());
+  out += "\r\n";
+  if (close) out += "Connection: close\r\n";
+  out += "\r\n";
+  out += res.body;
+  return out;
+}
+
 enum class Phase { kHandshake, kIdle, kHeader, kBudget, kBody, kWorker, kWrite, kLinger, kClosed };
 
 template <class Stream>
@@ -699,17 +732,12 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     parser_.reset();
     const bool close = res.close || !keep_alive_ || l_->draining.load() || l_->stopping.load() ||
                        served_ >= l_->opt.keep_alive_max_requests;
-    auto msg = std::make_shared<http::response<http::string_body>>(
-        static_cast<http::status>(res.status), 11);
-    if (!res.content_type.empty()) msg->set(http::field::content_type, res.content_type);
-    for (auto& [k, v] : res.headers) msg->set(k, v);
-    msg->body() = std::move(res.body);
-    msg->keep_alive(!close);
-    msg->prepare_payload();
+    // The whole response in one buffer: one TLS record for a small answer, no serializer.
+    auto wire = std::make_shared<std::string>(Serialize(res, close));
     phase_ = Phase::kWrite;
     Arm(l_->opt.write_timeout);
-    http::async_write(stream_, *msg,
-                      [self = this->shared_from_this(), msg, close](beast::error_code ec, std::size_t) {
+    asio::async_write(stream_, asio::buffer(*wire),
+                      [self = this->shared_from_this(), wire, close](beast::error_code ec, std::size_t) {
                         if (self->phase_ != Phase::kWrite) return;
                         self->Disarm();
                         self->EndRequest();
