@@ -27,6 +27,7 @@
 #include "draguard/server/tls.h"
 #include "draguard/topology/snapshot.h"
 #include "draguard/webhook/reviewer.h"
+#include "../unit/webhook/cel_bomb.h"  // the CEL-bomb reviews of the reviewer tests
 #include "tls_client.h"
 
 namespace draguard {
@@ -832,32 +833,6 @@ TEST_F(ServerTest, QueueFullIsShedWith503AndRetryAfter) {
 // Hostile load: idle keep-alives, slowloris headers, slow bodies, oversized headers, pipelining
 // and smuggling attempts at once, then a drain in the middle. Every valid probe on a fresh
 // connection is answered 200; the few workers are never held by a connection.
-// A ResourceClaim review with 32 requests x 32 copies of `selector` (after a memory floor).
-std::string CelBombReview(const std::string& uid, const std::string& selector) {
-  nlohmann::json requests = nlohmann::json::array();
-  for (int r = 0; r < 32; ++r) {
-    nlohmann::json sels = {{{"cel",
-                             {{"expression", "'memory' in device.capacity['gpu.nvidia.com'] && "
-                                             "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('8Gi')) >= 0"}}}}};
-    for (int i = 1; i < 32; ++i) sels.push_back({{"cel", {{"expression", selector}}}});
-    requests.push_back({{"name", "r" + std::to_string(r)},
-                        {"exactly", {{"deviceClassName", "gpu.nvidia.com"}, {"count", 1}, {"selectors", sels}}}});
-  }
-  nlohmann::json claim = {{"apiVersion", "resource.k8s.io/v1"},
-                          {"kind", "ResourceClaim"},
-                          {"metadata", {{"name", "bomb"}, {"namespace", "ml"}}},
-                          {"spec", {{"devices", {{"requests", requests}}}}}};
-  nlohmann::json req = {{"uid", uid},
-                        {"kind", {{"group", "resource.k8s.io"}, {"version", "v1"}, {"kind", "ResourceClaim"}}},
-                        {"resource", {{"group", "resource.k8s.io"}, {"version", "v1"}, {"resource", "resourceclaims"}}},
-                        {"namespace", "ml"},
-                        {"name", "bomb"},
-                        {"operation", "CREATE"},
-                        {"userInfo", {{"username", "mallory"}}},
-                        {"object", claim}};
-  return nlohmann::json{{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"}, {"request", req}}.dump();
-}
-
 TEST_F(ServerTest, HostileLoadLosesNoValidRequestAndDrainLosesNothing) {
   opt_.workers = 4;
   opt_.read_timeout = std::chrono::seconds(3);    // bounds the slow bodies still open at the end
@@ -875,17 +850,15 @@ TEST_F(ServerTest, HostileLoadLosesNoValidRequestAndDrainLosesNothing) {
   Start();
   // CEL bombs: nested lists.range (refused by the estimated cost before evaluation) and nested
   // all() that passes the estimate but stops at the review's CEL budget. Both are denied.
-  const std::string range_bomb = "lists.range(5000).map(x, lists.range(5000).map(y, x + y)).size() > 0";
-  const std::string literal_bomb =
-      "[0,1,2,3,4,5,6,7,8,9].all(a, [0,1,2,3,4,5,6,7,8,9].all(b, [0,1,2,3,4,5,6,7,8,9].all(c, "
-      "[0,1,2,3,4,5,6,7,8,9].all(d, a + b + c + d >= 0))))";
+  const std::string& range_bomb = draguard::test_support::kRangeBomb;
+  const std::string& literal_bomb = draguard::test_support::kLiteralBomb;
   std::vector<std::unique_ptr<TlsConnection>> bombs;
   ClientOptions patient = client_;
   patient.timeout_ms = 120000;  // a sanitizer build evaluates slowly; the server bounds it anyway
   for (const auto& sel : {range_bomb, literal_bomb}) {
     auto c = Connect(patient);
     ASSERT_NE(c, nullptr);
-    ASSERT_TRUE(c->Write(Review("/validate", CelBombReview("u-bomb", sel))));
+    ASSERT_TRUE(c->Write(Review("/validate", draguard::test_support::CelBombReview("u-bomb", sel))));
     bombs.push_back(std::move(c));
   }
   const std::string valid = ReviewData("DG001/plain-pod-allowed");

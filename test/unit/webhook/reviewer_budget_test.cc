@@ -13,6 +13,7 @@
 #include "draguard/engine/registry.h"
 #include "draguard/topology/snapshot.h"
 #include "draguard/webhook/reviewer.h"
+#include "cel_bomb.h"
 
 namespace draguard::webhook {
 namespace {
@@ -43,41 +44,10 @@ const topology::Snapshot* Topology() {
   return kSnap.get();
 }
 
-// A ResourceClaim CREATE with 32 requests of one GPU, each with 32 copies of `selector` (after a
-// memory floor, so the claim is otherwise well-formed).
-std::string BombReview(const std::string& selector) {
-  Json requests = Json::array();
-  for (int r = 0; r < 32; ++r) {
-    Json sels = Json::array();
-    sels.push_back({{"cel",
-                     {{"expression", "'memory' in device.capacity['gpu.nvidia.com'] && "
-                                     "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('8Gi')) >= 0"}}}});
-    for (int s = 1; s < 32; ++s) sels.push_back({{"cel", {{"expression", selector}}}});
-    requests.push_back({{"name", "r" + std::to_string(r)},
-                        {"exactly", {{"deviceClassName", "gpu.nvidia.com"}, {"count", 1}, {"selectors", sels}}}});
-  }
-  Json claim = {{"apiVersion", "resource.k8s.io/v1"},
-                {"kind", "ResourceClaim"},
-                {"metadata", {{"name", "bomb"}, {"namespace", "ml"}}},
-                {"spec", {{"devices", {{"requests", requests}}}}}};
-  Json req = {{"uid", "u-bomb"},
-              {"kind", {{"group", "resource.k8s.io"}, {"version", "v1"}, {"kind", "ResourceClaim"}}},
-              {"resource", {{"group", "resource.k8s.io"}, {"version", "v1"}, {"resource", "resourceclaims"}}},
-              {"namespace", "ml"},
-              {"name", "bomb"},
-              {"operation", "CREATE"},
-              {"userInfo", {{"username", "mallory"}}},
-              {"object", claim}};
-  return Json{{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"}, {"request", req}}.dump();
-}
+using draguard::test_support::kLiteralBomb;
+using draguard::test_support::kRangeBomb;
 
-// The nested lists.range bomb of the hostile-load report: unbounded by the estimate.
-const std::string kRangeBomb = "lists.range(5000).map(x, lists.range(5000).map(y, x + y)).size() > 0";
-// Four nested all() over ten-element lists: 125,551 estimated units, under the per-selector
-// limit (so the API server accepts it), about 100,000 units per device when evaluated.
-const std::string kLiteralBomb =
-    "[0,1,2,3,4,5,6,7,8,9].all(a, [0,1,2,3,4,5,6,7,8,9].all(b, [0,1,2,3,4,5,6,7,8,9].all(c, "
-    "[0,1,2,3,4,5,6,7,8,9].all(d, a + b + c + d >= 0))))";
+std::string BombReview(const std::string& selector) { return draguard::test_support::CelBombReview("u-bomb", selector); }
 
 // Only the two rules that read selectors, so the decision is theirs alone.
 policy::Policy SelectorRulesOnly(policy::Mode mode, int64_t cost_per_review = 1000000) {
