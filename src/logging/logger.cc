@@ -163,6 +163,8 @@ class LineWriter {
       cv_.wait_for(lock, kFlushInterval, [&] { return stop_ || urgent_ || pending_.size() >= kBatchBytes; });
       batch.swap(pending_);
       pending_.clear();
+      // After a burst (up to kMaxPending), neither buffer keeps its size.
+      if (pending_.capacity() > kBatchBytes * 4) std::string().swap(pending_);
       const std::uint64_t dropped = dropped_;
       dropped_ = 0;
       urgent_ = false;
