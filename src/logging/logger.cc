@@ -161,8 +161,7 @@ class LineWriter {
       if (stop_ && pending_.empty() && dropped_ == 0) return;
       // Gather what arrives within the interval, unless something asks to go now.
       cv_.wait_for(lock, kFlushInterval, [&] { return stop_ || urgent_ || pending_.size() >= kBatchBytes; });
-      batch.swap(pending_);
-      pending_.clear();
+      batch.swap(pending_);  // `batch` was empty: `pending_` is now empty too
       // After a burst (up to kMaxPending), neither buffer keeps its size.
       if (pending_.capacity() > kBatchBytes * 4) std::string().swap(pending_);
       const std::uint64_t dropped = dropped_;

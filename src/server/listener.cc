@@ -293,19 +293,13 @@ class TlsStream {
 
   template <class Buffers, class Token>
   auto async_write_some(const Buffers& buffers, Token&& token) {
-    // Small pieces (a response header and its body) go out as one TLS record: gathered up to one
-    // record, so the write is all or nothing and the count maps back onto `buffers`.
-    asio::const_buffer b = First<asio::const_buffer>(buffers);
-    if (b.size() < kRecord && asio::buffer_size(buffers) > b.size()) {
-      gather_.resize(std::min<std::size_t>(kRecord, asio::buffer_size(buffers)));
-      asio::buffer_copy(asio::buffer(gather_), buffers);
-      b = asio::buffer(gather_);
-    }
+    // Writes the first non-empty buffer; a composed write goes on with the rest. Responses are
+    // written as one buffer (Serialize), so a small answer is one TLS record.
     return asio::async_initiate<Token, void(beast::error_code, std::size_t)>(
         [this](auto handler, asio::const_buffer b) {
           Run(kWrite, const_cast<void*>(b.data()), b.size(), std::move(handler));
         },
-        token, b);
+        token, First<asio::const_buffer>(buffers));
   }
 
  private:
@@ -336,9 +330,6 @@ class TlsStream {
             : kind == kRead    ? SSL_read_ex(ssl_, data, len, &n)
                                : SSL_write_ex(ssl_, data, len, &n);
     int err = r == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl_, r);
-    if (kind == kWrite && err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
-      std::string().swap(gather_);  // idle connections keep no write buffer
-    }
     if (r == 1) return Complete(std::forward<Handler>(handler), {}, n);
     if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
       socket_.async_wait(err == SSL_ERROR_WANT_READ ? tcp::socket::wait_read : tcp::socket::wait_write,
@@ -357,10 +348,8 @@ class TlsStream {
     Complete(std::forward<Handler>(handler), ec, 0);
   }
 
-  static constexpr std::size_t kRecord = 16384;  // TLS maximum plaintext per record
   tcp::socket socket_;
   SSL* ssl_;
-  std::string gather_;
 };
 
 // The bytes of `res` as an HTTP/1.1 response: status line, Content-Type, the extra headers,
