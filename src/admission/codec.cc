@@ -4,6 +4,7 @@
 #include "draguard/base64.h"
 #include "draguard/json_string.h"
 #include "draguard/truncate.h"
+#include "envelope.h"
 #include "fast_parse.h"
 
 #include <utility>
@@ -11,97 +12,41 @@
 namespace draguard::admission {
 namespace {
 
-const Json* Field(const Json& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-// Reads an optional string field; a present non-string is an error.
-Status GetString(const Json& obj, const char* key, std::string* out, const char* where) {
-  const Json* v = Field(obj, key);
-  if (v == nullptr) return Status::Ok();
-  if (!v->is_string()) {
-    return Status::InvalidArgument(std::string(where) + "." + key + " must be a string");
+// A nlohmann document as an envelope node (envelope.h).
+class JsonNode {
+ public:
+  explicit JsonNode(Json* j) : j_(j) {}
+  bool IsNull() const { return j_->is_null(); }
+  bool IsObject() const { return j_->is_object(); }
+  bool IsString() const { return j_->is_string(); }
+  bool IsArray() const { return j_->is_array(); }
+  bool IsBool() const { return j_->is_boolean(); }
+  std::optional<JsonNode> Member(std::string_view key) const {
+    auto it = j_->find(key);
+    if (it == j_->end()) return std::nullopt;
+    return JsonNode(&*it);
   }
-  *out = v->get<std::string>();
-  return Status::Ok();
-}
-
-Status GetGvk(const Json& obj, const char* key, std::optional<GroupVersionKind>* out,
-              const char* where) {
-  const Json* v = Field(obj, key);
-  if (v == nullptr) return Status::Ok();
-  if (!v->is_object()) {
-    return Status::InvalidArgument(std::string(where) + "." + key + " must be an object");
-  }
-  GroupVersionKind gvk;
-  std::string w = std::string(where) + "." + key;
-  if (auto s = GetString(*v, "group", &gvk.group, w.c_str()); !s.ok()) return s;
-  if (auto s = GetString(*v, "version", &gvk.version, w.c_str()); !s.ok()) return s;
-  if (auto s = GetString(*v, "kind", &gvk.kind, w.c_str()); !s.ok()) return s;
-  *out = std::move(gvk);
-  return Status::Ok();
-}
-
-Status GetGvr(const Json& obj, const char* key, std::optional<GroupVersionResource>* out,
-              const char* where) {
-  const Json* v = Field(obj, key);
-  if (v == nullptr) return Status::Ok();
-  if (!v->is_object()) {
-    return Status::InvalidArgument(std::string(where) + "." + key + " must be an object");
-  }
-  GroupVersionResource gvr;
-  std::string w = std::string(where) + "." + key;
-  if (auto s = GetString(*v, "group", &gvr.group, w.c_str()); !s.ok()) return s;
-  if (auto s = GetString(*v, "version", &gvr.version, w.c_str()); !s.ok()) return s;
-  if (auto s = GetString(*v, "resource", &gvr.resource, w.c_str()); !s.ok()) return s;
-  *out = std::move(gvr);
-  return Status::Ok();
-}
-
-Status GetStringList(const Json& obj, const char* key, std::vector<std::string>* out,
-                     const std::string& where) {
-  const Json* v = Field(obj, key);
-  if (v == nullptr) return Status::Ok();
-  if (!v->is_array()) return Status::InvalidArgument(where + "." + key + " must be a list");
-  for (const auto& e : *v) {
-    if (!e.is_string()) {
-      return Status::InvalidArgument(where + "." + key + " must be a list of strings");
+  std::string_view String() const { return j_->get_ref<const std::string&>(); }
+  bool Bool() const { return j_->get<bool>(); }
+  template <class F>
+  bool ForEachElement(F f) const {
+    for (auto& e : *j_) {
+      if (!f(JsonNode(&e))) return false;
     }
-    out->push_back(e.get<std::string>());
+    return true;
   }
-  return Status::Ok();
-}
+  // Moved out, not copied: the reviewed objects are most of the body.
+  Json Take(bool /*whole: the document is already as decoded*/) { return std::move(*j_); }
 
-Status DecodeUserInfo(const Json& req, UserInfo* user) {
-  const Json* v = Field(req, "userInfo");
-  if (v == nullptr) return Status::Ok();
-  if (!v->is_object()) return Status::InvalidArgument("request.userInfo must be an object");
-  const char* w = "request.userInfo";
-  if (auto s = GetString(*v, "username", &user->username, w); !s.ok()) return s;
-  if (auto s = GetString(*v, "uid", &user->uid, w); !s.ok()) return s;
-  if (auto s = GetStringList(*v, "groups", &user->groups, w); !s.ok()) return s;
-  if (const Json* extra = Field(*v, "extra"); extra != nullptr) {
-    if (!extra->is_object()) return Status::InvalidArgument("request.userInfo.extra must be a map");
-    for (const auto& [k, vals] : extra->items()) {
-      std::vector<std::string> list;
-      if (!vals.is_array()) {
-        return Status::InvalidArgument("request.userInfo.extra." + k + " must be a list");
-      }
-      for (const auto& e : vals) {
-        if (!e.is_string()) {
-          return Status::InvalidArgument("request.userInfo.extra." + k + " must be strings");
-        }
-        list.push_back(e.get<std::string>());
-      }
-      user->extra.emplace(k, std::move(list));
-    }
-  }
-  return Status::Ok();
-}
+ private:
+  Json* j_;
+};
 
-Result<Operation> ParseOperation(const std::string& op) {
+}  // namespace
+
+namespace internal {
+
+Result<Operation> ParseOperation(std::string_view op) {
   if (op == "CREATE") return Operation::kCreate;
   if (op == "UPDATE") return Operation::kUpdate;
   if (op == "DELETE") return Operation::kDelete;
@@ -110,7 +55,7 @@ Result<Operation> ParseOperation(const std::string& op) {
                                  "\" is not one of CREATE, UPDATE, DELETE, CONNECT");
 }
 
-}  // namespace
+}  // namespace internal
 
 AdmissionRequest CreateRequestFor(Json object, std::string_view default_namespace) {
   AdmissionRequest r;
@@ -170,77 +115,6 @@ std::size_t JsonNestingDepth(std::string_view text, std::size_t limit) {
   return max_depth;
 }
 
-namespace {
-
-// The envelope checks and field reads, shared by both parsers.
-Result<AdmissionRequest> DecodeDocument(Json doc) {
-  if (!doc.is_object()) return Status::InvalidArgument("body is not a JSON object");
-
-  AdmissionRequest req;
-  std::string kind;
-  if (auto s = GetString(doc, "apiVersion", &req.api_version, "AdmissionReview"); !s.ok()) return s;
-  if (auto s = GetString(doc, "kind", &kind, "AdmissionReview"); !s.ok()) return s;
-  if (kind != "AdmissionReview") {
-    return Status::InvalidArgument("kind is \"" + Truncate(kind) + "\", expected \"AdmissionReview\"");
-  }
-  if (req.api_version != kAdmissionV1 && req.api_version != kAdmissionV1beta1) {
-    return Status::InvalidArgument("apiVersion \"" + Truncate(req.api_version) +
-                                   "\" is not supported; use admission.k8s.io/v1");
-  }
-  auto rit = doc.find("request");
-  if (rit == doc.end() || rit->is_null()) return Status::InvalidArgument("AdmissionReview has no request");
-  if (!rit->is_object()) return Status::InvalidArgument("request must be an object");
-  Json* r = &*rit;
-
-  const char* w = "request";
-  if (auto s = GetString(*r, "uid", &req.uid, w); !s.ok()) return s;
-  if (req.uid.empty()) return Status::InvalidArgument("request.uid is missing");
-  std::optional<GroupVersionKind> kind_field;
-  if (auto s = GetGvk(*r, "kind", &kind_field, w); !s.ok()) return s;
-  if (!kind_field || kind_field->kind.empty()) {
-    return Status::InvalidArgument("request.kind is missing");
-  }
-  req.kind = *kind_field;
-  std::optional<GroupVersionResource> res;
-  if (auto s = GetGvr(*r, "resource", &res, w); !s.ok()) return s;
-  if (res) req.resource = *res;
-  if (auto s = GetString(*r, "subResource", &req.sub_resource, w); !s.ok()) return s;
-  if (auto s = GetGvk(*r, "requestKind", &req.request_kind, w); !s.ok()) return s;
-  if (auto s = GetGvr(*r, "requestResource", &req.request_resource, w); !s.ok()) return s;
-  if (auto s = GetString(*r, "requestSubResource", &req.request_sub_resource, w); !s.ok()) return s;
-  if (auto s = GetString(*r, "name", &req.name, w); !s.ok()) return s;
-  if (auto s = GetString(*r, "namespace", &req.namespace_, w); !s.ok()) return s;
-  std::string op;
-  if (auto s = GetString(*r, "operation", &op, w); !s.ok()) return s;
-  if (op.empty()) return Status::InvalidArgument("request.operation is missing");
-  auto parsed_op = ParseOperation(op);
-  if (!parsed_op.ok()) return parsed_op.status();
-  req.operation = *parsed_op;
-  if (auto s = DecodeUserInfo(*r, &req.user_info); !s.ok()) return s;
-  // The objects are moved out of the parsed document, not copied: they are most of the body.
-  if (auto it = r->find("object"); it != r->end() && !it->is_null()) {
-    if (!it->is_object()) return Status::InvalidArgument("request.object must be an object");
-    req.object = std::move(*it);
-  }
-  if (auto it = r->find("oldObject"); it != r->end() && !it->is_null()) {
-    if (!it->is_object()) return Status::InvalidArgument("request.oldObject must be an object");
-    req.old_object = std::move(*it);
-  }
-  if (const Json* v = Field(*r, "dryRun")) {
-    if (!v->is_boolean()) return Status::InvalidArgument("request.dryRun must be a boolean");
-    req.dry_run = v->get<bool>();
-  }
-  if (auto it = r->find("options"); it != r->end() && !it->is_null()) req.options = std::move(*it);
-  if ((req.operation == Operation::kCreate || req.operation == Operation::kUpdate) &&
-      req.object.is_null()) {
-    return Status::InvalidArgument(std::string("request.object is missing for ") +
-                                   OperationName(req.operation));
-  }
-  return req;
-}
-
-}  // namespace
-
 Result<AdmissionRequest> DecodeReview(std::string_view body, const DecodeLimits& limits, DecodeScope scope,
                                       const DecodePool* pool) {
   if (body.empty()) return Status::InvalidArgument("empty body: expected an AdmissionReview");
@@ -252,9 +126,9 @@ Result<AdmissionRequest> DecodeReview(std::string_view body, const DecodeLimits&
   if (limits.decoder == Decoder::kFast) {
     // simdjson validates the whole text and the nesting limit; what it refuses goes to the
     // reference parser below, so error messages and edge cases answer as before.
-    if (auto doc = internal::FastParse(body, limits.max_depth, scope == DecodeScope::kRuleFields,
+    if (auto decoded = internal::FastDecode(body, limits.max_depth, scope == DecodeScope::kRuleFields,
                                             pool ? &pool->parsers() : nullptr)) {
-      return DecodeDocument(std::move(*doc));
+      return std::move(*decoded);
     }
   }
   if (JsonNestingDepth(body, limits.max_depth) > limits.max_depth) {
@@ -265,7 +139,7 @@ Result<AdmissionRequest> DecodeReview(std::string_view body, const DecodeLimits&
   if (doc.is_discarded()) {
     return Status::InvalidArgument("body is not valid JSON (malformed or truncated)");
   }
-  return DecodeDocument(std::move(doc));
+  return internal::DecodeEnvelope(JsonNode(&doc));
 }
 
 std::string EncodeReview(const AdmissionResponse& response, std::string_view api_version) {

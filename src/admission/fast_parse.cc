@@ -1,5 +1,7 @@
 #include "fast_parse.h"
 
+#include "envelope.h"
+
 #include <array>
 #include <memory>
 #include <mutex>
@@ -15,12 +17,10 @@ namespace {
 
 namespace dom = simdjson::dom;
 
-// Where a value sits, as far as the rule-fields decode cares. Only request.object and
-// request.oldObject are ever trimmed; the envelope is kept whole.
+// Where a value sits, as far as the rule-fields decode cares. Only request.object is ever trimmed
+// (the envelope is read straight from the parsed text, envelope.h).
 enum class Ctx : std::uint8_t {
   kKeepAll,     // everything below is kept
-  kEnvelope,    // the AdmissionReview object
-  kRequest,     // the request object
   kObject,      // somewhere inside a reviewed object
   kMetadata,    // an object under a "metadata" key inside a reviewed object
   kSpec,        // an object under a "spec" key inside a reviewed object
@@ -40,8 +40,6 @@ bool InObject(Ctx c) { return c >= Ctx::kObject; }
 std::optional<Ctx> MemberCtx(Ctx parent, std::string_view key) {
   switch (parent) {
     case Ctx::kKeepAll: return Ctx::kKeepAll;
-    case Ctx::kEnvelope: return key == "request" ? Ctx::kRequest : Ctx::kKeepAll;
-    case Ctx::kRequest: return key == "object" || key == "oldObject" ? Ctx::kObject : Ctx::kKeepAll;
     case Ctx::kMetadata:
       if (key == "managedFields") return std::nullopt;
       break;
@@ -74,13 +72,6 @@ Json Build(dom::element e, Ctx ctx) {
       Json out(Json::value_t::object);
       auto& members = out.get_ref<Json::object_t&>();
       const dom::object obj = e.get_object().value_unsafe();
-      if (ctx == Ctx::kRequest) {
-        // With an oldObject (UPDATE, DELETE), rules judge only what changed by comparing the
-        // object with it: that comparison must see every field, so nothing is left out.
-        for (dom::key_value_pair field : obj) {
-          if (field.key == "oldObject" && !field.value.is_null()) ctx = Ctx::kKeepAll;
-        }
-      }
       for (dom::key_value_pair field : obj) {
         std::optional<Ctx> c = MemberCtx(ctx, field.key);
         if (!c) continue;
@@ -150,23 +141,58 @@ class ParserPool {
 
 namespace {
 
-// Parses `text` with `parser` and builds its document from `top`; nullopt when simdjson refuses it.
-std::optional<Json> ParseWith(dom::parser& parser, std::string_view text, Ctx top) {
+// A value of simdjson's DOM as an envelope node (envelope.h). `trim`: Take(false) keeps the rule
+// fields only.
+class TapeNode {
+ public:
+  TapeNode(dom::element e, bool trim) : e_(e), trim_(trim) {}
+  bool IsNull() const { return e_.is_null(); }
+  bool IsObject() const { return e_.type() == dom::element_type::OBJECT; }
+  bool IsString() const { return e_.type() == dom::element_type::STRING; }
+  bool IsArray() const { return e_.type() == dom::element_type::ARRAY; }
+  bool IsBool() const { return e_.type() == dom::element_type::BOOL; }
+  // The last member named `key`, as nlohmann's parser keeps it.
+  std::optional<TapeNode> Member(std::string_view key) const {
+    std::optional<TapeNode> found;
+    const dom::object obj = e_.get_object().value_unsafe();
+    for (dom::key_value_pair field : obj) {
+      if (field.key == key) found.emplace(field.value, trim_);
+    }
+    return found;
+  }
+  std::string_view String() const { return e_.get_string().value_unsafe(); }
+  bool Bool() const { return e_.get_bool().value_unsafe(); }
+  template <class F>
+  bool ForEachElement(F f) const {
+    const dom::array items = e_.get_array().value_unsafe();
+    for (dom::element item : items) {
+      if (!f(TapeNode(item, trim_))) return false;
+    }
+    return true;
+  }
+  Json Take(bool whole) { return Build(e_, whole || !trim_ ? Ctx::kKeepAll : Ctx::kObject); }
+
+ private:
+  dom::element e_;
+  bool trim_;
+};
+
+// Parses `text` with `parser` and reads the review from it; nullopt when simdjson refuses it.
+std::optional<Result<AdmissionRequest>> DecodeWith(dom::parser& parser, std::string_view text, bool trim) {
   dom::element root;
   if (parser.parse(text.data(), text.size(), /*realloc_if_needed=*/true).get(root) != simdjson::SUCCESS) {
     return std::nullopt;
   }
-  return Build(root, top);
+  return DecodeEnvelope(TapeNode(root, trim));
 }
 
 }  // namespace
 
-std::optional<Json> FastParse(std::string_view text, std::size_t max_depth, bool rule_fields_only,
-                              ParserPool* pool) {
-  const Ctx top = rule_fields_only ? Ctx::kEnvelope : Ctx::kKeepAll;
+std::optional<Result<AdmissionRequest>> FastDecode(std::string_view text, std::size_t max_depth,
+                                                   bool rule_fields_only, ParserPool* pool) {
   if (pool && text.size() <= DecodePool::kPooledBodyBytes) {
     if (std::unique_ptr<dom::parser> parser = pool->Take(max_depth)) {
-      std::optional<Json> out = ParseWith(*parser, text, top);
+      std::optional<Result<AdmissionRequest>> out = DecodeWith(*parser, text, rule_fields_only);
       pool->Give(std::move(parser));
       return out;
     }
@@ -175,7 +201,7 @@ std::optional<Json> FastParse(std::string_view text, std::size_t max_depth, bool
   // the text needs) are freed with the call, so a burst of large bodies leaves no arena behind.
   dom::parser parser(text.size());
   if (parser.allocate(text.size(), max_depth) != simdjson::SUCCESS) return std::nullopt;
-  return ParseWith(parser, text, top);
+  return DecodeWith(parser, text, rule_fields_only);
 }
 
 }  // namespace draguard::admission::internal

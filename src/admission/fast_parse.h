@@ -12,14 +12,15 @@
 namespace draguard::admission::internal {
 
 /// Parses and validates the whole text with simdjson's DOM parser (UTF-8, structure, numbers,
-/// nesting ≤ `max_depth`) and builds the document model from it. With `rule_fields_only`, the
-/// subtrees of request.object that no rule reads are left out (they are still validated); a
-/// request with an oldObject is kept whole, since rules compare the two objects. Returns nullopt when simdjson refuses the text or cannot represent it exactly
-/// (e.g. an integer past 64 bits, a byte order mark): the caller then decodes it with the
-/// reference parser, which gives today's answer, error or not. With `pool`, a text of up to
-/// DecodePool::kPooledBodyBytes borrows a parser from it instead of allocating one.
-std::optional<Json> FastParse(std::string_view text, std::size_t max_depth, bool rule_fields_only,
-                              ParserPool* pool = nullptr);
+/// nesting ≤ `max_depth`) and reads the review from it: the envelope straight from the parsed
+/// text, the objects as documents. With `rule_fields_only`, the subtrees of request.object that no
+/// rule reads are left out (they are still validated); a request with an oldObject is kept whole,
+/// since rules compare the two objects. Returns nullopt when simdjson refuses the text or cannot
+/// represent it exactly (e.g. an integer past 64 bits, a byte order mark): the caller then decodes
+/// it with the reference parser, which gives today's answer, error or not. With `pool`, a text of
+/// up to DecodePool::kPooledBodyBytes borrows a parser from it instead of allocating one.
+std::optional<Result<AdmissionRequest>> FastDecode(std::string_view text, std::size_t max_depth,
+                                                   bool rule_fields_only, ParserPool* pool = nullptr);
 
 /// Whether a member of a container object (an element of spec.containers, spec.initContainers or
 /// spec.ephemeralContainers) is left out of a rule-fields decode.
