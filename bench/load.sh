@@ -2,8 +2,8 @@
 # Load test: draguard vs nginx serving the same fixed AdmissionReview responses over the same TLS
 # certificate, both on loopback. wrk: 2 threads, 32 keep-alive connections, 10 s per run, three
 # reviews: a 1 KiB plain Pod, the 8 KiB legacy-GPU Pod and a 64 KiB legacy-GPU Pod. Prints
-# requests/s and p50/p99 for both servers, the throughput ratio draguard/nginx and the p99 ratio
-# draguard/nginx per review, and draguard's peak RSS.
+# requests/s, p50/p99 and CPU time per request for both servers, the throughput ratio
+# draguard/nginx and the p99 ratio draguard/nginx per review, and draguard's peak RSS.
 # Usage: bench/load.sh [--check] [path/to/draguard]   (default build/src/cli/draguard)
 #   draguard runs with the image's GLIBC_TUNABLES (deploy/image/image.env) unless GLIBC_TUNABLES is set.
 #   --check: exit 1 when, on the 8 KiB review, the throughput ratio is below 0.5 or the p99 ratio
@@ -85,14 +85,23 @@ $locations  }
 }
 CONF
 nginx -c "$tmp/nginx/nginx.conf" -p "$tmp/nginx" &
-pids+=("$!")
+ng_pid=$!
+pids+=("$ng_pid")
 for _ in $(seq 1 200); do curl -sk "https://127.0.0.1:$ng_port/" -o /dev/null && break; sleep 0.05; done
 
 to_us() {  # wrk latency ("850.00us", "2.96ms", "1.20s") in microseconds
   python3 -c 'import sys,re
 m=re.match(r"([0-9.]+)(us|ms|s)$", sys.argv[1]); print("%.1f" % (float(m.group(1)) * {"us": 1, "ms": 1e3, "s": 1e6}[m.group(2)]))' "$1"
 }
-run() {  # label url body-file; sets rps and p99_us
+cpu_ticks() {  # user + system clock ticks of the given processes and their children processes
+  local total=0 p
+  for p in "$@" $(pgrep -P "$(IFS=,; echo "$*")" 2>/dev/null || true); do
+    [ -r "/proc/$p/stat" ] && total=$((total + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+  done
+  echo "$total"
+}
+hz=$(getconf CLK_TCK)
+run() {  # label url body-file server-pid; sets rps and p99_us
   cat > "$tmp/post.lua" <<LUA
 local f = io.open("$3", "rb")
 wrk.method = "POST"
@@ -100,13 +109,18 @@ wrk.body = f:read("*all")
 f:close()
 wrk.headers["Content-Type"] = "application/json"
 LUA
+  local p50 p99 non2xx t0 t1 cpu_us
+  t0=$(cpu_ticks "$4")
   wrk -t"$threads" -c"$conns" -d"$duration" --latency -s "$tmp/post.lua" "$2" > "$tmp/run.wrk" 2>&1
-  local p50 p99 non2xx
+  t1=$(cpu_ticks "$4")
   rps=$(awk '/Requests\/sec/ {print $2}' "$tmp/run.wrk")
   p50=$(awk '$1=="50%" {print $2}' "$tmp/run.wrk")
   p99=$(awk '$1=="99%" {print $2}' "$tmp/run.wrk")
   non2xx=$(awk '/Non-2xx/ {print $NF}' "$tmp/run.wrk")
-  printf '  %-9s requests/s %10s   p50 %9s   p99 %9s   non-2xx %s\n' "$1" "$rps" "$p50" "$p99" "${non2xx:-0}"
+  requests=$(awk '/requests in/ {print $1}' "$tmp/run.wrk")
+  cpu_us=$(python3 -c "print('%.1f' % (($t1 - $t0) * 1e6 / $hz / max(1, $requests)))")
+  printf '  %-9s requests/s %10s   p50 %9s   p99 %9s   CPU/request %6sus   non-2xx %s\n' "$1" "$rps" "$p50" "$p99" \
+    "$cpu_us" "${non2xx:-0}"
   p99_us=$(to_us "$p99")
 }
 echo "wrk -t$threads -c$conns -d$duration per run; draguard with GLIBC_TUNABLES=${GLIBC_TUNABLES-$IMAGE_GLIBC_TUNABLES}"
@@ -115,9 +129,9 @@ for c in "${cases[@]}"; do
   IFS=: read -r name file what <<< "$c"
   body="$root/bench/data/$file"
   echo "$name: $(wc -c < "$body") bytes ($what review)"
-  run nginx "https://127.0.0.1:$ng_port/$name" "$body"
+  run nginx "https://127.0.0.1:$ng_port/$name" "$body" "$ng_pid"
   ng_rps=$rps ng_p99=$p99_us
-  run draguard "https://127.0.0.1:$dg_port/validate" "$body"
+  run draguard "https://127.0.0.1:$dg_port/validate" "$body" "$dg_pid"
   ratios=$(python3 -c "print('%.2f %.2f' % ($rps / $ng_rps, $p99_us / $ng_p99))")
   read -r tput_ratio p99_ratio <<< "$ratios"
   echo "  ratio     draguard/nginx throughput $tput_ratio   p99 $p99_ratio"

@@ -266,6 +266,8 @@ class TlsStream {
       SSL_set_fd(ssl_, static_cast<int>(socket_.native_handle()));
       SSL_set_mode(ssl_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                              SSL_MODE_RELEASE_BUFFERS);
+      // One read(2) per TLS record or more, not one for its header and one for the rest.
+      SSL_set_read_ahead(ssl_, 1);
       SSL_set_accept_state(ssl_);
     }
   }
