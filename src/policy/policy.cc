@@ -660,7 +660,7 @@ const char* ActionName(Action action) {
 }
 
 Action Policy::ActionFor(std::string_view rule_id, Action default_action) const {
-  auto it = rules.find(std::string(rule_id));
+  auto it = rules.find(rule_id);
   if (it != rules.end() && it->second.action) return *it->second.action;
   return default_action;
 }

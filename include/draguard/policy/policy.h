@@ -171,7 +171,7 @@ struct Policy {
   std::vector<std::string> legacy_resources = {
       "nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*", "nvidia.com/gpumem",
       "nvidia.com/gpucores", "nvidia.com/gpumem-percentage", "nvidia.com/gpu-*"};
-  std::map<std::string, RuleConfig> rules;      ///< keyed by rule ID ("DG001")
+  std::map<std::string, RuleConfig, std::less<>> rules;  ///< keyed by rule ID ("DG001")
   Exemptions exemptions;
   std::vector<PolicyException> exceptions;                   ///< per-object exceptions (`exceptions`)
   std::vector<AnnotationExceptionGrant> annotation_exceptions;  ///< `annotationExceptions`; empty = off
