@@ -389,6 +389,9 @@ std::string Serialize(const HttpResponse& res, bool close) {
 
 enum class Phase { kHandshake, kIdle, kHeader, kBudget, kBody, kWorker, kWrite, kLinger, kClosed };
 
+// The first read of a request: the largest TLS record plaintext.
+constexpr std::size_t kFirstReadBytes = 16 * 1024;
+
 template <class Stream>
 class Session final : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
  public:
@@ -482,7 +485,9 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     buffer_.shrink_to_fit();
     phase_ = Phase::kIdle;
     Arm(l_->opt.idle_timeout);
-    stream_.async_read_some(buffer_.prepare(4096),
+    // Room for a whole TLS record (16 KiB of plaintext at most): a request of that size, body
+    // included, is read by one SSL_read, with no growing and copying of the buffer.
+    stream_.async_read_some(buffer_.prepare(kFirstReadBytes),
                             [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
                               if (ec || self->phase_ != Phase::kIdle) return self->Close();
                               self->buffer_.commit(n);
