@@ -211,23 +211,16 @@ TEST_F(Differential, EnvelopeVariantsAnswerTheSame) {
   const std::vector<json> values = {nullptr, 1, -2.5, "x", "", true, false, json::array(), json::object(),
                                     json::array({"a", 2}), json::array({"a", "b"}), {{"a", json::array({"b"})}},
                                     {{"b", json::array({1})}, {"a", json::array({"c"})}}, {{"a", "b"}}, pod};
-  const std::vector<json::json_pointer> fields = {
-      json::json_pointer(""),                       json::json_pointer("/apiVersion"),
-      json::json_pointer("/kind"),                  json::json_pointer("/request"),
-      json::json_pointer("/request/uid"),           json::json_pointer("/request/kind"),
-      json::json_pointer("/request/kind/group"),    json::json_pointer("/request/kind/version"),
-      json::json_pointer("/request/kind/kind"),     json::json_pointer("/request/resource"),
-      json::json_pointer("/request/resource/resource"), json::json_pointer("/request/subResource"),
-      json::json_pointer("/request/requestKind"),   json::json_pointer("/request/requestResource"),
-      json::json_pointer("/request/requestSubResource"), json::json_pointer("/request/name"),
-      json::json_pointer("/request/namespace"),     json::json_pointer("/request/operation"),
-      json::json_pointer("/request/userInfo"),      json::json_pointer("/request/userInfo/username"),
-      json::json_pointer("/request/userInfo/uid"),  json::json_pointer("/request/userInfo/groups"),
-      json::json_pointer("/request/userInfo/extra"), json::json_pointer("/request/object"),
-      json::json_pointer("/request/oldObject"),     json::json_pointer("/request/dryRun"),
-      json::json_pointer("/request/options")};
+  const std::vector<std::string> fields = {
+      "", "/apiVersion", "/kind", "/request", "/request/uid", "/request/kind", "/request/kind/group",
+      "/request/kind/version", "/request/kind/kind", "/request/resource", "/request/resource/resource",
+      "/request/subResource", "/request/requestKind", "/request/requestResource",
+      "/request/requestSubResource", "/request/name", "/request/namespace", "/request/operation",
+      "/request/userInfo", "/request/userInfo/username", "/request/userInfo/uid", "/request/userInfo/groups",
+      "/request/userInfo/extra", "/request/object", "/request/oldObject", "/request/dryRun", "/request/options"};
   int compared = 0;
-  for (const auto& ptr : fields) {
+  for (const auto& field : fields) {
+    const json::json_pointer ptr(field);
     for (const auto& v : values) {
       json doc = base;
       doc[ptr] = v;
