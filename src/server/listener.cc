@@ -732,15 +732,21 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     auto wire = std::make_shared<std::string>(Serialize(res, close));
     phase_ = Phase::kWrite;
     Arm(l_->opt.write_timeout);
-    asio::async_write(stream_, asio::buffer(*wire),
-                      [self = this->shared_from_this(), wire, close](beast::error_code ec, std::size_t) {
-                        if (self->phase_ != Phase::kWrite) return;
-                        self->Disarm();
-                        self->EndRequest();
-                        if (ec) return self->Close();
-                        if (close) return self->Linger();
-                        self->WaitRequest();
-                      });
+    // Posted, not started here: the handlers already queued on this loop (other connections'
+    // requests read in the same round) run first, so a round's responses leave together after
+    // its reviews instead of one between each (fewer wake-ups of the clients; docs/performance.md).
+    asio::post(stream_.get_executor(), [self = this->shared_from_this(), wire, close] {
+      if (self->phase_ != Phase::kWrite) return;
+      asio::async_write(self->stream_, asio::buffer(*wire),
+                        [self, wire, close](beast::error_code ec, std::size_t) {
+                          if (self->phase_ != Phase::kWrite) return;
+                          self->Disarm();
+                          self->EndRequest();
+                          if (ec) return self->Close();
+                          if (close) return self->Linger();
+                          self->WaitRequest();
+                        });
+    });
   }
 
   // Closing with unread bytes in the socket would send a reset that can destroy the response
