@@ -151,15 +151,25 @@ Judgement Reviewer::Judge(const admission::AdmissionRequest& req, admission::Web
 }
 
 bool MayEvaluateCel(std::string_view body) {
-  // Every claim rule starts from dra::FindClaim, which knows these two kinds only. memmem on the
-  // name (a rare capital first) and then the quote: searching from '"', JSON's commonest byte, is
-  // several times slower.
+  // Every claim rule starts from dra::FindClaim, which knows these two kinds only. The name's
+  // rare capital first is found with memchr (an order of magnitude faster than memmem on real
+  // bodies; searching from '"', JSON's commonest byte, is slower still); after kMaxFalseHits
+  // capitals that start no match, memmem's linear bound takes the rest of a hostile body.
   static constexpr std::string_view kName = "ResourceClaim";
+  static constexpr int kMaxFalseHits = 64;
   const char* p = body.data();
   const char* end = body.data() + body.size();
+  auto quoted = [&](const char* at) { return at > body.data() && at[-1] == '"'; };
+  for (int misses = 0; misses < kMaxFalseHits && end - p >= static_cast<std::ptrdiff_t>(kName.size()); ++misses) {
+    const void* r = std::memchr(p, kName[0], static_cast<std::size_t>(end - p) - kName.size() + 1);
+    if (r == nullptr) return false;
+    const char* at = static_cast<const char*>(r);
+    if (std::memcmp(at, kName.data(), kName.size()) == 0 && quoted(at)) return true;
+    p = at + 1;
+  }
   while (const void* hit = ::memmem(p, static_cast<std::size_t>(end - p), kName.data(), kName.size())) {
     const char* at = static_cast<const char*>(hit);
-    if (at > body.data() && at[-1] == '"') return true;
+    if (quoted(at)) return true;
     p = at + 1;
   }
   return false;

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -76,6 +77,25 @@ TEST(MayEvaluateCel, HoldsForEveryClaimReviewAndNoPodReview) {
   // Compact JSON, as the API server writes it.
   EXPECT_TRUE(MayEvaluateCel(R"({"request":{"kind":{"group":"resource.k8s.io","version":"v1","kind":"ResourceClaim"}}})"));
   EXPECT_FALSE(MayEvaluateCel(R"({"request":{"kind":{"group":"","version":"v1","kind":"Pod"}}})"));
+}
+
+// The capital-first scan and its memmem fallback (after 64 capitals that start no match) answer
+// as a plain search for `"ResourceClaim` does, wherever the match and the false starts are.
+TEST(MayEvaluateCel, AgreesWithAPlainSearchPastManyFalseStarts) {
+  const std::vector<std::string> fillers = {"R", "Resource", "xResourceClaim", "ResourceClai", "\"Resourc", "abc"};
+  for (const auto& filler : fillers) {
+    for (int count : {0, 1, 63, 64, 65, 200}) {
+      std::string noise;
+      for (int i = 0; i < count; ++i) noise += filler;
+      for (const std::string& tail : {std::string(), std::string("\"ResourceClaim"), std::string("\"ResourceClaimTemplate\"}"),
+                                      std::string("ResourceClaim"), std::string("\"ResourceClai")}) {
+        for (const std::string& body : {noise + tail, tail + noise, "{" + noise + tail + noise + "}"}) {
+          EXPECT_EQ(MayEvaluateCel(body), body.find("\"ResourceClaim") != std::string::npos)
+              << filler << " x" << count << " + " << tail;
+        }
+      }
+    }
+  }
 }
 
 TEST(ReviewerBounds, KindLabelComesFromAClosedSet) {
