@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "draguard/admission/review.h"
 #include "draguard/status.h"
