@@ -50,6 +50,12 @@ std::string Exemption(const admission::AdmissionRequest& req, const policy::Poli
 
 // The per-object exceptions in effect (DecideExceptions) into `out`.
 void RuleExemptions(const RuleInput& input, const Registry& registry, EngineResult* out) {
+  // Without policy exceptions only the exempt annotation can grant one: most reviews have neither.
+  if (input.policy.exceptions.empty()) {
+    const admission::Json* annotations =
+        dra::Member(dra::Member(&ReviewedObject(input.request), "metadata"), "annotations");
+    if (dra::Member(annotations, kExemptAnnotation) == nullptr) return;
+  }
   ExceptionDecision d = DecideExceptions(SubjectOf(input.request), input.policy, registry, input.now);
   out->exempted_rules = std::move(d.exempted_rules);
   for (const auto& r : d.records) out->rule_exemption += (out->rule_exemption.empty() ? "" : "; ") + r;
@@ -81,6 +87,12 @@ EngineResult Evaluate(const RuleInput& given, const Registry& registry) {
     out.shape_errors.push_back(dra::OwnerName(input.request) + ": " + e);
   }
   RuleExemptions(input, registry, &out);
+  // Three rules walk the object's pod specs: find them once.
+  dra::PodObjects objects;
+  if (input.pod_objects == nullptr) {
+    objects = dra::FindPodObjects(input.request, input.policy);
+    input.pod_objects = &objects;
+  }
   out.outcomes.reserve(registry.rules().size());
   for (const auto& rule : registry.rules()) {
     const policy::Action action = input.policy.ActionFor(rule->id(), rule->default_action());

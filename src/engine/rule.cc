@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "draguard/dra/pod_specs.h"
+
 namespace draguard::engine {
 
 const char* RuleStatusName(RuleStatus status) {
@@ -12,6 +14,12 @@ const char* RuleStatusName(RuleStatus status) {
     case RuleStatus::kError: return "error";
   }
   return "unknown";
+}
+
+const dra::PodObjects& PodObjectsOf(const RuleInput& input, dra::PodObjects& scratch) {
+  if (input.pod_objects != nullptr) return *input.pod_objects;
+  scratch = dra::FindPodObjects(input.request, input.policy);
+  return scratch;
 }
 
 policy::Action EffectiveAction(policy::Action rule_action, const Finding& finding) {

@@ -88,10 +88,19 @@ void CounterFamily::Inc(const LabelValues& labels, double v) {
   AtomicAdd(*a, v);
 }
 
-void CounterFamily::IncEach(const std::vector<LabelValues>& series, double v) {
+std::atomic<double>& CounterFamily::SlotLocked(std::span<const std::string_view> values) {
+  if (auto it = series_.find(values); it != series_.end()) return *it->second;
+  auto& slot = series_[LabelValues(values.begin(), values.end())];
+  slot = std::make_unique<std::atomic<double>>(0.0);
+  return *slot;
+}
+
+void CounterFamily::IncEach(std::span<const std::string_view> values, double v) {
   if (v < 0) return;
+  const std::size_t n = labels_.size();
+  if (n == 0) return;
   std::lock_guard<std::mutex> lock(mu_);
-  for (const LabelValues& labels : series) AtomicAdd(SlotLocked(labels), v);
+  for (std::size_t i = 0; i + n <= values.size(); i += n) AtomicAdd(SlotLocked(values.subspan(i, n)), v);
 }
 
 void CounterFamily::SetTotal(const LabelValues& labels, double total) {

@@ -220,8 +220,7 @@ ReviewOutcome Reviewer::Review(std::string_view body, admission::WebhookKind web
     engine::Decision& decision = judgement.decision;
     out.rule_metrics.reserve(judgement.result.outcomes.size());
     for (const auto& o : judgement.result.outcomes) {
-      out.rule_metrics.push_back({std::string(o.rule->id()),
-                                  policy::ActionName(engine::ModeAction(o.action, policy)),
+      out.rule_metrics.push_back({o.rule->id(), policy::ActionName(engine::ModeAction(o.action, policy)),
                                   engine::RuleStatusName(o.result.status)});
     }
     out.verdict = decision.verdict;

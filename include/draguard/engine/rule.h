@@ -22,6 +22,10 @@ namespace draguard::cel {
 class Budget;
 }  // namespace draguard::cel
 
+namespace draguard::dra {
+struct PodObjects;
+}  // namespace draguard::dra
+
 namespace draguard::engine {
 
 /// Closed vocabulary of rule outcomes.
@@ -67,7 +71,13 @@ struct RuleInput {
   /// The review's CEL budget, shared by every rule that evaluates selectors; Evaluate sets it
   /// (from policy.celCostPerReview and `deadline`) when the caller does not.
   cel::Budget* cel_budget = nullptr;
+  /// The request's pod objects (dra::FindPodObjects), found once per review by Evaluate; null
+  /// when a rule is called on its own (PodObjectsOf then finds them).
+  const dra::PodObjects* pod_objects = nullptr;
 };
+
+/// The pod objects of `input`'s request: input.pod_objects when set, else found into `scratch`.
+const dra::PodObjects& PodObjectsOf(const RuleInput& input, dra::PodObjects& scratch);
 
 /// A policy rule with a stable ID.
 class Rule {

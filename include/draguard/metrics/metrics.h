@@ -10,7 +10,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace draguard::metrics {
@@ -18,14 +20,33 @@ namespace draguard::metrics {
 /// Label values in the order of the family's label names.
 using LabelValues = std::vector<std::string>;
 
+/// Orders label value lists (as std::less would) and compares them with lists of views, so a
+/// lookup copies no label.
+struct LabelValuesLess {
+  using is_transparent = void;  ///< enables lookups by std::span<const std::string_view>
+  /// Lexicographic order of the values.
+  template <class A, class B>
+  bool operator()(const A& a, const B& b) const {
+    auto ai = a.begin();
+    auto bi = b.begin();
+    for (; ai != a.end() && bi != b.end(); ++ai, ++bi) {
+      const int c = std::string_view(*ai).compare(std::string_view(*bi));
+      if (c != 0) return c < 0;
+    }
+    return ai == a.end() && bi != b.end();
+  }
+};
+
 /// A monotonically increasing counter family.
 class CounterFamily {
  public:
   CounterFamily(std::string name, std::string help, std::vector<std::string> labels);
   /// Adds `v` to the series with `labels`.
   void Inc(const LabelValues& labels, double v = 1.0);
-  /// Adds `v` to each series in `series` (one lock for all: a review's per-rule results).
-  void IncEach(const std::vector<LabelValues>& series, double v = 1.0);
+  /// Adds `v` to each series whose label values lie end to end in `values`, as many per series
+  /// as the family has labels, a trailing partial series ignored (one lock for all, no copy: a
+  /// review's per-rule results).
+  void IncEach(std::span<const std::string_view> values, double v = 1.0);
   /// Sets a series to a total kept elsewhere (mirrors a counter owned by another module).
   void SetTotal(const LabelValues& labels, double total);
   /// Current value of a series (0 when absent).
@@ -37,9 +58,11 @@ class CounterFamily {
   std::string name_, help_;
   std::vector<std::string> labels_;
   mutable std::mutex mu_;
-  std::map<LabelValues, std::unique_ptr<std::atomic<double>>> series_;
+  std::map<LabelValues, std::unique_ptr<std::atomic<double>>, LabelValuesLess> series_;
   // The series of `labels`, created at 0 when new; mu_ must be held.
   std::atomic<double>& SlotLocked(const LabelValues& labels);
+  // The series of exactly labels_.size() `values`, created at 0 when new; mu_ must be held.
+  std::atomic<double>& SlotLocked(std::span<const std::string_view> values);
 };
 
 /// A gauge family (value may go up and down).

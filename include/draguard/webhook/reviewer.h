@@ -24,11 +24,12 @@ namespace draguard::webhook {
 /// Deadline of a review that no transport bounds (`draguard review`), and the server's default.
 inline constexpr std::chrono::milliseconds kDefaultReviewTimeout{10000};
 
-/// One rule's contribution, for draguard_rule_results_total.
+/// One rule's contribution, for draguard_rule_results_total: views of names that live as long
+/// as the rule registry.
 struct RuleMetric {
-  std::string rule;    ///< "DG001"
-  std::string action;  ///< effective action
-  std::string result;  ///< pass | fail | skip | error
+  std::string_view rule;    ///< "DG001"
+  std::string_view action;  ///< effective action
+  std::string_view result;  ///< pass | fail | skip | error
 };
 
 /// Everything the server needs to answer and to record one review.

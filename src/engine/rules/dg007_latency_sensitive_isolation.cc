@@ -19,7 +19,8 @@ class LatencySensitiveIsolation final : public Rule {
 
   RuleResult Evaluate(const RuleInput& input) const override {
     if (auto claim = FindClaim(input.request)) return EvaluateClaim(*claim, input.policy);
-    auto objects = FindPodObjects(input.request, input.policy);
+    PodObjects scratch;
+    const PodObjects& objects = PodObjectsOf(input, scratch);
     if (objects.specs.empty()) return Skip();
     std::vector<Finding> findings;
     bool any = false;

@@ -17,7 +17,8 @@ class PodClaimReferences final : public Rule {
   policy::Action default_action() const override { return policy::Action::kDeny; }
 
   RuleResult Evaluate(const RuleInput& input) const override {
-    auto objects = FindPodObjects(input.request, input.policy);
+    PodObjects scratch;
+    const PodObjects& objects = PodObjectsOf(input, scratch);
     if (objects.specs.empty()) return Skip();
     std::vector<Finding> findings;
     for (const auto& spec : objects.specs) {

@@ -47,14 +47,23 @@ TEST(Metrics, IncEachAddsToEverySeriesLikeInc) {
   Registry r;
   auto& c = r.Counter("r_total", "R.", {"rule", "action", "result"});
   c.Inc({"DG001", "deny", "fail"});
-  // Repeated, new, and short label lists (padded with empty values, as Inc does).
-  c.IncEach({{"DG001", "deny", "fail"}, {"DG002", "warn", "pass"}, {"DG001", "deny", "fail"}, {"DG003"}});
+  // Repeated and new series, three values each; a trailing partial series is ignored.
+  const std::vector<std::string_view> values = {"DG001", "deny", "fail", "DG002", "warn", "pass",
+                                                "DG001", "deny", "fail", "DG003", "", "",
+                                                "DG004", "deny"};
+  c.IncEach(values);
   c.IncEach({}, 5);
-  c.IncEach({{"DG002", "warn", "pass"}}, -1);  // negative: ignored, as by Inc
+  const std::vector<std::string_view> negative = {"DG002", "warn", "pass"};
+  c.IncEach(negative, -1);  // negative: ignored, as by Inc
   EXPECT_EQ(c.Value({"DG001", "deny", "fail"}), 3);
   EXPECT_EQ(c.Value({"DG002", "warn", "pass"}), 1);
   EXPECT_EQ(c.Value({"DG003", "", ""}), 1);
   EXPECT_EQ(c.Value({"DG003"}), 1);
+  EXPECT_EQ(c.Value({"DG004", "deny", ""}), 0);
+  // The series made by IncEach and by Inc are one and the same, in the exposition too.
+  std::string text;
+  c.Render(&text);
+  EXPECT_NE(text.find("r_total{rule=\"DG001\",action=\"deny\",result=\"fail\"} 3\n"), std::string::npos) << text;
 }
 
 TEST(Metrics, ServerMetricsHaveTheDocumentedNames) {

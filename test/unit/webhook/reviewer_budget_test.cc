@@ -82,7 +82,7 @@ Answer Validate(const std::string& body, const policy::Policy& pol,
 
 std::string ResultOf(const Answer& a, const std::string& rule) {
   for (const auto& m : a.out.rule_metrics) {
-    if (m.rule == rule) return m.result;
+    if (m.rule == rule) return std::string(m.result);
   }
   return "";
 }
