@@ -26,6 +26,10 @@ class JsonNode {
     if (it == j_->end()) return std::nullopt;
     return JsonNode(&*it);
   }
+  template <class F>
+  void ForEachMember(F f) const {
+    for (auto it = j_->begin(); it != j_->end(); ++it) f(std::string_view(it.key()), JsonNode(&*it));
+  }
   std::string_view String() const { return j_->get_ref<const std::string&>(); }
   bool Bool() const { return j_->get<bool>(); }
   template <class F>

@@ -6,11 +6,14 @@
 // A Node is a small copyable handle on one value with:
 //   bool IsNull() / IsObject() / IsString() / IsArray() / IsBool() const;
 //   std::optional<Node> Member(std::string_view key) const;  // the last of duplicate keys
+//   template <class F> void ForEachMember(F f) const;        // f(std::string_view key, Node), in order
 //   std::string_view String() const;  bool Bool() const;
 //   template <class F> bool ForEachElement(F f) const;       // f(Node) -> bool; false stops
 //   Json Take(bool whole);  // the value as a document; !whole: the rule fields of a reviewed object
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,10 +34,28 @@ std::optional<Node> Present(const Node& obj, std::string_view key) {
   return v;
 }
 
-/// Reads an optional string field; a present non-string is an error.
+/// The members of object `obj` named by `keys`, found in one pass (as Present finds each: the last
+/// of duplicate keys, nullopt when absent or null).
+template <typename Node, std::size_t N>
+std::array<std::optional<Node>, N> PresentMembers(const Node& obj, const std::array<std::string_view, N>& keys) {
+  std::array<std::optional<Node>, N> out;
+  obj.ForEachMember([&](std::string_view key, const Node& value) {
+    for (std::size_t i = 0; i < N; ++i) {
+      if (key == keys[i]) {
+        out[i] = value;
+        break;
+      }
+    }
+  });
+  for (auto& v : out) {
+    if (v && v->IsNull()) v.reset();
+  }
+  return out;
+}
+
+/// Reads the optional string field `key`, found as `v` (Present); a present non-string is an error.
 template <typename Node>
-Status ReadString(const Node& obj, std::string_view key, std::string* out, std::string_view where) {
-  std::optional<Node> v = Present(obj, key);
+Status ReadStringAt(const std::optional<Node>& v, std::string_view key, std::string* out, std::string_view where) {
   if (!v) return Status::Ok();
   if (!v->IsString()) {
     return Status::InvalidArgument(std::string(where) + "." + std::string(key) + " must be a string");
@@ -43,11 +64,17 @@ Status ReadString(const Node& obj, std::string_view key, std::string* out, std::
   return Status::Ok();
 }
 
-/// Reads an optional object field with three string members (a kind or a resource).
+/// Reads an optional string field; a present non-string is an error.
+template <typename Node>
+Status ReadString(const Node& obj, std::string_view key, std::string* out, std::string_view where) {
+  return ReadStringAt(Present(obj, key), key, out, where);
+}
+
+/// Reads the optional field `key`, found as `v` (Present), an object with three string members (a
+/// kind or a resource).
 template <typename T, typename Node>
-Status ReadTriple(const Node& obj, std::string_view key, std::optional<T>* out, std::string_view where,
+Status ReadTriple(const std::optional<Node>& v, std::string_view key, std::optional<T>* out, std::string_view where,
                   std::string_view third, std::string T::*third_field) {
-  std::optional<Node> v = Present(obj, key);
   if (!v) return Status::Ok();
   const std::string w = std::string(where) + "." + std::string(key);
   if (!v->IsObject()) return Status::InvalidArgument(w + " must be an object");
@@ -59,10 +86,9 @@ Status ReadTriple(const Node& obj, std::string_view key, std::optional<T>* out, 
   return Status::Ok();
 }
 
-/// Reads request.userInfo.
+/// Reads request.userInfo, found as `v` (Present).
 template <typename Node>
-Status ReadUserInfo(const Node& req, UserInfo* user) {
-  std::optional<Node> v = Present(req, "userInfo");
+Status ReadUserInfo(const std::optional<Node>& v, UserInfo* user) {
   if (!v) return Status::Ok();
   if (!v->IsObject()) return Status::InvalidArgument("request.userInfo must be an object");
   constexpr std::string_view w = "request.userInfo";
@@ -120,37 +146,52 @@ Result<AdmissionRequest> DecodeEnvelope(Node doc) {
   if (!request->IsObject()) return Status::InvalidArgument("request must be an object");
   const Node& r = *request;
 
+  // One pass over the request's members; the checks below keep their order.
+  enum : std::size_t {
+    kUid, kKind, kResource, kSubResource, kRequestKind, kRequestResource, kRequestSubResource, kName,
+    kNamespace, kOperation, kUserInfo, kObject, kOldObject, kDryRun, kOptions, kFieldCount
+  };
+  static constexpr std::array<std::string_view, kFieldCount> kFields = {
+      "uid", "kind", "resource", "subResource", "requestKind", "requestResource", "requestSubResource", "name",
+      "namespace", "operation", "userInfo", "object", "oldObject", "dryRun", "options"};
+  std::array<std::optional<Node>, kFieldCount> m = PresentMembers(r, kFields);
+
   constexpr std::string_view w = "request";
-  if (auto s = ReadString(r, "uid", &req.uid, w); !s.ok()) return s;
+  if (auto s = ReadStringAt(m[kUid], "uid", &req.uid, w); !s.ok()) return s;
   if (req.uid.empty()) return Status::InvalidArgument("request.uid is missing");
   std::optional<GroupVersionKind> kind_field;
-  if (auto s = ReadTriple(r, "kind", &kind_field, w, "kind", &GroupVersionKind::kind); !s.ok()) return s;
+  if (auto s = ReadTriple(m[kKind], "kind", &kind_field, w, "kind", &GroupVersionKind::kind); !s.ok()) return s;
   if (!kind_field || kind_field->kind.empty()) return Status::InvalidArgument("request.kind is missing");
   req.kind = std::move(*kind_field);
   std::optional<GroupVersionResource> res;
-  if (auto s = ReadTriple(r, "resource", &res, w, "resource", &GroupVersionResource::resource); !s.ok()) return s;
-  if (res) req.resource = std::move(*res);
-  if (auto s = ReadString(r, "subResource", &req.sub_resource, w); !s.ok()) return s;
-  if (auto s = ReadTriple(r, "requestKind", &req.request_kind, w, "kind", &GroupVersionKind::kind); !s.ok()) {
+  if (auto s = ReadTriple(m[kResource], "resource", &res, w, "resource", &GroupVersionResource::resource); !s.ok()) {
     return s;
   }
-  if (auto s = ReadTriple(r, "requestResource", &req.request_resource, w, "resource",
+  if (res) req.resource = std::move(*res);
+  if (auto s = ReadStringAt(m[kSubResource], "subResource", &req.sub_resource, w); !s.ok()) return s;
+  if (auto s = ReadTriple(m[kRequestKind], "requestKind", &req.request_kind, w, "kind", &GroupVersionKind::kind);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = ReadTriple(m[kRequestResource], "requestResource", &req.request_resource, w, "resource",
                           &GroupVersionResource::resource);
       !s.ok()) {
     return s;
   }
-  if (auto s = ReadString(r, "requestSubResource", &req.request_sub_resource, w); !s.ok()) return s;
-  if (auto s = ReadString(r, "name", &req.name, w); !s.ok()) return s;
-  if (auto s = ReadString(r, "namespace", &req.namespace_, w); !s.ok()) return s;
+  if (auto s = ReadStringAt(m[kRequestSubResource], "requestSubResource", &req.request_sub_resource, w); !s.ok()) {
+    return s;
+  }
+  if (auto s = ReadStringAt(m[kName], "name", &req.name, w); !s.ok()) return s;
+  if (auto s = ReadStringAt(m[kNamespace], "namespace", &req.namespace_, w); !s.ok()) return s;
   std::string op;
-  if (auto s = ReadString(r, "operation", &op, w); !s.ok()) return s;
+  if (auto s = ReadStringAt(m[kOperation], "operation", &op, w); !s.ok()) return s;
   if (op.empty()) return Status::InvalidArgument("request.operation is missing");
   auto parsed_op = ParseOperation(op);
   if (!parsed_op.ok()) return parsed_op.status();
   req.operation = *parsed_op;
-  if (auto s = ReadUserInfo(r, &req.user_info); !s.ok()) return s;
-  std::optional<Node> object = Present(r, "object");
-  std::optional<Node> old_object = Present(r, "oldObject");
+  if (auto s = ReadUserInfo(m[kUserInfo], &req.user_info); !s.ok()) return s;
+  std::optional<Node>& object = m[kObject];
+  std::optional<Node>& old_object = m[kOldObject];
   if (object) {
     if (!object->IsObject()) return Status::InvalidArgument("request.object must be an object");
     req.object = object->Take(old_object.has_value());
@@ -159,11 +200,11 @@ Result<AdmissionRequest> DecodeEnvelope(Node doc) {
     if (!old_object->IsObject()) return Status::InvalidArgument("request.oldObject must be an object");
     req.old_object = old_object->Take(true);
   }
-  if (std::optional<Node> v = Present(r, "dryRun")) {
+  if (const std::optional<Node>& v = m[kDryRun]) {
     if (!v->IsBool()) return Status::InvalidArgument("request.dryRun must be a boolean");
     req.dry_run = v->Bool();
   }
-  if (std::optional<Node> options = Present(r, "options")) req.options = options->Take(true);
+  if (std::optional<Node>& options = m[kOptions]) req.options = options->Take(true);
   if ((req.operation == Operation::kCreate || req.operation == Operation::kUpdate) && req.object.is_null()) {
     return Status::InvalidArgument(std::string("request.object is missing for ") + OperationName(req.operation));
   }

@@ -160,6 +160,11 @@ class TapeNode {
     }
     return found;
   }
+  template <class F>
+  void ForEachMember(F f) const {
+    const dom::object obj = e_.get_object().value_unsafe();
+    for (dom::key_value_pair field : obj) f(field.key, TapeNode(field.value, trim_));
+  }
   std::string_view String() const { return e_.get_string().value_unsafe(); }
   bool Bool() const { return e_.get_bool().value_unsafe(); }
   template <class F>

@@ -169,9 +169,15 @@ void HistogramFamily::Observe(const LabelValues& labels, double v) {
   Series* s;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto& slot = series_[Normalize(labels, labels_.size())];
-    if (!slot) slot = std::make_unique<Series>(bounds_.size());
-    s = slot.get();
+    // A known series named in full is found without copying the labels.
+    auto it = labels.size() == labels_.size() ? series_.find(labels) : series_.end();
+    if (it == series_.end()) {
+      auto& slot = series_[Normalize(labels, labels_.size())];
+      if (!slot) slot = std::make_unique<Series>(bounds_.size());
+      s = slot.get();
+    } else {
+      s = it->second.get();
+    }
   }
   for (std::size_t i = 0; i < bounds_.size(); ++i) {
     if (v <= bounds_[i]) {

@@ -177,7 +177,8 @@ void Server::Impl::HandleAdmission(admission::WebhookKind kind, const HttpReques
     return;
   }
   const std::string verdict = engine::VerdictName(out.verdict);
-  deps.metrics->requests.Inc({webhook, out.operation, out.kind_label, verdict});
+  const std::string_view request_labels[] = {webhook, out.operation, out.kind_label, verdict};
+  deps.metrics->requests.IncEach(request_labels);
   std::vector<std::string_view> rule_series;
   rule_series.reserve(3 * out.rule_metrics.size());
   for (const auto& m : out.rule_metrics) rule_series.insert(rule_series.end(), {m.rule, m.action, m.result});

@@ -1,4 +1,5 @@
 // DG001 legacy-gpu-resource: Pods and pod templates must not request device-plugin GPU resources.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@ using admission::Json;
 
 std::string QuantityText(const Json& q) {
   if (q.is_string()) return q.get<std::string>();
+  if (q.is_number_unsigned()) return std::to_string(q.get<std::uint64_t>());
+  if (q.is_number_integer()) return std::to_string(q.get<std::int64_t>());
   if (q.is_number()) return q.dump();
   return "?";
 }
