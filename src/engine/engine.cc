@@ -94,8 +94,9 @@ EngineResult Evaluate(const RuleInput& given, const Registry& registry) {
     input.pod_objects = &objects;
   }
   out.outcomes.reserve(registry.rules().size());
+  policy::Policy::RuleCursor cursor = input.policy.rules.begin();  // the registry is in ID order
   for (const auto& rule : registry.rules()) {
-    const policy::Action action = input.policy.ActionFor(rule->id(), rule->default_action());
+    const policy::Action action = input.policy.ActionFor(rule->id(), rule->default_action(), cursor);
     if (action == policy::Action::kOff) continue;
     if (std::find(out.exempted_rules.begin(), out.exempted_rules.end(), rule->id()) !=
         out.exempted_rules.end()) {

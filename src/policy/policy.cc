@@ -665,6 +665,13 @@ Action Policy::ActionFor(std::string_view rule_id, Action default_action) const 
   return default_action;
 }
 
+Action Policy::ActionFor(std::string_view rule_id, Action default_action, RuleCursor& cursor) const {
+  if (cursor == rules.end() || cursor->first != rule_id) cursor = rules.find(rule_id);
+  if (cursor == rules.end()) return default_action;
+  const RuleConfig& config = (cursor++)->second;
+  return config.action ? *config.action : default_action;
+}
+
 bool LabelSelector::Matches(const std::map<std::string, std::string>& labels) const {
   for (const auto& [k, v] : match_labels) {
     auto it = labels.find(k);

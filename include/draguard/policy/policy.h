@@ -199,6 +199,11 @@ struct Policy {
 
   /// The action for `rule_id`: the override if any, else `default_action`.
   Action ActionFor(std::string_view rule_id, Action default_action) const;
+  /// A position in `rules`, for asking ActionFor of many rules in ID order.
+  using RuleCursor = std::map<std::string, RuleConfig, std::less<>>::const_iterator;
+  /// ActionFor, for rules asked in ID order: `cursor` (rules.begin() at first) follows the asks, so
+  /// a policy that names every rule answers each with one comparison; any order stays correct.
+  Action ActionFor(std::string_view rule_id, Action default_action, RuleCursor& cursor) const;
   /// True when `resource_name` matches a legacyResources entry.
   bool IsLegacyResource(std::string_view resource_name) const;
 };

@@ -61,6 +61,29 @@ ruleErrors: deny
   EXPECT_EQ(p->rule_errors, RuleErrorPolicy::kDeny);
 }
 
+TEST(Policy, ActionForWithACursorAnswersAsWithoutInAnyOrder) {
+  Policy p;
+  p.rules["DG002"].action = Action::kWarn;
+  p.rules["DG003"] = {};  // named without an action: the default
+  p.rules["DG005"].action = Action::kAudit;
+  const std::vector<std::string> orders[] = {
+      {"DG001", "DG002", "DG003", "DG004", "DG005", "DG006"},
+      {"DG006", "DG005", "DG002", "DG002", "DG001", "DG003"},
+      {"DG005", "DG003", "DG005", "DG002"},
+  };
+  for (const auto& order : orders) {
+    Policy::RuleCursor cursor = p.rules.begin();
+    for (const auto& id : order) {
+      EXPECT_EQ(p.ActionFor(id, Action::kDeny, cursor), p.ActionFor(id, Action::kDeny)) << id;
+    }
+  }
+  Policy::RuleCursor cursor = p.rules.begin();
+  EXPECT_EQ(p.ActionFor("DG002", Action::kDeny, cursor), Action::kWarn);
+  EXPECT_EQ(p.ActionFor("DG003", Action::kDeny, cursor), Action::kDeny);
+  EXPECT_EQ(p.ActionFor("DG005", Action::kOff, cursor), Action::kAudit);
+  EXPECT_EQ(p.ActionFor("DG009", Action::kOff, cursor), Action::kOff);
+}
+
 struct ErrorCase {
   const char* name;
   const char* yaml;
