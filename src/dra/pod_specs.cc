@@ -1,6 +1,7 @@
 #include "draguard/dra/pod_specs.h"
 
 #include <set>
+#include <string_view>
 
 namespace draguard::dra {
 namespace {
@@ -208,15 +209,18 @@ std::vector<PodSpecRef> FindPodSpecs(const admission::AdmissionRequest& request,
 
 std::vector<ContainerRef> Containers(const PodSpecRef& spec) {
   std::vector<ContainerRef> out;
-  for (const char* field : {"containers", "initContainers"}) {
+  for (const std::string_view field : {std::string_view("containers"), std::string_view("initContainers")}) {
     auto it = spec.spec->find(field);
     if (it == spec.spec->end() || !it->is_array()) continue;
-    bool init = std::string(field) == "initContainers";
+    const bool init = field == "initContainers";
+    out.reserve(out.size() + it->size());
     for (std::size_t i = 0; i < it->size(); ++i) {
       const auto& c = (*it)[i];
       if (!c.is_object()) continue;
       ContainerRef ref;
-      ref.pointer = spec.pointer + "/" + field + "/" + std::to_string(i);
+      const std::string index = std::to_string(i);
+      ref.pointer.reserve(spec.pointer.size() + field.size() + index.size() + 2);
+      ref.pointer.append(spec.pointer).append(1, '/').append(field).append(1, '/').append(index);
       ref.container = &c;
       auto n = c.find("name");
       if (n != c.end() && n->is_string()) ref.name = n->get<std::string>();
