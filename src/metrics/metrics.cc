@@ -89,9 +89,11 @@ void CounterFamily::Inc(const LabelValues& labels, double v) {
 }
 
 std::atomic<double>& CounterFamily::SlotLocked(std::span<const std::string_view> values) {
-  if (auto it = series_.find(values); it != series_.end()) return *it->second;
-  auto& slot = series_[LabelValues(values.begin(), values.end())];
-  slot = std::make_unique<std::atomic<double>>(0.0);
+  if (auto it = index_.find(values); it != index_.end()) return *it->second;
+  LabelValues labels(values.begin(), values.end());
+  auto& slot = series_[labels];
+  if (!slot) slot = std::make_unique<std::atomic<double>>(0.0);
+  index_.emplace(std::move(labels), slot.get());
   return *slot;
 }
 

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace draguard::metrics {
@@ -34,6 +35,33 @@ struct LabelValuesLess {
       if (c != 0) return c < 0;
     }
     return ai == a.end() && bi != b.end();
+  }
+};
+
+/// Hashes label value lists and lists of views alike (LabelValuesEqual compares them).
+struct LabelValuesHash {
+  using is_transparent = void;  ///< enables lookups by std::span<const std::string_view>
+  /// A hash of the values in order.
+  template <class A>
+  std::size_t operator()(const A& a) const {
+    std::size_t h = 0;
+    for (const auto& v : a) h = (h ^ std::hash<std::string_view>{}(std::string_view(v))) * 0x100000001b3ULL;
+    return h;
+  }
+};
+
+/// Equality of label value lists and lists of views.
+struct LabelValuesEqual {
+  using is_transparent = void;  ///< enables lookups by std::span<const std::string_view>
+  /// True when both hold the same values in the same order.
+  template <class A, class B>
+  bool operator()(const A& a, const B& b) const {
+    if (a.size() != b.size()) return false;
+    auto bi = b.begin();
+    for (const auto& v : a) {
+      if (std::string_view(v) != std::string_view(*bi++)) return false;
+    }
+    return true;
   }
 };
 
@@ -59,6 +87,8 @@ class CounterFamily {
   std::vector<std::string> labels_;
   mutable std::mutex mu_;
   std::map<LabelValues, std::unique_ptr<std::atomic<double>>, LabelValuesLess> series_;
+  // The series of series_ that IncEach asked for, by hash: its lookups compare no label order.
+  std::unordered_map<LabelValues, std::atomic<double>*, LabelValuesHash, LabelValuesEqual> index_;
   // The series of `labels`, created at 0 when new; mu_ must be held.
   std::atomic<double>& SlotLocked(const LabelValues& labels);
   // The series of exactly labels_.size() `values`, created at 0 when new; mu_ must be held.
