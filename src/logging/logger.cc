@@ -30,9 +30,16 @@ const char* LevelName(Level l) {
   return "info";
 }
 
-// RFC 3339 UTC with microseconds. The date and time of day are formatted once per second per
-// thread; only the microseconds are written for every line.
-std::string Timestamp() {
+// An RFC 3339 UTC time with microseconds, held without allocation.
+struct TimeText {
+  char text[40];
+  std::size_t size = 0;
+  std::string_view view() const { return {text, size}; }
+};
+
+// Now as RFC 3339 UTC with microseconds. The date and time of day are formatted once per second
+// per thread; only the microseconds are written for every line.
+TimeText Timestamp() {
   struct Second {
     std::time_t at = -1;
     char text[24] = {};
@@ -48,10 +55,29 @@ std::string Timestamp() {
     cached.size = std::strftime(cached.text, sizeof cached.text, "%Y-%m-%dT%H:%M:%S", &tm);
     cached.at = secs;
   }
-  char buf[40];
-  std::memcpy(buf, cached.text, cached.size);
-  std::snprintf(buf + cached.size, sizeof buf - cached.size, ".%06ldZ", static_cast<long>(micros % 1000000));
-  return buf;
+  TimeText out;
+  std::memcpy(out.text, cached.text, cached.size);
+  char* p = out.text + cached.size;
+  *p++ = '.';
+  long frac = static_cast<long>(micros % 1000000);
+  for (int k = 5; k >= 0; --k, frac /= 10) p[k] = static_cast<char>('0' + frac % 10);
+  p += 6;
+  *p++ = 'Z';
+  out.size = static_cast<std::size_t>(p - out.text);
+  return out;
+}
+
+// True when `fields` repeat no key and use none of the line's own ("ts", "level", "msg"): the line
+// is then the fields in order after those three.
+bool PlainFields(const Fields& fields) {
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    const std::string& key = fields[i].first;
+    if (key == "ts" || key == "level" || key == "msg") return false;
+    for (std::size_t j = 0; j < i; ++j) {
+      if (fields[j].first == key) return false;
+    }
+  }
+  return true;
 }
 
 void AppendValue(std::string& out, const Value& v) {
@@ -76,6 +102,29 @@ void AppendValue(std::string& out, const Value& v) {
 }  // namespace
 
 std::string FormatLine(std::string_view ts, Level level, std::string_view msg, const Fields& fields) {
+  if (PlainFields(fields)) {
+    std::size_t size = 40 + ts.size() + msg.size();
+    for (const auto& [key, value] : fields) {
+      const auto* s = std::get_if<std::string>(&value);
+      size += key.size() + 8 + (s != nullptr ? s->size() : 24);
+    }
+    std::string out;
+    out.reserve(size);
+    out += R"({"ts":)";
+    AppendJsonString(out, ts);
+    out += R"(,"level":")";
+    out += LevelName(level);
+    out += R"(","msg":)";
+    AppendJsonString(out, msg);
+    for (const auto& [key, value] : fields) {
+      out.push_back(',');
+      AppendJsonString(out, key);
+      out.push_back(':');
+      AppendValue(out, value);
+    }
+    out.push_back('}');
+    return out;
+  }
   // The members in order; a repeated key keeps its first place and takes its last value (as
   // assigning into an ordered JSON object would).
   std::vector<std::pair<std::string_view, const Value*>> members;
@@ -169,7 +218,7 @@ class LineWriter {
       urgent_ = false;
       lock.unlock();
       if (dropped > 0) {
-        batch += FormatLine(Timestamp(), Level::kWarn, "log lines dropped: the output did not keep up",
+        batch += FormatLine(Timestamp().view(), Level::kWarn, "log lines dropped: the output did not keep up",
                             {{"dropped", static_cast<int64_t>(dropped)}});
         batch.push_back('\n');
       }
@@ -213,7 +262,7 @@ class StreamLogger final : public Logger {
 
   void Log(Level level, std::string_view msg, const Fields& fields) override {
     if (!Enabled(level)) return;
-    std::string line = FormatLine(Timestamp(), level, msg, fields);
+    std::string line = FormatLine(Timestamp().view(), level, msg, fields);
     line.push_back('\n');
     writer_.Add(line, level >= Level::kWarn);
   }

@@ -192,7 +192,7 @@ void Server::Impl::HandleAdmission(admission::WebhookKind kind, const HttpReques
                                   {"user", out.user},
                                   {"dryRun", out.dry_run},
                                   {"decision", verdict},
-                                  {"rules", out.rules},
+                                  {"rules", std::move(out.rules)},
                                   {"latency_us", micros}});
   if (std::chrono::steady_clock::now() > deadline) {
     deps.logger->Warn("review finished after the request deadline", {{"uid", out.uid}});

@@ -234,6 +234,12 @@ TEST(FormatLine, WritesWhatTheOrderedDocumentWrote) {
   Fields dup = {{"a", int64_t{1}}, {"msg", std::string("override")}, {"a", int64_t{2}}};
   EXPECT_EQ(FormatLine("t", Level::kInfo, "m", dup), ReferenceLine("t", Level::kInfo, "m", dup));
   EXPECT_EQ(FormatLine("t", Level::kInfo, "m", dup), R"({"ts":"t","level":"info","msg":"override","a":2})");
+  // Fields that name a header once each, and fields that repeat no key, answer as the document does.
+  for (const Fields& fields : {Fields{{"ts", std::string("x")}}, Fields{{"level", int64_t{3}}, {"b", true}},
+                               Fields{{"b", true}, {"msg", std::string("y")}},
+                               Fields{{"a", int64_t{1}}, {"b", std::string("2")}}, Fields{}}) {
+    EXPECT_EQ(FormatLine("t", Level::kWarn, "m", fields), ReferenceLine("t", Level::kWarn, "m", fields));
+  }
 }
 
 }  // namespace
