@@ -119,22 +119,10 @@ std::size_t JsonNestingDepth(std::string_view text, std::size_t limit) {
   return max_depth;
 }
 
-Result<AdmissionRequest> DecodeReview(std::string_view body, const DecodeLimits& limits, DecodeScope scope,
-                                      const DecodePool* pool) {
-  if (body.empty()) return Status::InvalidArgument("empty body: expected an AdmissionReview");
-  if (body.size() > limits.max_bytes) {
-    return Status::ResourceExhausted("body of " + std::to_string(body.size()) +
-                                     " bytes exceeds the limit of " +
-                                     std::to_string(limits.max_bytes));
-  }
-  if (limits.decoder == Decoder::kFast) {
-    // simdjson validates the whole text and the nesting limit; what it refuses goes to the
-    // reference parser below, so error messages and edge cases answer as before.
-    if (auto decoded = internal::FastDecode(body, limits.max_depth, scope == DecodeScope::kRuleFields,
-                                            pool ? &pool->parsers() : nullptr)) {
-      return std::move(*decoded);
-    }
-  }
+namespace {
+
+// The reference decode: nlohmann_json's parser, after the nesting check.
+Result<AdmissionRequest> ReferenceDecode(std::string_view body, const DecodeLimits& limits) {
   if (JsonNestingDepth(body, limits.max_depth) > limits.max_depth) {
     return Status::ResourceExhausted("JSON nesting deeper than " +
                                      std::to_string(limits.max_depth) + " levels");
@@ -144,6 +132,31 @@ Result<AdmissionRequest> DecodeReview(std::string_view body, const DecodeLimits&
     return Status::InvalidArgument("body is not valid JSON (malformed or truncated)");
   }
   return internal::DecodeEnvelope(JsonNode(&doc));
+}
+
+// simdjson validates the whole text and the nesting limit; what it refuses goes to the reference
+// parser, so error messages and edge cases answer as before. One named result, returned in place.
+Result<AdmissionRequest> DecodeFast(std::string_view body, const DecodeLimits& limits, DecodeScope scope,
+                                    const DecodePool* pool) {
+  bool refused = false;
+  Result<AdmissionRequest> decoded = internal::FastDecode(body, limits.max_depth, scope == DecodeScope::kRuleFields,
+                                                          pool ? &pool->parsers() : nullptr, &refused);
+  if (refused) decoded = ReferenceDecode(body, limits);
+  return decoded;
+}
+
+}  // namespace
+
+Result<AdmissionRequest> DecodeReview(std::string_view body, const DecodeLimits& limits, DecodeScope scope,
+                                      const DecodePool* pool) {
+  if (body.empty()) return Status::InvalidArgument("empty body: expected an AdmissionReview");
+  if (body.size() > limits.max_bytes) {
+    return Status::ResourceExhausted("body of " + std::to_string(body.size()) +
+                                     " bytes exceeds the limit of " +
+                                     std::to_string(limits.max_bytes));
+  }
+  if (limits.decoder == Decoder::kFast) return DecodeFast(body, limits, scope, pool);
+  return ReferenceDecode(body, limits);
 }
 
 std::string EncodeReview(const AdmissionResponse& response, std::string_view api_version) {

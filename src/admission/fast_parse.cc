@@ -182,31 +182,51 @@ class TapeNode {
   bool trim_;
 };
 
-// Parses `text` with `parser` and reads the review from it; nullopt when simdjson refuses it.
-std::optional<Result<AdmissionRequest>> DecodeWith(dom::parser& parser, std::string_view text, bool trim) {
+// Parses `text` with `parser` and reads the review from it; sets `*refused` when simdjson refuses it.
+Result<AdmissionRequest> DecodeWith(dom::parser& parser, std::string_view text, bool trim, bool* refused) {
   dom::element root;
   if (parser.parse(text.data(), text.size(), /*realloc_if_needed=*/true).get(root) != simdjson::SUCCESS) {
-    return std::nullopt;
+    *refused = true;
+    return Status::InvalidArgument("refused by the fast parser");
   }
   return DecodeEnvelope(TapeNode(root, trim));
 }
 
+// A parser lent by a pool, given back when the lease ends.
+class Lease {
+ public:
+  Lease(ParserPool* pool, std::unique_ptr<dom::parser> parser) : pool_(pool), parser_(std::move(parser)) {}
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+  ~Lease();
+  dom::parser& parser() { return *parser_; }
+
+ private:
+  ParserPool* pool_;
+  std::unique_ptr<dom::parser> parser_;
+};
+
 }  // namespace
 
-std::optional<Result<AdmissionRequest>> FastDecode(std::string_view text, std::size_t max_depth,
-                                                   bool rule_fields_only, ParserPool* pool) {
+Lease::~Lease() { pool_->Give(std::move(parser_)); }
+
+Result<AdmissionRequest> FastDecode(std::string_view text, std::size_t max_depth, bool rule_fields_only,
+                                    ParserPool* pool, bool* refused) {
+  *refused = false;
   if (pool && text.size() <= DecodePool::kPooledBodyBytes) {
     if (std::unique_ptr<dom::parser> parser = pool->Take(max_depth)) {
-      std::optional<Result<AdmissionRequest>> out = DecodeWith(*parser, text, rule_fields_only);
-      pool->Give(std::move(parser));
-      return out;
+      Lease lease(pool, std::move(parser));
+      return DecodeWith(lease.parser(), text, rule_fields_only, refused);
     }
   }
   // One parser for this call: its buffers (about 14 bytes per input byte, touched only as far as
   // the text needs) are freed with the call, so a burst of large bodies leaves no arena behind.
   dom::parser parser(text.size());
-  if (parser.allocate(text.size(), max_depth) != simdjson::SUCCESS) return std::nullopt;
-  return DecodeWith(parser, text, rule_fields_only);
+  if (parser.allocate(text.size(), max_depth) != simdjson::SUCCESS) {
+    *refused = true;
+    return Status::ResourceExhausted("the fast parser could not allocate");
+  }
+  return DecodeWith(parser, text, rule_fields_only, refused);
 }
 
 }  // namespace draguard::admission::internal

@@ -19,8 +19,10 @@ namespace draguard::admission::internal {
 /// represent it exactly (e.g. an integer past 64 bits, a byte order mark): the caller then decodes
 /// it with the reference parser, which gives today's answer, error or not. With `pool`, a text of
 /// up to DecodePool::kPooledBodyBytes borrows a parser from it instead of allocating one.
-std::optional<Result<AdmissionRequest>> FastDecode(std::string_view text, std::size_t max_depth,
-                                                   bool rule_fields_only, ParserPool* pool = nullptr);
+/// Sets `*refused` when simdjson refuses the text (the result is then an error to discard); the
+/// result is returned in place, so the decoded request is moved only into it.
+Result<AdmissionRequest> FastDecode(std::string_view text, std::size_t max_depth, bool rule_fields_only,
+                                    ParserPool* pool, bool* refused);
 
 /// Whether a member of a container object (an element of spec.containers, spec.initContainers or
 /// spec.ephemeralContainers) is left out of a rule-fields decode.
