@@ -15,12 +15,12 @@ namespace draguard::admission::internal {
 /// nesting ≤ `max_depth`) and reads the review from it: the envelope straight from the parsed
 /// text, the objects as documents. With `rule_fields_only`, the subtrees of request.object that no
 /// rule reads are left out (they are still validated); a request with an oldObject is kept whole,
-/// since rules compare the two objects. Returns nullopt when simdjson refuses the text or cannot
-/// represent it exactly (e.g. an integer past 64 bits, a byte order mark): the caller then decodes
-/// it with the reference parser, which gives today's answer, error or not. With `pool`, a text of
-/// up to DecodePool::kPooledBodyBytes borrows a parser from it instead of allocating one.
-/// Sets `*refused` when simdjson refuses the text (the result is then an error to discard); the
-/// result is returned in place, so the decoded request is moved only into it.
+/// since rules compare the two objects. Sets `*refused` when simdjson refuses the text or cannot
+/// represent it exactly (e.g. an integer past 64 bits, a byte order mark): the result is then an
+/// error to discard, and the caller decodes the text with the reference parser, which gives
+/// today's answer, error or not. With `pool`, a text of up to DecodePool::kPooledBodyBytes borrows
+/// a parser from it instead of allocating one. The result is returned in place, so the decoded
+/// request is moved only into it.
 Result<AdmissionRequest> FastDecode(std::string_view text, std::size_t max_depth, bool rule_fields_only,
                                     ParserPool* pool, bool* refused);
 

@@ -50,12 +50,7 @@ std::string Exemption(const admission::AdmissionRequest& req, const policy::Poli
 
 // The per-object exceptions in effect (DecideExceptions) into `out`.
 void RuleExemptions(const RuleInput& input, const Registry& registry, EngineResult* out) {
-  // Without policy exceptions only the exempt annotation can grant one: most reviews have neither.
-  if (input.policy.exceptions.empty()) {
-    const admission::Json* annotations =
-        dra::Member(dra::Member(&ReviewedObject(input.request), "metadata"), "annotations");
-    if (dra::Member(annotations, kExemptAnnotation) == nullptr) return;
-  }
+  if (!ExceptionsMayApply(input.request, input.policy)) return;  // most reviews: no subject to build
   ExceptionDecision d = DecideExceptions(SubjectOf(input.request), input.policy, registry, input.now);
   out->exempted_rules = std::move(d.exempted_rules);
   for (const auto& r : d.records) out->rule_exemption += (out->rule_exemption.empty() ? "" : "; ") + r;

@@ -112,6 +112,12 @@ void AnnotationExceptions(const ExceptionSubject& s, const policy::Policy& pol, 
 
 }  // namespace
 
+bool ExceptionsMayApply(const admission::AdmissionRequest& req, const policy::Policy& policy) {
+  if (!policy.exceptions.empty()) return true;
+  const admission::Json& obj = req.object.is_object() ? req.object : req.old_object;
+  return dra::Member(dra::Member(dra::Member(&obj, "metadata"), "annotations"), kExemptAnnotation) != nullptr;
+}
+
 ExceptionSubject SubjectOf(const admission::AdmissionRequest& req) {
   const admission::Json& obj = req.object.is_object() ? req.object : req.old_object;
   ExceptionSubject s;

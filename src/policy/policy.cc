@@ -660,9 +660,8 @@ const char* ActionName(Action action) {
 }
 
 Action Policy::ActionFor(std::string_view rule_id, Action default_action) const {
-  auto it = rules.find(rule_id);
-  if (it != rules.end() && it->second.action) return *it->second.action;
-  return default_action;
+  RuleCursor cursor = rules.end();
+  return ActionFor(rule_id, default_action, cursor);
 }
 
 Action Policy::ActionFor(std::string_view rule_id, Action default_action, RuleCursor& cursor) const {

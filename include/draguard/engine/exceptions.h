@@ -36,6 +36,10 @@ struct ExceptionSubject {
 /// The subject of a request: its object (the old object for DELETE) and userInfo.
 ExceptionSubject SubjectOf(const admission::AdmissionRequest& request);
 
+/// False when no exception can apply to the request, so its subject need not be built: the policy
+/// has no exceptions and the object carries no draguard.io/exempt annotation.
+bool ExceptionsMayApply(const admission::AdmissionRequest& request, const policy::Policy& policy);
+
 /// The exceptions in effect for one subject.
 struct ExceptionDecision {
   std::vector<std::string> exempted_rules;  ///< rule IDs that do not apply, first grant first

@@ -21,23 +21,6 @@ namespace draguard::metrics {
 /// Label values in the order of the family's label names.
 using LabelValues = std::vector<std::string>;
 
-/// Orders label value lists (as std::less would) and compares them with lists of views, so a
-/// lookup copies no label.
-struct LabelValuesLess {
-  using is_transparent = void;  ///< enables lookups by std::span<const std::string_view>
-  /// Lexicographic order of the values.
-  template <class A, class B>
-  bool operator()(const A& a, const B& b) const {
-    auto ai = a.begin();
-    auto bi = b.begin();
-    for (; ai != a.end() && bi != b.end(); ++ai, ++bi) {
-      const int c = std::string_view(*ai).compare(std::string_view(*bi));
-      if (c != 0) return c < 0;
-    }
-    return ai == a.end() && bi != b.end();
-  }
-};
-
 /// Hashes label value lists and lists of views alike (LabelValuesEqual compares them).
 struct LabelValuesHash {
   using is_transparent = void;  ///< enables lookups by std::span<const std::string_view>
@@ -86,7 +69,7 @@ class CounterFamily {
   std::string name_, help_;
   std::vector<std::string> labels_;
   mutable std::mutex mu_;
-  std::map<LabelValues, std::unique_ptr<std::atomic<double>>, LabelValuesLess> series_;
+  std::map<LabelValues, std::unique_ptr<std::atomic<double>>> series_;
   // The series of series_ that IncEach asked for, by hash: its lookups compare no label order.
   std::unordered_map<LabelValues, std::atomic<double>*, LabelValuesHash, LabelValuesEqual> index_;
   // The series of `labels`, created at 0 when new; mu_ must be held.
