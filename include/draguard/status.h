@@ -61,8 +61,10 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  /// A successful result holding `value`.
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  /// A successful result holding a copy of `value`.
+  Result(const T& value) : v_(value) {}  // NOLINT(google-explicit-constructor)
+  /// A successful result holding `value`, moved in (one move, where a by-value parameter costs two).
+  Result(T&& value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
   /// A failed result; `status` must not be OK.
   Result(Status status) : v_(std::move(status)) {}  // NOLINT(google-explicit-constructor)
 
