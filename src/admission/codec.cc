@@ -137,10 +137,11 @@ Result<AdmissionRequest> ReferenceDecode(std::string_view body, const DecodeLimi
 // simdjson validates the whole text and the nesting limit; what it refuses goes to the reference
 // parser, so error messages and edge cases answer as before. One named result, returned in place.
 Result<AdmissionRequest> DecodeFast(std::string_view body, const DecodeLimits& limits, DecodeScope scope,
-                                    const DecodePool* pool) {
+                                    const DecodePool* pool, std::size_t readable_past_end) {
   bool refused = false;
-  Result<AdmissionRequest> decoded = internal::FastDecode(body, limits.max_depth, scope == DecodeScope::kRuleFields,
-                                                          pool ? &pool->parsers() : nullptr, &refused);
+  Result<AdmissionRequest> decoded =
+      internal::FastDecode(body, readable_past_end, limits.max_depth, scope == DecodeScope::kRuleFields,
+                           pool ? &pool->parsers() : nullptr, &refused);
   if (refused) decoded = ReferenceDecode(body, limits);
   return decoded;
 }
@@ -148,14 +149,14 @@ Result<AdmissionRequest> DecodeFast(std::string_view body, const DecodeLimits& l
 }  // namespace
 
 Result<AdmissionRequest> DecodeReview(std::string_view body, const DecodeLimits& limits, DecodeScope scope,
-                                      const DecodePool* pool) {
+                                      const DecodePool* pool, std::size_t readable_past_end) {
   if (body.empty()) return Status::InvalidArgument("empty body: expected an AdmissionReview");
   if (body.size() > limits.max_bytes) {
     return Status::ResourceExhausted("body of " + std::to_string(body.size()) +
                                      " bytes exceeds the limit of " +
                                      std::to_string(limits.max_bytes));
   }
-  if (limits.decoder == Decoder::kFast) return DecodeFast(body, limits, scope, pool);
+  if (limits.decoder == Decoder::kFast) return DecodeFast(body, limits, scope, pool, readable_past_end);
   return ReferenceDecode(body, limits);
 }
 

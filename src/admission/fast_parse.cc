@@ -183,9 +183,10 @@ class TapeNode {
 };
 
 // Parses `text` with `parser` and reads the review from it; sets `*refused` when simdjson refuses it.
-Result<AdmissionRequest> DecodeWith(dom::parser& parser, std::string_view text, bool trim, bool* refused) {
+Result<AdmissionRequest> DecodeWith(dom::parser& parser, std::string_view text, bool padded, bool trim,
+                                    bool* refused) {
   dom::element root;
-  if (parser.parse(text.data(), text.size(), /*realloc_if_needed=*/true).get(root) != simdjson::SUCCESS) {
+  if (parser.parse(text.data(), text.size(), /*realloc_if_needed=*/!padded).get(root) != simdjson::SUCCESS) {
     *refused = true;
     return Status::InvalidArgument("refused by the fast parser");
   }
@@ -210,13 +211,15 @@ class Lease {
 
 Lease::~Lease() { pool_->Give(std::move(parser_)); }
 
-Result<AdmissionRequest> FastDecode(std::string_view text, std::size_t max_depth, bool rule_fields_only,
-                                    ParserPool* pool, bool* refused) {
+Result<AdmissionRequest> FastDecode(std::string_view text, std::size_t readable_past_end, std::size_t max_depth,
+                                    bool rule_fields_only, ParserPool* pool, bool* refused) {
+  static_assert(kBodyPadding >= simdjson::SIMDJSON_PADDING, "the parser reads this far past a text");
   *refused = false;
+  const bool padded = readable_past_end >= kBodyPadding;
   if (pool && text.size() <= DecodePool::kPooledBodyBytes) {
     if (std::unique_ptr<dom::parser> parser = pool->Take(max_depth)) {
       Lease lease(pool, std::move(parser));
-      return DecodeWith(lease.parser(), text, rule_fields_only, refused);
+      return DecodeWith(lease.parser(), text, padded, rule_fields_only, refused);
     }
   }
   // One parser for this call: its buffers (about 14 bytes per input byte, touched only as far as
@@ -226,7 +229,7 @@ Result<AdmissionRequest> FastDecode(std::string_view text, std::size_t max_depth
     *refused = true;
     return Status::ResourceExhausted("the fast parser could not allocate");
   }
-  return DecodeWith(parser, text, rule_fields_only, refused);
+  return DecodeWith(parser, text, padded, rule_fields_only, refused);
 }
 
 }  // namespace draguard::admission::internal

@@ -19,10 +19,11 @@ namespace draguard::admission::internal {
 /// represent it exactly (e.g. an integer past 64 bits, a byte order mark): the result is then an
 /// error to discard, and the caller decodes the text with the reference parser, which gives
 /// today's answer, error or not. With `pool`, a text of up to DecodePool::kPooledBodyBytes borrows
-/// a parser from it instead of allocating one. The result is returned in place, so the decoded
-/// request is moved only into it.
-Result<AdmissionRequest> FastDecode(std::string_view text, std::size_t max_depth, bool rule_fields_only,
-                                    ParserPool* pool, bool* refused);
+/// a parser from it instead of allocating one. With `readable_past_end` ≥ kBodyPadding the text
+/// is parsed where it lies, else from a padded copy. The result is returned in place, so the
+/// decoded request is moved only into it.
+Result<AdmissionRequest> FastDecode(std::string_view text, std::size_t readable_past_end, std::size_t max_depth,
+                                    bool rule_fields_only, ParserPool* pool, bool* refused);
 
 /// Whether a member of a container object (an element of spec.containers, spec.initContainers or
 /// spec.ephemeralContainers) is left out of a rule-fields decode.

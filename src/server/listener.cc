@@ -638,6 +638,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
 
   void ReadBody() {
+    // Room past the body (a parser may read there) in the one allocation the body gets.
+    if (parser_->content_length()) parser_->get().body().reserve(want_ + l_->opt.body_padding);
     http::async_read(stream_, buffer_, *parser_,
                      [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
                        self->OnBody(ec);

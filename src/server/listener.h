@@ -66,6 +66,7 @@ struct ListenerOptions {
   std::size_t workers = 4;                             ///< review workers
   std::size_t max_queued = 1024;                       ///< complete requests waiting for a worker
   std::size_t max_body = 7 * 1024 * 1024;              ///< larger bodies: 413
+  std::size_t body_padding = 0;                        ///< spare capacity reserved past a body of known length
   std::size_t max_header_bytes = 64 * 1024;            ///< request line + headers; beyond: 431
   std::size_t max_headers = 100;                       ///< header fields; beyond: 431
   std::size_t body_budget = 0;                         ///< bytes of bodies held at once (0 = unbounded); beyond: 429

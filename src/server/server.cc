@@ -152,7 +152,8 @@ void Server::Impl::HandleAdmission(admission::WebhookKind kind, const HttpReques
   if (deps.topology) topo = deps.topology();
   // The same deadline bounds the review, template provisioning included.
   webhook::ReviewOutcome out =
-      deps.reviewer->Review(req.body, kind, *pol, topo.get(), std::chrono::system_clock::now(), deadline);
+      deps.reviewer->Review(req.body, kind, *pol, topo.get(), std::chrono::system_clock::now(), deadline,
+                            req.body.capacity() - req.body.size());
   SetJson(res, out.http_status, std::move(out.body));
 
   const auto elapsed = std::chrono::steady_clock::now() - start;
@@ -246,6 +247,7 @@ ListenerOptions Server::Impl::Options(bool admission) {
   lo.workers = admission ? (opt.workers == 0 ? std::max<std::size_t>(16, 4 * cores) : opt.workers) : 1;
   lo.max_queued = opt.max_queued;
   lo.max_body = opt.max_body;
+  lo.body_padding = admission::kBodyPadding;
   lo.max_header_bytes = opt.max_header_bytes;
   lo.max_headers = opt.max_headers;
   lo.body_budget = opt.body_budget;

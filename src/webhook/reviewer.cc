@@ -182,10 +182,11 @@ Reviewer::Reviewer(const engine::Registry& registry, admission::DecodeLimits lim
 ReviewOutcome Reviewer::Review(std::string_view body, admission::WebhookKind webhook,
                                const policy::Policy& policy, const topology::Snapshot* topology,
                                std::chrono::system_clock::time_point now,
-                               steady_clock::time_point deadline) const {
+                               steady_clock::time_point deadline, std::size_t readable_past_end) const {
   ReviewOutcome out;
   // The rules read a small part of the objects: decode only that (the whole body is validated).
-  auto decoded = admission::DecodeReview(body, limits_, admission::DecodeScope::kRuleFields, decode_pool_.get());
+  auto decoded = admission::DecodeReview(body, limits_, admission::DecodeScope::kRuleFields, decode_pool_.get(),
+                                         readable_past_end);
   if (!decoded.ok()) {
     const Status& st = decoded.status();
     out.http_status = st.code() == StatusCode::kResourceExhausted && body.size() > limits_.max_bytes

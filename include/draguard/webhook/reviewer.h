@@ -75,10 +75,11 @@ class Reviewer {
   /// Decodes, evaluates, decides and encodes one review. `deadline` bounds the whole review: the
   /// template provisioning of /mutate gets what is left of it (at most mutation.apiTimeoutMs). An
   /// exception after decoding is answered 500 with an AdmissionReview that echoes the uid.
+  /// `readable_past_end`: bytes after `body` that may be read (admission::DecodeReview).
   ReviewOutcome Review(std::string_view body, admission::WebhookKind webhook,
                        const policy::Policy& policy, const topology::Snapshot* topology,
                        std::chrono::system_clock::time_point now,
-                       std::chrono::steady_clock::time_point deadline) const;
+                       std::chrono::steady_clock::time_point deadline, std::size_t readable_past_end = 0) const;
 
   /// The decision step of Review for an already decoded request (Review uses it; so does the
   /// audit, which judges stored objects as CREATEs). May throw; Review contains it.
