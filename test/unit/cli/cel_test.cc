@@ -57,13 +57,14 @@ TEST(CelCli, EvalTrueFalseAndRuntimeError) {
   CliRun e = Cel({"eval", "device.attributes['gpu.nvidia.com'].index == 0", "--device", kH100});
   EXPECT_EQ(e.code, 2);
   EXPECT_EQ(e.out, "error: CEL runtime error: no such key: index\n");
-  CliRun inl = Cel({"eval", "device.driver == 'gpu.nvidia.com'", std::string("--device=") + kH100});
+  const std::string inline_device = std::string("--device=").append(kH100);
+  CliRun inl = Cel({"eval", "device.driver == 'gpu.nvidia.com'", inline_device});
   EXPECT_EQ(inl.out, "true\n");
 }
 
 TEST(CelCli, EvalDeviceFromFile) {
-  CliRun r = Cel({"eval", "device.driver == 'dra.net'", "--device",
-               std::string("@") + DRAGUARD_TEST_DATA + "/cel/nic_device.json"});
+  const std::string device_file = std::string("@").append(DRAGUARD_TEST_DATA).append("/cel/nic_device.json");
+  CliRun r = Cel({"eval", "device.driver == 'dra.net'", "--device", device_file});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "true\n");
   CliRun missing = Cel({"eval", "true", "--device", "@/nonexistent/device.json"});
