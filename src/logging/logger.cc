@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
+#include <type_traits>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -69,9 +71,9 @@ TimeText Timestamp() {
 
 // True when `fields` repeat no key and use none of the line's own ("ts", "level", "msg"): the line
 // is then the fields in order after those three.
-bool PlainFields(const Fields& fields) {
+bool PlainFields(std::span<const FieldView> fields) {
   for (std::size_t i = 0; i < fields.size(); ++i) {
-    const std::string& key = fields[i].first;
+    const std::string_view key = fields[i].first;
     if (key == "ts" || key == "level" || key == "msg") return false;
     for (std::size_t j = 0; j < i; ++j) {
       if (fields[j].first == key) return false;
@@ -80,16 +82,18 @@ bool PlainFields(const Fields& fields) {
   return true;
 }
 
-void AppendValue(std::string& out, const Value& v) {
-  if (const auto* s = std::get_if<std::string>(&v)) {
+void AppendValue(std::string& out, const ValueView& v) {
+  if (const auto* s = std::get_if<std::string_view>(&v)) {
     AppendJsonString(out, *s);
   } else if (const auto* i = std::get_if<int64_t>(&v)) {
-    out += std::to_string(*i);
+    char buf[24];
+    const auto r = std::to_chars(buf, buf + sizeof buf, *i);
+    out.append(buf, r.ptr);
   } else if (const auto* b = std::get_if<bool>(&v)) {
     out += *b ? "true" : "false";
   } else if (const auto* d = std::get_if<double>(&v)) {
     out += nlohmann::json(*d).dump();
-  } else if (const auto* list = std::get_if<std::vector<std::string>>(&v)) {
+  } else if (const auto* list = std::get_if<std::span<const std::string>>(&v)) {
     out.push_back('[');
     for (std::size_t k = 0; k < list->size(); ++k) {
       if (k) out.push_back(',');
@@ -99,16 +103,39 @@ void AppendValue(std::string& out, const Value& v) {
   }
 }
 
+// The view of a field value.
+ValueView ViewOf(const Value& v) {
+  return std::visit(
+      [](const auto& x) -> ValueView {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          return std::string_view(x);
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          return std::span<const std::string>(x);
+        } else {
+          return x;
+        }
+      },
+      v);
+}
+
+std::vector<FieldView> ViewsOf(const Fields& fields) {
+  std::vector<FieldView> views;
+  views.reserve(fields.size());
+  for (const auto& [key, value] : fields) views.emplace_back(key, ViewOf(value));
+  return views;
+}
+
 }  // namespace
 
-std::string FormatLine(std::string_view ts, Level level, std::string_view msg, const Fields& fields) {
+void AppendLine(std::string& out, std::string_view ts, Level level, std::string_view msg,
+                std::span<const FieldView> fields) {
   if (PlainFields(fields)) {
-    std::size_t size = 40 + ts.size() + msg.size();
+    std::size_t size = out.size() + 40 + ts.size() + msg.size();
     for (const auto& [key, value] : fields) {
-      const auto* s = std::get_if<std::string>(&value);
+      const auto* s = std::get_if<std::string_view>(&value);
       size += key.size() + 8 + (s != nullptr ? s->size() : 24);
     }
-    std::string out;
     out.reserve(size);
     out += R"({"ts":)";
     AppendJsonString(out, ts);
@@ -123,16 +150,16 @@ std::string FormatLine(std::string_view ts, Level level, std::string_view msg, c
       AppendValue(out, value);
     }
     out.push_back('}');
-    return out;
+    return;
   }
   // The members in order; a repeated key keeps its first place and takes its last value (as
   // assigning into an ordered JSON object would).
-  std::vector<std::pair<std::string_view, const Value*>> members;
-  members.reserve(fields.size());
-  const Value ts_value{std::string(ts)};
-  const Value level_value{std::string(LevelName(level))};
-  const Value msg_value{std::string(msg)};
-  auto put = [&](std::string_view key, const Value* v) {
+  std::vector<std::pair<std::string_view, const ValueView*>> members;
+  members.reserve(fields.size() + 3);
+  const ValueView ts_value{ts};
+  const ValueView level_value{std::string_view(LevelName(level))};
+  const ValueView msg_value{msg};
+  auto put = [&](std::string_view key, const ValueView* v) {
     for (auto& m : members) {
       if (m.first == key) {
         m.second = v;
@@ -145,8 +172,6 @@ std::string FormatLine(std::string_view ts, Level level, std::string_view msg, c
   put("level", &level_value);
   put("msg", &msg_value);
   for (const auto& [key, value] : fields) put(key, &value);
-  std::string out;
-  out.reserve(256);
   out.push_back('{');
   for (std::size_t k = 0; k < members.size(); ++k) {
     if (k) out.push_back(',');
@@ -155,7 +180,19 @@ std::string FormatLine(std::string_view ts, Level level, std::string_view msg, c
     AppendValue(out, *members[k].second);
   }
   out.push_back('}');
+}
+
+std::string FormatLine(std::string_view ts, Level level, std::string_view msg, const Fields& fields) {
+  std::string out;
+  const std::vector<FieldView> views = ViewsOf(fields);
+  AppendLine(out, ts, level, msg, views);
   return out;
+}
+
+void Logger::Log(Level level, std::string_view msg, const Fields& fields) {
+  if (!Enabled(level)) return;
+  const std::vector<FieldView> views = ViewsOf(fields);
+  Write(level, msg, views);
 }
 
 namespace {
@@ -218,8 +255,8 @@ class LineWriter {
       urgent_ = false;
       lock.unlock();
       if (dropped > 0) {
-        batch += FormatLine(Timestamp().view(), Level::kWarn, "log lines dropped: the output did not keep up",
-                            {{"dropped", static_cast<int64_t>(dropped)}});
+        const FieldView count[] = {{"dropped", static_cast<int64_t>(dropped)}};
+        AppendLine(batch, Timestamp().view(), Level::kWarn, "log lines dropped: the output did not keep up", count);
         batch.push_back('\n');
       }
       WriteAll(batch);
@@ -253,6 +290,9 @@ class LineWriter {
 };
 
 class StreamLogger final : public Logger {
+  // A thread's line buffer is freed after a line longer than this.
+  static constexpr std::size_t kMaxKeptLineBytes = 16 * 1024;
+
  public:
   StreamLogger(int fd, Level level) : writer_(fd), level_(level) {}
 
@@ -260,11 +300,15 @@ class StreamLogger final : public Logger {
     return level_ != Level::kOff && level >= level_ && level != Level::kOff;
   }
 
-  void Log(Level level, std::string_view msg, const Fields& fields) override {
+  void Write(Level level, std::string_view msg, std::span<const FieldView> fields) override {
     if (!Enabled(level)) return;
-    std::string line = FormatLine(Timestamp().view(), level, msg, fields);
+    // Each thread formats into a buffer of its own that keeps its capacity between lines.
+    thread_local std::string line;
+    line.clear();
+    AppendLine(line, Timestamp().view(), level, msg, fields);
     line.push_back('\n');
     writer_.Add(line, level >= Level::kWarn);
+    if (line.capacity() > kMaxKeptLineBytes) std::string().swap(line);
   }
 
  private:
@@ -275,7 +319,7 @@ class StreamLogger final : public Logger {
 class NullLogger final : public Logger {
  public:
   bool Enabled(Level) const override { return false; }
-  void Log(Level, std::string_view, const Fields&) override {}
+  void Write(Level, std::string_view, std::span<const FieldView>) override {}
 };
 
 }  // namespace

@@ -105,6 +105,36 @@ void CounterFamily::IncEach(std::span<const std::string_view> values, double v) 
   for (std::size_t i = 0; i + n <= values.size(); i += n) AtomicAdd(SlotLocked(values.subspan(i, n)), v);
 }
 
+Counter CounterFamily::Series(std::span<const std::string_view> values) {
+  if (values.size() != labels_.size()) {
+    std::vector<std::string> labels(values.begin(), values.end());
+    std::lock_guard<std::mutex> lock(mu_);
+    return Counter(&SlotLocked(labels));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  return Counter(&SlotLocked(values));
+}
+
+void Counter::Inc(double v) const {
+  if (value_ != nullptr && v >= 0) AtomicAdd(*value_, v);
+}
+
+CounterTable::CounterTable(CounterFamily& family, std::size_t keys) : family_(family), slots_(keys) {}
+
+void CounterTable::Inc(std::size_t key, std::span<const std::string_view> values, double v) {
+  if (key >= slots_.size()) {
+    family_.Series(values).Inc(v);
+    return;
+  }
+  std::atomic<double>* a = slots_[key].load(std::memory_order_acquire);
+  if (a == nullptr) {
+    // Two threads may resolve the same key at once: both find the same series.
+    a = family_.Series(values).value_;
+    slots_[key].store(a, std::memory_order_release);
+  }
+  if (v >= 0) AtomicAdd(*a, v);
+}
+
 void CounterFamily::SetTotal(const LabelValues& labels, double total) {
   std::lock_guard<std::mutex> lock(mu_);
   SlotLocked(labels).store(total);
@@ -167,29 +197,32 @@ HistogramFamily::HistogramFamily(std::string name, std::string help,
       labels_(std::move(labels)),
       bounds_(std::move(buckets)) {}
 
-void HistogramFamily::Observe(const LabelValues& labels, double v) {
-  Series* s;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    // A known series named in full is found without copying the labels.
-    auto it = labels.size() == labels_.size() ? series_.find(labels) : series_.end();
-    if (it == series_.end()) {
-      auto& slot = series_[Normalize(labels, labels_.size())];
-      if (!slot) slot = std::make_unique<Series>(bounds_.size());
-      s = slot.get();
-    } else {
-      s = it->second.get();
-    }
-  }
-  for (std::size_t i = 0; i < bounds_.size(); ++i) {
-    if (v <= bounds_[i]) {
-      s->buckets[i].fetch_add(1, std::memory_order_relaxed);
+HistogramFamily::Handle HistogramFamily::Find(const LabelValues& labels) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // A known series named in full is found without copying the labels.
+  auto it = labels.size() == labels_.size() ? series_.find(labels) : series_.end();
+  if (it != series_.end()) return Handle(this, it->second.get());
+  auto& slot = series_[Normalize(labels, labels_.size())];
+  if (!slot) slot = std::make_unique<Series>(bounds_.size());
+  return Handle(this, slot.get());
+}
+
+void HistogramFamily::Series::Add(const std::vector<double>& bounds, double v) {
+  for (std::size_t i = 0; i < bounds.size(); ++i) {
+    if (v <= bounds[i]) {
+      buckets[i].fetch_add(1, std::memory_order_relaxed);
       break;
     }
   }
-  s->count.fetch_add(1, std::memory_order_relaxed);
-  AtomicAdd(s->sum, v);
+  count.fetch_add(1, std::memory_order_relaxed);
+  AtomicAdd(sum, v);
 }
+
+void HistogramFamily::Handle::Observe(double v) const {
+  if (series_ != nullptr) series_->Add(family_->bounds_, v);
+}
+
+void HistogramFamily::Observe(const LabelValues& labels, double v) { Find(labels).Observe(v); }
 
 uint64_t HistogramFamily::Count(const LabelValues& labels) const {
   std::lock_guard<std::mutex> lock(mu_);

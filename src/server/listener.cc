@@ -132,11 +132,11 @@ class SessionBase {
 
 }  // namespace
 
-std::string HttpRequest::Header(std::string_view name) const {
+std::string_view HttpRequest::Header(std::string_view name) const {
   for (const auto& [k, v] : headers) {
     if (k == name) return v;
   }
-  return "";
+  return {};
 }
 
 std::string HttpRequest::Param(std::string_view name) const {

@@ -29,7 +29,7 @@ struct HttpRequest {
   std::chrono::steady_clock::time_point start;     ///< when the header block was complete
   std::chrono::steady_clock::time_point deadline;  ///< bounds body read and handler
   /// Value of the first header `name` (lower-case), or "".
-  std::string Header(std::string_view name) const;
+  std::string_view Header(std::string_view name) const;
   /// Percent-decoded value of query parameter `name`, or "".
   std::string Param(std::string_view name) const;
 };

@@ -220,9 +220,17 @@ ReviewOutcome Reviewer::Review(std::string_view body, admission::WebhookKind web
     Judgement judgement = Judge(req, webhook, policy, topology, now, deadline);
     engine::Decision& decision = judgement.decision;
     out.rule_metrics.reserve(judgement.result.outcomes.size());
+    const auto& rules = registry_.rules();
+    std::size_t position = 0;  // outcomes follow the registry's order
     for (const auto& o : judgement.result.outcomes) {
-      out.rule_metrics.push_back({o.rule->id(), policy::ActionName(engine::ModeAction(o.action, policy)),
-                                  engine::RuleStatusName(o.result.status)});
+      while (position < rules.size() && rules[position].get() != o.rule) ++position;
+      const policy::Action action = engine::ModeAction(o.action, policy);
+      const std::size_t key = position < rules.size() ? position * kRuleMetricKeysPerRule +
+                                                            static_cast<std::size_t>(action) * 4 +
+                                                            static_cast<std::size_t>(o.result.status)
+                                                      : kNoRuleMetricKey;
+      out.rule_metrics.push_back(
+          {o.rule->id(), policy::ActionName(action), engine::RuleStatusName(o.result.status), key});
     }
     out.verdict = decision.verdict;
     for (const auto* list : {&decision.denied_rules, &decision.warned_rules, &decision.audited_rules}) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -30,10 +31,17 @@ std::vector<std::string> LevelNames();
 using Value = std::variant<std::string, int64_t, double, bool, std::vector<std::string>>;
 /// Ordered key/value fields of one log line.
 using Fields = std::vector<std::pair<std::string, Value>>;
+/// A field value that refers to the caller's data, for the duration of one call.
+using ValueView = std::variant<std::string_view, int64_t, double, bool, std::span<const std::string>>;
+/// A key/value field that refers to the caller's data: what a hot path logs without copies.
+using FieldView = std::pair<std::string_view, ValueView>;
 
 /// The line Log writes for `level`, `msg` and `fields` at timestamp `ts` (no newline): one JSON
 /// object {"ts","level","msg",fields...}, written directly (no document is built).
 std::string FormatLine(std::string_view ts, Level level, std::string_view msg, const Fields& fields);
+/// FormatLine of fields that are views, appended to `out`.
+void AppendLine(std::string& out, std::string_view ts, Level level, std::string_view msg,
+                std::span<const FieldView> fields);
 
 /// A thread-safe JSON-lines logger.
 class Logger {
@@ -48,7 +56,9 @@ class Logger {
 
   virtual ~Logger() = default;
   /// Writes one line {"ts","level","msg",fields...} if `level` is enabled.
-  virtual void Log(Level level, std::string_view msg, const Fields& fields = {}) = 0;
+  void Log(Level level, std::string_view msg, const Fields& fields = {});
+  /// Log of fields that are views: no field is copied before the line is formatted.
+  virtual void Write(Level level, std::string_view msg, std::span<const FieldView> fields) = 0;
   /// True when lines of `level` are written.
   virtual bool Enabled(Level level) const = 0;
 

@@ -48,6 +48,24 @@ struct LabelValuesEqual {
   }
 };
 
+class CounterTable;
+
+/// One series of a counter family, found once: adding to it takes no lock and no lookup. Valid
+/// while its family lives (a counter family never removes a series).
+class Counter {
+ public:
+  /// An empty handle: Inc does nothing.
+  Counter() = default;
+  /// The series held by `value`.
+  explicit Counter(std::atomic<double>* value) : value_(value) {}
+  /// Adds `v` (a negative `v` is ignored).
+  void Inc(double v = 1.0) const;
+
+ private:
+  friend class CounterTable;
+  std::atomic<double>* value_ = nullptr;
+};
+
 /// A monotonically increasing counter family.
 class CounterFamily {
  public:
@@ -58,6 +76,8 @@ class CounterFamily {
   /// as the family has labels, a trailing partial series ignored (one lock for all, no copy: a
   /// review's per-rule results).
   void IncEach(std::span<const std::string_view> values, double v = 1.0);
+  /// The series of exactly as many `values` as the family has labels, created at 0 when new.
+  Counter Series(std::span<const std::string_view> values);
   /// Sets a series to a total kept elsewhere (mirrors a counter owned by another module).
   void SetTotal(const LabelValues& labels, double total);
   /// Current value of a series (0 when absent).
@@ -76,6 +96,22 @@ class CounterFamily {
   std::atomic<double>& SlotLocked(const LabelValues& labels);
   // The series of exactly labels_.size() `values`, created at 0 when new; mu_ must be held.
   std::atomic<double>& SlotLocked(std::span<const std::string_view> values);
+};
+
+/// Series of one counter family by a dense key the caller assigns to label values (e.g. rule ×
+/// action × result): a key's series is found on its first use and then taken from a table, with
+/// no lock and no hashing. The caller must give one key the same values every time.
+class CounterTable {
+ public:
+  /// A table of keys 0 .. `keys` - 1 over `family`, which must outlive it.
+  CounterTable(CounterFamily& family, std::size_t keys);
+  /// Adds `v` to the series of `key`, whose label values are `values`; a key past the table
+  /// falls back to the family's lookup.
+  void Inc(std::size_t key, std::span<const std::string_view> values, double v = 1.0);
+
+ private:
+  CounterFamily& family_;
+  std::vector<std::atomic<std::atomic<double>*>> slots_;
 };
 
 /// A gauge family (value may go up and down).
@@ -103,11 +139,31 @@ class GaugeFamily {
 
 /// A histogram family with fixed buckets (upper bounds, seconds or any unit).
 class HistogramFamily {
+  struct Series;
+
  public:
+  /// One series of the family, found once: observing takes no lock and no lookup. Valid while
+  /// the family lives.
+  class Handle {
+   public:
+    /// An empty handle: Observe does nothing.
+    Handle() = default;
+    /// Records one observation.
+    void Observe(double v) const;
+
+   private:
+    friend class HistogramFamily;
+    Handle(const HistogramFamily* family, Series* series) : family_(family), series_(series) {}
+    const HistogramFamily* family_ = nullptr;
+    Series* series_ = nullptr;
+  };
+
   HistogramFamily(std::string name, std::string help, std::vector<std::string> labels,
                   std::vector<double> buckets);
   /// Records one observation.
   void Observe(const LabelValues& labels, double v);
+  /// The series with `labels`, created empty when new.
+  Handle Find(const LabelValues& labels);
   /// Number of observations of a series.
   uint64_t Count(const LabelValues& labels) const;
   /// Appends the exposition text.
@@ -116,6 +172,8 @@ class HistogramFamily {
  private:
   struct Series {
     explicit Series(std::size_t n) : buckets(n) {}
+    // Adds `v` to the first bucket whose bound it does not exceed, the count and the sum.
+    void Add(const std::vector<double>& bounds, double v);
     std::vector<std::atomic<uint64_t>> buckets;
     std::atomic<uint64_t> count{0};
     std::atomic<double> sum{0};

@@ -30,7 +30,15 @@ struct RuleMetric {
   std::string_view rule;    ///< "DG001"
   std::string_view action;  ///< effective action
   std::string_view result;  ///< pass | fail | skip | error
+  /// The three as one dense number, for a metrics::CounterTable: the rule's position in the
+  /// registry × kRuleMetricKeysPerRule + action × 4 + result (kNoRuleMetricKey when unknown).
+  std::size_t key = 0;
 };
+
+/// Keys of RuleMetric::key per rule (4 actions × 4 results).
+inline constexpr std::size_t kRuleMetricKeysPerRule = 16;
+/// RuleMetric::key of a rule outside the registry: past every table.
+inline constexpr std::size_t kNoRuleMetricKey = static_cast<std::size_t>(-1);
 
 /// Everything the server needs to answer and to record one review.
 struct ReviewOutcome {
@@ -80,6 +88,9 @@ class Reviewer {
                        const policy::Policy& policy, const topology::Snapshot* topology,
                        std::chrono::system_clock::time_point now,
                        std::chrono::steady_clock::time_point deadline, std::size_t readable_past_end = 0) const;
+
+  /// How many RuleMetric keys this reviewer's rules use (keys are below this number).
+  std::size_t RuleMetricKeys() const { return registry_.rules().size() * kRuleMetricKeysPerRule; }
 
   /// The decision step of Review for an already decoded request (Review uses it; so does the
   /// audit, which judges stored objects as CREATEs). May throw; Review contains it.

@@ -54,6 +54,41 @@ TEST(Logger, WritesOneJsonObjectPerLineWithItsFields) {
   EXPECT_EQ(lines[1]["msg"], "quote \" and newline \n stay inside one line");
 }
 
+TEST(Logger, WriteOfViewsWritesWhatLogOfFieldsWrites) {
+  const std::vector<std::string> rules = {"DG001", "quote \" rule"};
+  const std::string uid = "705ab4f5-6393-11e8-b7cc-42010a800002";
+  const Fields fields = {{"uid", uid}, {"dryRun", false}, {"rules", rules}, {"latency_us", int64_t{42}},
+                         {"ratio", 0.25}};
+  const FieldView views[] = {{"uid", std::string_view(uid)}, {"dryRun", false},
+                             {"rules", std::span<const std::string>(rules)}, {"latency_us", int64_t{42}},
+                             {"ratio", 0.25}};
+  ::testing::internal::CaptureStdout();
+  {
+    auto log = Logger::Stdout(Level::kInfo);
+    log->Info("admission", fields);
+    log->Write(Level::kInfo, "admission", views);
+    log->Write(Level::kDebug, "below the threshold", views);
+    // A line longer than the kept buffer, then a short one: both whole.
+    const std::string long_value(40000, 'x');
+    const FieldView big[] = {{"v", std::string_view(long_value)}};
+    log->Write(Level::kWarn, "long", big);
+    log->Write(Level::kInfo, "short", views);
+  }
+  std::string text = ::testing::internal::GetCapturedStdout();
+  auto lines = Lines(text);
+  ASSERT_EQ(lines.size(), 4u) << text;
+  lines[0].erase("ts");
+  lines[1].erase("ts");
+  EXPECT_EQ(lines[0], lines[1]);
+  EXPECT_EQ(lines[1]["rules"], nlohmann::json(rules));
+  EXPECT_EQ(lines[2]["v"].get<std::string>().size(), 40000u);
+  EXPECT_EQ(lines[3]["msg"], "short");
+  // The formatter of views is the formatter of fields.
+  std::string appended = "prefix";
+  AppendLine(appended, "t", Level::kInfo, "m", views);
+  EXPECT_EQ(appended, "prefix" + FormatLine("t", Level::kInfo, "m", fields));
+}
+
 TEST(Logger, LevelsBelowTheThresholdAreNotWritten) {
   ::testing::internal::CaptureStdout();
   {

@@ -66,6 +66,69 @@ TEST(Metrics, IncEachAddsToEverySeriesLikeInc) {
   EXPECT_NE(text.find("r_total{rule=\"DG001\",action=\"deny\",result=\"fail\"} 3\n"), std::string::npos) << text;
 }
 
+TEST(Metrics, CounterHandleAndTableAddToTheFamilysSeries) {
+  Registry r;
+  auto& c = r.Counter("t_total", "T.", {"rule", "action", "result"});
+  const std::string_view fail[] = {"DG001", "deny", "fail"};
+  const std::string_view pass[] = {"DG002", "warn", "pass"};
+  Counter handle = c.Series(fail);
+  handle.Inc();
+  handle.Inc(2);
+  handle.Inc(-1);  // ignored, as by Inc
+  Counter().Inc();  // an empty handle does nothing
+  EXPECT_EQ(c.Value({"DG001", "deny", "fail"}), 3);
+
+  CounterTable table(c, 4);
+  table.Inc(0, fail);
+  table.Inc(0, fail);
+  table.Inc(3, pass);
+  table.Inc(9, pass, 5);  // past the table: found by its values
+  table.Inc(3, pass, -2);
+  EXPECT_EQ(c.Value({"DG001", "deny", "fail"}), 5);
+  EXPECT_EQ(c.Value({"DG002", "warn", "pass"}), 6);
+  // A handle for too few values names the series padded with empty values, as Inc does.
+  const std::string_view short_values[] = {"DG003"};
+  c.Series(short_values).Inc();
+  EXPECT_EQ(c.Value({"DG003", "", ""}), 1);
+  std::string text;
+  c.Render(&text);
+  EXPECT_NE(text.find("t_total{rule=\"DG002\",action=\"warn\",result=\"pass\"} 6\n"), std::string::npos) << text;
+}
+
+TEST(Metrics, CounterTableResolvesEachKeyOnceAcrossThreads) {
+  Registry r;
+  auto& c = r.Counter("u_total", "U.", {"k"});
+  CounterTable table(c, 8);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 1000; ++i) {
+        const std::string key = std::to_string(i % 8);
+        const std::string_view values[] = {key};
+        table.Inc(static_cast<std::size_t>(i % 8), values);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int k = 0; k < 8; ++k) EXPECT_EQ(c.Value({std::to_string(k)}), 500) << k;
+}
+
+TEST(Metrics, HistogramHandleObservesLikeObserve) {
+  Registry r;
+  auto& h = r.Histogram("h_seconds", "H.", {"webhook"}, {0.1, 1});
+  auto handle = h.Find({"validate"});
+  handle.Observe(0.05);
+  handle.Observe(5);
+  h.Observe({"validate"}, 0.5);
+  HistogramFamily::Handle().Observe(1);  // an empty handle does nothing
+  EXPECT_EQ(h.Count({"validate"}), 3u);
+  std::string text;
+  h.Render(&text);
+  EXPECT_NE(text.find("h_seconds_bucket{webhook=\"validate\",le=\"0.10000000000000001\"} 1\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("h_seconds_sum{webhook=\"validate\"} 5.5499999999999998\n"), std::string::npos) << text;
+}
+
 TEST(Metrics, ServerMetricsHaveTheDocumentedNames) {
   Registry r;
   ServerMetrics m(r);
