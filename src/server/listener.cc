@@ -39,6 +39,41 @@ std::string Lower(std::string_view s) {
 
 std::string_view SV(beast::string_view v) { return {v.data(), v.size()}; }
 
+// A request body read into a std::string by appending, so that each byte is written once
+// (http::string_body resizes, zero-filling, and then copies). The session reserves the announced
+// length plus the decoder's padding before the body is read.
+struct AppendStringBody {
+  using value_type = std::string;
+
+  class reader {
+   public:
+    template <bool kIsRequest, class Fields>
+    reader(http::header<kIsRequest, Fields>&, value_type& body) : body_(body) {}
+    void init(const boost::optional<std::uint64_t>& length, beast::error_code& ec) {
+      if (length && *length > body_.max_size()) {
+        ec = http::error::buffer_overflow;
+        return;
+      }
+      ec = {};
+    }
+    template <class ConstBufferSequence>
+    std::size_t put(const ConstBufferSequence& buffers, beast::error_code& ec) {
+      const std::size_t extra = beast::buffer_bytes(buffers);
+      if (extra > body_.max_size() - body_.size()) {
+        ec = http::error::buffer_overflow;
+        return 0;
+      }
+      for (const auto b : beast::buffers_range_ref(buffers)) body_.append(static_cast<const char*>(b.data()), b.size());
+      ec = {};
+      return extra;
+    }
+    void finish(beast::error_code& ec) { ec = {}; }
+
+   private:
+    value_type& body_;
+  };
+};
+
 int Hex(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -791,7 +826,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   std::uint64_t timer_gen_ = 0;
   std::uint64_t id_ = 0;
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<http::request_parser<AppendStringBody>> parser_;
   HttpRequest req_;
   const HttpRoute* route_ = nullptr;
   Phase phase_ = Phase::kIdle;
