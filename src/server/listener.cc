@@ -475,17 +475,33 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
  private:
   tcp::socket& Socket() { return beast::get_lowest_layer(stream_); }
 
-  // One timer per connection; a generation number retires stale expiries.
+  // One timer per connection, moved lazily: a phase sets its deadline, and the timer is moved
+  // only when that deadline is earlier than the expiry it waits for; an expiry before the current
+  // deadline waits again for the rest. A keep-alive request thus seldom touches the timer (each
+  // move costs a cancelled wait, a handler run and the reactor's lock). A generation number
+  // retires the expiries of replaced waits.
   void Arm(std::chrono::milliseconds d) { ArmAt(Clock::now() + d); }
   void ArmAt(Clock::time_point t) {
-    ++timer_gen_;
-    timer_.expires_at(t);
-    timer_.async_wait([self = this->shared_from_this(), gen = timer_gen_](beast::error_code ec) {
+    deadline_ = t;
+    if (!waiting_ || t < armed_at_) Wait(t);
+  }
+  void Disarm() { deadline_ = Clock::time_point::max(); }
+  void Wait(Clock::time_point t) {
+    armed_at_ = t;
+    waiting_ = true;
+    timer_.expires_at(t);  // cancels the wait it replaces
+    timer_.async_wait([self = this->shared_from_this(), gen = ++timer_gen_](beast::error_code ec) {
       if (ec || gen != self->timer_gen_) return;
+      self->waiting_ = false;
+      if (self->deadline_ == Clock::time_point::max()) return;
+      if (Clock::now() < self->deadline_) return self->Wait(self->deadline_);
       self->OnTimeout();
     });
   }
-  void Disarm() {
+  // Stops the timer for good (a closed connection): its wait no longer holds the session.
+  void StopTimer() {
+    Disarm();
+    waiting_ = false;
     ++timer_gen_;
     timer_.cancel();
   }
@@ -505,7 +521,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   void Close() {
     if (phase_ == Phase::kClosed) return;
     phase_ = Phase::kClosed;
-    Disarm();
+    StopTimer();
     beast::error_code ignored;
     Socket().shutdown(tcp::socket::shutdown_both, ignored);
     Socket().close(ignored);
@@ -824,6 +840,9 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   Stream stream_;
   asio::steady_timer timer_;
   std::uint64_t timer_gen_ = 0;
+  Clock::time_point deadline_ = Clock::time_point::max();  // of the current phase; max: none
+  Clock::time_point armed_at_{};                           // the expiry the timer waits for
+  bool waiting_ = false;                                   // a wait is pending
   std::uint64_t id_ = 0;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<AppendStringBody>> parser_;

@@ -464,6 +464,30 @@ TEST_F(ServerTest, SlowClientSendingHalfABodyIsCutOffWithoutBlockingOthers) {
   Post(*after, "/validate", ReviewData("DG001/plain-pod-allowed"));
 }
 
+// The connection's timer moves lazily (a later deadline leaves it where it is): a half body on a
+// connection that has served requests is still cut off at the read timeout, not at the longer
+// keep-alive timeout the idle phase set before it.
+TEST_F(ServerTest, HalfBodyAfterServedRequestsIsCutOffAtTheReadTimeout) {
+  opt_.read_timeout = std::chrono::milliseconds(300);
+  opt_.keep_alive_timeout = std::chrono::seconds(60);
+  Start();
+  auto c = Connect();
+  for (int i = 0; i < 3; ++i) Post(*c, "/validate", ReviewData("DG001/plain-pod-allowed"));
+  // While `c` is idle, a header block that never ends is closed at its read timeout, which
+  // falls after every deadline `c` has had: `c`'s timer has fired by then and waits for the idle
+  // deadline, a minute away.
+  auto loris = Connect();
+  ASSERT_TRUE(loris->Write("POST /validate HTTP/1.1\r\nHost: x\r\n"));
+  ASSERT_TRUE(loris->WaitForClose());
+  std::string body = ReviewData("DG001/legacy-limit");
+  std::string req = testing::BuildRequest("POST", "/validate", body);
+  ASSERT_TRUE(c->Write(req.substr(0, req.size() - body.size() / 2)));
+  HttpResponse r;
+  ASSERT_TRUE(c->ReadResponse(&r));
+  EXPECT_EQ(r.status, 408) << r.body;
+  EXPECT_TRUE(c->WaitForClose());
+}
+
 TEST_F(ServerTest, ApiServerTimeoutBudgetIsHonoured) {
   Start();
   auto c = Connect();
