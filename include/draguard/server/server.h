@@ -48,7 +48,7 @@ struct ServerOptions {
   std::chrono::seconds keep_alive_timeout{30};       ///< idle time before closing
   std::size_t io_threads = 0;             ///< connection threads; 0 = cores
   std::size_t workers = 0;                ///< review workers; 0 = max(16, 4 × cores)
-  std::size_t inline_review_max_body = 64 * 1024;  ///< /validate bodies up to this size, of kinds whose review evaluates no CEL, are reviewed on the IO thread (0 = never)
+  std::size_t inline_review_max_body = 128 * 1024;  ///< /validate bodies up to this size, of kinds whose review evaluates no CEL, are reviewed on the IO thread (0 = never)
   std::size_t max_queued = 1024;          ///< complete requests waiting for a worker; beyond: 503
   std::chrono::milliseconds shutdown_delay{5000};    ///< keep serving after SIGTERM
   std::chrono::milliseconds reload_interval{1000};   ///< certificate file polling
