@@ -2,7 +2,7 @@
 # Load test: draguard vs nginx serving the same fixed AdmissionReview responses over the same TLS
 # certificate, both on loopback. wrk: 2 threads, 32 keep-alive connections; three reviews: a 1 KiB
 # plain Pod, the 8 KiB legacy-GPU Pod and a 64 KiB legacy-GPU Pod. Each review runs ROUNDS rounds
-# (default 3) of one nginx and one draguard run of DURATION (default 5 s), the order alternating
+# (default 5) of one nginx and one draguard run of DURATION (default 5 s), the order alternating
 # from round to round, so that a host whose speed drifts affects both servers alike. Prints
 # requests/s, p50/p99 and CPU time per request of every run, each round's throughput ratio
 # draguard/nginx and p99 ratio draguard/nginx, their medians per review, and draguard's peak RSS.
@@ -16,7 +16,7 @@ check=0
 if [ "${1:-}" = "--check" ]; then check=1; shift; fi
 bin=${1:-$root/build/src/cli/draguard}
 duration=${DURATION:-5s}
-rounds=${ROUNDS:-3}
+rounds=${ROUNDS:-5}
 threads=${THREADS:-2}
 conns=${CONNECTIONS:-32}
 # name:file:description, in the order run.
