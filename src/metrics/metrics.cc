@@ -132,7 +132,7 @@ void CounterTable::Inc(std::size_t key, std::span<const std::string_view> values
     a = family_.Series(values).value_;
     slots_[key].store(a, std::memory_order_release);
   }
-  if (v >= 0) AtomicAdd(*a, v);
+  Counter(a).Inc(v);
 }
 
 void CounterFamily::SetTotal(const LabelValues& labels, double total) {

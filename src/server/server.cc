@@ -194,21 +194,19 @@ void Server::Impl::HandleAdmission(admission::WebhookKind kind, const HttpReques
     const std::string_view labels[] = {m.rule, m.action, m.result};
     rule_results->Inc(m.key, labels);
   }
-  if (deps.logger->Enabled(logging::Level::kInfo)) {
-    using SV = std::string_view;
-    const logging::FieldView fields[] = {{"webhook", SV(webhook)},
-                                         {"uid", SV(out.uid)},
-                                         {"kind", SV(out.kind)},
-                                         {"namespace", SV(out.namespace_)},
-                                         {"name", SV(out.name)},
-                                         {"operation", SV(out.operation)},
-                                         {"user", SV(out.user)},
-                                         {"dryRun", out.dry_run},
-                                         {"decision", SV(verdict)},
-                                         {"rules", std::span<const std::string>(out.rules)},
-                                         {"latency_us", static_cast<int64_t>(micros)}};
-    deps.logger->Write(logging::Level::kInfo, "admission", fields);
-  }
+  using SV = std::string_view;
+  const logging::FieldView fields[] = {{"webhook", SV(webhook)},
+                                       {"uid", SV(out.uid)},
+                                       {"kind", SV(out.kind)},
+                                       {"namespace", SV(out.namespace_)},
+                                       {"name", SV(out.name)},
+                                       {"operation", SV(out.operation)},
+                                       {"user", SV(out.user)},
+                                       {"dryRun", out.dry_run},
+                                       {"decision", SV(verdict)},
+                                       {"rules", std::span<const std::string>(out.rules)},
+                                       {"latency_us", static_cast<int64_t>(micros)}};
+  deps.logger->Write(logging::Level::kInfo, "admission", fields);
   if (std::chrono::steady_clock::now() > deadline) {
     deps.logger->Warn("review finished after the request deadline", {{"uid", out.uid}});
   }
