@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/signal"
@@ -90,12 +89,11 @@ func peerURL(path string) (*url.URL, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeLoopbackAddr()
 	if err != nil {
 		return nil, err
 	}
-	s := "http://" + l.Addr().String()
-	l.Close()
+	s := "http://" + addr.String()
 	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
 		return nil, err
 	}

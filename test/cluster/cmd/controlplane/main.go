@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	_ "time/tzdata" // for timeZone support in CronJob, as kube-apiserver's and kcm's main import it
 
-	"github.com/spf13/cobra"
 	_ "k8s.io/client-go/plugin/pkg/client/auth" // kubectl's client auth plugins
 	"k8s.io/component-base/cli"
 	"k8s.io/component-base/logs"
@@ -67,8 +66,7 @@ func main() {
 // runKubectl is cmd/kubectl's main().
 func runKubectl() {
 	logs.GlogSetter(kubectlcmd.GetLogVerbosity(os.Args)) // nolint:errcheck
-	var command *cobra.Command = kubectlcmd.NewDefaultKubectlCommand()
-	if err := cli.RunNoErrOutput(command); err != nil {
+	if err := cli.RunNoErrOutput(kubectlcmd.NewDefaultKubectlCommand()); err != nil {
 		kubectlutil.CheckErr(err)
 	}
 }
