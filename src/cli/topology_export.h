@@ -20,6 +20,11 @@ struct ExportWithShape {
 /// accepts the result.
 Result<ExportWithShape> ProduceExport(const topology::ExportOptions& options, std::ostream& err);
 
+/// Reads the hwloc XML export in `path` (`topology export --publish -f`) and checks it as
+/// ProduceExport checks its own export. The XML is kept as it is; `local.nvml_gpus` is 0.
+/// Errors name the file.
+Result<ExportWithShape> LoadExportFile(const std::string& path);
+
 /// The --publish loop (topology_publish.cc); returns the exit code.
 int TopologyPublish(const Flags& f, const topology::ExportOptions& options, std::ostream& out, std::ostream& err);
 

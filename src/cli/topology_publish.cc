@@ -1,14 +1,14 @@
 // `draguard topology export --publish`: the per-node exporter loop (the chart's DaemonSet).
-// Re-exports on start, every --interval and on SIGHUP; publishes through kubetopo::Publisher
-// (which writes only what changed); backs off with jitter after API errors; serves /readyz
-// (a publish succeeded and the last success is recent) and /metrics on --probe-listen.
+// Re-exports on start, every --interval and on SIGHUP (with -f FILE: re-reads that export file
+// instead); publishes through kubetopo::Publisher (which writes only what changed); backs off with
+// jitter after export/file or API errors, leaving the last published state in place; serves
+// /readyz (a publish succeeded and the last success is recent) and /metrics on --probe-listen.
 #include <httplib.h>
 #include <signal.h>
 
 #include <atomic>
 #include <cerrno>
 #include <ctime>
-#include <fstream>
 #include <random>
 #include <thread>
 
@@ -18,13 +18,10 @@
 #include "draguard/kubetopo/publisher.h"
 #include "draguard/metrics/metrics.h"
 #include "draguard/server/server.h"
-#include "draguard/trim.h"
 #include "topology_export.h"
 
 namespace draguard::cli {
 namespace {
-
-constexpr const char* kServiceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 std::string EnvOr(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
@@ -33,10 +30,7 @@ std::string EnvOr(const char* name, const std::string& fallback) {
 
 std::string ReleaseNamespace(const Flags& f) {
   if (f.Has("--namespace")) return f.Get("--namespace");
-  std::ifstream in(kServiceAccountNamespace);
-  std::string ns;
-  std::getline(in, ns);
-  return EnvOr("POD_NAMESPACE", std::string(Trim(ns)));
+  return EnvOr("POD_NAMESPACE", kube::ServiceAccountNamespace());
 }
 
 double Now() { return static_cast<double>(std::time(nullptr)); }
@@ -45,6 +39,7 @@ double Now() { return static_cast<double>(std::time(nullptr)); }
 
 int TopologyPublish(const Flags& f, const topology::ExportOptions& options, std::ostream& out, std::ostream& err) {
   const std::string node = f.Get("--node", EnvOr("NODE_NAME", ""));
+  const std::string file = f.Get("--file", f.Get("-f"));  // empty: export this machine
   const std::string ns = ReleaseNamespace(f);
   if (node.empty()) {
     err << "topology export: --publish needs --node NAME (or $NODE_NAME)\n";
@@ -115,10 +110,10 @@ int TopologyPublish(const Flags& f, const topology::ExportOptions& options, std:
   uint32_t failures = 0;
   int rc = kExitOk;
   for (;;) {
-    Result<ExportWithShape> exp = ProduceExport(options, err);
+    Result<ExportWithShape> exp = file.empty() ? ProduceExport(options, err) : LoadExportFile(file);
     Status status = exp.ok() ? Status::Ok() : exp.status();
     if (exp.ok()) {
-      m.nvml_gpus.Set({}, static_cast<double>(exp->local.nvml_gpus));
+      if (file.empty()) m.nvml_gpus.Set({}, static_cast<double>(exp->local.nvml_gpus));
       m.export_bytes.Set({}, static_cast<double>(exp->local.xml.size()));
       Result<kubetopo::PublishResult> pub = publisher.Publish(exp->local.xml, exp->fingerprint);
       if (pub.ok()) {

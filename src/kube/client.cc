@@ -101,15 +101,37 @@ std::string ServerUrl(const ClientConfig& config) {
   return "https://" + host + ":" + std::to_string(config.port);
 }
 
+namespace {
+
+std::optional<std::string> Getenv(const InClusterOptions& options, const char* name) {
+  if (options.getenv) return options.getenv(name);
+  const char* v = std::getenv(name);
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
+}
+
+// `path` when given, else `name` in the service-account directory.
+std::string ServiceAccountFile(const InClusterOptions& options, const std::string& path, const char* name) {
+  return path.empty() ? ServiceAccountDir(options) + "/" + name : path;
+}
+
+}  // namespace
+
+std::string ServiceAccountDir(const InClusterOptions& options) {
+  auto dir = Getenv(options, kServiceAccountDirEnv);
+  if (!dir || dir->empty()) return kDefaultServiceAccountDir;
+  while (dir->size() > 1 && dir->back() == '/') dir->pop_back();
+  return *dir;
+}
+
+std::string ServiceAccountNamespace(const InClusterOptions& options) {
+  auto ns = ReadFile(ServiceAccountFile(options, options.namespace_file, "namespace"), 4096);
+  return ns.ok() ? std::string(Trim(*ns)) : std::string();
+}
+
 Result<ClientConfig> InClusterConfig(const InClusterOptions& options) {
-  auto env = [&](const char* name) -> std::optional<std::string> {
-    if (options.getenv) return options.getenv(name);
-    const char* v = std::getenv(name);
-    if (v == nullptr) return std::nullopt;
-    return std::string(v);
-  };
-  auto host = env("KUBERNETES_SERVICE_HOST");
-  auto port = env("KUBERNETES_SERVICE_PORT");
+  auto host = Getenv(options, "KUBERNETES_SERVICE_HOST");
+  auto port = Getenv(options, "KUBERNETES_SERVICE_PORT");
   if (!host || host->empty() || !port || port->empty()) {
     return Status::FailedPrecondition(
         "not running in a cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set");
@@ -122,16 +144,18 @@ Result<ClientConfig> InClusterConfig(const InClusterOptions& options) {
     return Status::InvalidArgument("KUBERNETES_SERVICE_PORT is not a port: '" + *port + "'");
   }
   config.port = static_cast<int>(p);
+  const std::string token_file = ServiceAccountFile(options, options.token_file, "token");
+  const std::string ca_file = ServiceAccountFile(options, options.ca_file, "ca.crt");
   struct stat st {};
-  if (::stat(options.token_file.c_str(), &st) != 0) {
-    return Status::NotFound("service account token not found: " + options.token_file);
+  if (::stat(token_file.c_str(), &st) != 0) {
+    return Status::NotFound("service account token not found: " + token_file);
   }
-  if (::stat(options.ca_file.c_str(), &st) != 0) {
-    return Status::NotFound("service account CA not found: " + options.ca_file);
+  if (::stat(ca_file.c_str(), &st) != 0) {
+    return Status::NotFound("service account CA not found: " + ca_file);
   }
-  config.token_file = options.token_file;
-  config.ca_file = options.ca_file;
-  if (auto ns = ReadFile(options.namespace_file, 4096); ns.ok()) config.namespace_name = Trim(*ns);
+  config.token_file = token_file;
+  config.ca_file = ca_file;
+  config.namespace_name = ServiceAccountNamespace(options);
   return config;
 }
 

@@ -177,17 +177,55 @@ When the template cannot be found the webhook is called (conservative).
 request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec
 {{- end -}}
 
-{{/* Webhook clientConfig; call with a dict of fullname, namespace, path, port, caBundle. */}}
+{{/*
+Webhook clientConfig; call with a dict of fullname, namespace, path, port, caBundle and url (the
+checked base URL from draguard.webhookURL; empty = the Service).
+*/}}
 {{- define "draguard.clientConfig" -}}
 clientConfig:
+  {{- if .url }}
+  url: {{ printf "%s%s" .url .path | quote }}
+  {{- else }}
   service:
     name: {{ .fullname }}
     namespace: {{ .namespace }}
     path: {{ .path }}
     port: {{ .port }}
+  {{- end }}
   {{- if .caBundle }}
   caBundle: {{ .caBundle }}
   {{- end }}
+{{- end -}}
+
+{{/*
+webhook.url checked and without a trailing slash ("" when unset): an absolute https URL with a
+host and no user info, query or fragment, as the apiserver requires of clientConfig.url.
+*/}}
+{{- define "draguard.webhookURL" -}}
+{{- $raw := .Values.webhook.url | default "" | trim -}}
+{{- if $raw -}}
+{{- $why := "" -}}
+{{- if regexMatch "[[:space:]]" $raw -}}
+{{- $why = "contains white space" -}}
+{{- else if not (hasPrefix "https://" $raw) -}}
+{{- $why = "must start with https:// (the apiserver calls webhooks over TLS only)" -}}
+{{- else if contains "?" $raw -}}
+{{- $why = "must not have a query (the chart appends /validate and /mutate)" -}}
+{{- else if contains "#" $raw -}}
+{{- $why = "must not have a fragment" -}}
+{{- else -}}
+{{- $u := urlParse $raw -}}
+{{- if not $u.host -}}
+{{- $why = "has no host" -}}
+{{- else if $u.userinfo -}}
+{{- $why = "must not contain user info (user@ or user:password@)" -}}
+{{- end -}}
+{{- end -}}
+{{- if $why -}}
+{{- fail (printf "webhook.url %q %s; expected a base URL such as https://127.0.0.1:8443" $raw $why) -}}
+{{- end -}}
+{{- trimSuffix "/" $raw -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The policy document rendered from .Values.policy. */}}

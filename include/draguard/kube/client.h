@@ -38,18 +38,34 @@ struct ClientConfig {
   Clock clock;                        ///< null = std::chrono::steady_clock::now
 };
 
+/// The service-account directory kubelet mounts into every pod.
+inline constexpr const char* kDefaultServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount";
+/// Environment variable naming another directory holding `token`, `ca.crt` and `namespace`
+/// (a process outside the cluster using a ServiceAccount's token, e.g. a local `draguard serve`).
+inline constexpr const char* kServiceAccountDirEnv = "DRAGUARD_SERVICEACCOUNT_DIR";
+
 /// File locations and environment lookup for InClusterConfig; all overridable for tests.
+/// An empty file path means that file in the service-account directory (ServiceAccountDir()).
 struct InClusterOptions {
-  std::string token_file = "/var/run/secrets/kubernetes.io/serviceaccount/token";
-  std::string ca_file = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
-  std::string namespace_file = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+  std::string token_file;      ///< empty = <ServiceAccountDir()>/token
+  std::string ca_file;         ///< empty = <ServiceAccountDir()>/ca.crt
+  std::string namespace_file;  ///< empty = <ServiceAccountDir()>/namespace
   /// Returns an environment variable or nullopt; null = ::getenv.
   std::function<std::optional<std::string>(const char* name)> getenv;
 };
 
+/// $DRAGUARD_SERVICEACCOUNT_DIR when set and not empty (looked up through options.getenv),
+/// else kDefaultServiceAccountDir.
+std::string ServiceAccountDir(const InClusterOptions& options = {});
+
+/// The namespace in the service account's `namespace` file (options.namespace_file, else the one
+/// in ServiceAccountDir()), trimmed; empty when the file is missing or unreadable.
+std::string ServiceAccountNamespace(const InClusterOptions& options = {});
+
 /// Builds the configuration from KUBERNETES_SERVICE_HOST / KUBERNETES_SERVICE_PORT and the
-/// service-account files. FailedPrecondition when not running in a cluster (variables unset),
-/// NotFound when the token or CA file is missing, InvalidArgument for a bad port.
+/// service-account files (see InClusterOptions and ServiceAccountDir). FailedPrecondition when not
+/// running in a cluster (variables unset), NotFound when the token or CA file is missing,
+/// InvalidArgument for a bad port.
 Result<ClientConfig> InClusterConfig(const InClusterOptions& options = {});
 
 /// "https://host:port" with IPv6 literals bracketed, for messages and logs.

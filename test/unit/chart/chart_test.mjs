@@ -586,6 +586,59 @@ async function scenarios() {
     eq(find(ext.docs, "Secret").length + find(ext.docs, "Certificate").length + find(ext.docs, "Issuer").length, 0, "TLS objects");
   });
 
+  // webhook.url: a webhook server outside the cluster (local development); caBundle as with the
+  // Service in each TLS mode.
+  const extArgs = ["--set", "tls.mode=external", "--set", "tls.external.secretName=my-tls", "--set", `tls.external.caBundle=${FAKE_CA}`];
+  const urlExt = render([...extArgs, "--set", "webhook.url=https://127.0.0.1:8443/"]);
+  await validateSchemas(urlExt, "webhook.url, tls=external");
+  check("webhook.url, tls=external: every webhook calls <url>/validate or /mutate, caBundle from values", () => {
+    const hooks = webhooksOf(urlExt);
+    eq(hooks.length, 5, "webhooks");
+    for (const { w, mutating } of hooks) {
+      deepEq(w.clientConfig, { url: `https://127.0.0.1:8443${mutating ? "/mutate" : "/validate"}`, caBundle: FAKE_CA },
+        `${w.name} clientConfig`);
+    }
+  });
+  check("webhook.url, tls=external: nothing else changes", () => {
+    const strip = (docs) => docs.map((d) => JSON.parse(JSON.stringify(d, (k, v) => (k === "clientConfig" ? undefined : v))));
+    deepEq(strip(urlExt.docs), strip(ext.docs), "objects without clientConfig");
+  });
+  const urlSelf = render(["--set", "webhook.url=https://dev-box.example:9443/prefix"]);
+  check("webhook.url, tls=self: url with the base path kept, no static caBundle (the server injects it)", () => {
+    for (const { w, mutating } of webhooksOf(urlSelf)) {
+      deepEq(w.clientConfig, { url: `https://dev-box.example:9443/prefix${mutating ? "/mutate" : "/validate"}` }, w.name);
+    }
+  });
+  const urlHelm = render(["--set", "tls.mode=helm", "--set", "webhook.url=https://[::1]:8443"]);
+  check("webhook.url, tls=helm: IPv6 literal host, the generated CA as caBundle", () => {
+    const s = find(urlHelm.docs, "Secret", "draguard-tls")[0];
+    for (const { w, mutating } of webhooksOf(urlHelm)) {
+      eq(w.clientConfig.url, `https://[::1]:8443${mutating ? "/mutate" : "/validate"}`, `${w.name} url`);
+      eq(w.clientConfig.caBundle, s.data["ca.crt"], `${w.name} caBundle`);
+      assert(!w.clientConfig.service, `${w.name} has no service`);
+    }
+  });
+  check("webhook.url unset or empty: the Service, output identical to the default", () => {
+    eq(render(["--set", "webhook.url="]).text, def.text, "render with webhook.url=\"\"");
+    for (const { w } of webhooksOf(def)) assert(w.clientConfig.service && !w.clientConfig.url, `${w.name} uses the Service`);
+  });
+  for (const [name, url, why] of [
+    ["http", "http://127.0.0.1:8443", "must start with https://"],
+    ["no scheme", "127.0.0.1:8443", "must start with https://"],
+    ["query", "https://127.0.0.1:8443?x=1", "must not have a query"],
+    ["fragment", "https://127.0.0.1:8443#f", "must not have a fragment"],
+    ["user info", "https://user:pw@127.0.0.1:8443", "must not contain user info"],
+    ["no host", "https:///validate", "has no host"],
+    ["white space", "https://127.0.0.1 :8443", "contains white space"],
+  ]) {
+    check(`webhook.url refused with a clear message: ${name}`, () => {
+      const res = helm(["template", "draguard", CHART, "--namespace", "draguard-system", "--set-string", `webhook.url=${url}`],
+        { allowFail: true });
+      assert(res.status !== 0, "helm template succeeded");
+      assert(res.stderr.includes(`webhook.url "${url}" ${why}`), `unexpected error text: ${res.stderr.slice(0, 300)}`);
+    });
+  }
+
   // Mutation off
   const nm = render(["--set", "mutation.enabled=false"]);
   commonChecks(nm, "mutation=off", { mutation: false });

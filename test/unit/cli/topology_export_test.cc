@@ -1,16 +1,26 @@
 // `draguard topology export` through the CLI: usage errors, an export of a generated node (sysfs
 // tree + fake NVML, test/unit/topology/fake_node.h) written with -o and read back by
 // `topology show`, the warning without NVML, and --publish refusing to run without a node.
+// `--publish -f FILE` against the kube tests' fake API server, reached through the in-cluster
+// configuration with $DRAGUARD_SERVICEACCOUNT_DIR: publish, republish of a changed file (--once
+// and SIGHUP in the loop), a bad or missing file failing while the last published state stays.
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
+#include "../kube/fake_apiserver.h"
 #include "../topology/fake_node.h"
 #include "commands.h"
+#include "draguard/topology/loader.h"
 
 namespace draguard::cli {
 namespace {
@@ -92,6 +102,171 @@ TEST_F(TopologyExportCliTest, WithoutNvmlStdoutGetsAPlainExportAndStderrAWarning
   const CliRun none = Cli({"export", "--no-nvml"});
   ASSERT_EQ(none.code, kExitOk);
   EXPECT_TRUE(none.err.empty()) << none.err;
+}
+
+TEST(TopologyExportFileUsage, FileFlagErrors) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"export", "-f", "x.xml"},                       // without --publish
+           {"export", "--file=x.xml", "-o", "out.xml"},     // without --publish
+           {"export", "--publish", "-f"},                   // no value
+           {"export", "--publish", "--file="},              // empty
+           {"export", "--publish", "-f", "-"},              // standard input cannot be re-read
+           {"export", "--publish", "-f", "x.xml", "--no-nvml"},
+           {"export", "--publish", "-f", "x.xml", "--nvml-library", "lib.so"}}) {
+    const CliRun r = Cli(args);
+    EXPECT_EQ(r.code, kExitUsage) << args.back() << ": " << r.err;
+    EXPECT_NE(r.err.find("usage: draguard topology export"), std::string::npos) << r.err;
+  }
+  const CliRun no_publish = Cli({"export", "-f", "x.xml"});
+  EXPECT_NE(no_publish.err.find("needs --publish"), std::string::npos) << no_publish.err;
+  const CliRun help = Cli({"export", "--help"});
+  EXPECT_NE(help.out.find("-f, --file FILE"), std::string::npos);
+}
+
+std::string ReadAll(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void WriteAll(const fs::path& p, const std::string& text) {
+  const fs::path tmp = p.string() + ".tmp";
+  std::ofstream(tmp, std::ios::binary) << text;
+  fs::rename(tmp, p);
+}
+
+// --publish -f FILE against the fake API server, through InClusterConfig as `draguard` itself
+// uses it: KUBERNETES_SERVICE_HOST/PORT and $DRAGUARD_SERVICEACCOUNT_DIR (token, ca.crt and
+// namespace of the fixture's directory).
+class TopologyPublishFileTest : public kubetest::FakeApiServerTest {
+ protected:
+  static constexpr const char* kNode = "fake-node-1";
+  static constexpr const char* kNodePath = "/api/v1/nodes/fake-node-1";
+  static constexpr const char* kCmPath = "/api/v1/namespaces/sa-ns/configmaps/draguard-topology-fake-node-1";
+
+  void SetUp() override {
+    FakeApiServerTest::SetUp();
+    kubetest::WriteFile(dir_.path() / "namespace", "sa-ns\n");
+    setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
+    setenv("KUBERNETES_SERVICE_PORT", std::to_string(server_->port()).c_str(), 1);
+    setenv("DRAGUARD_SERVICEACCOUNT_DIR", dir_.path().c_str(), 1);
+    unsetenv("POD_NAMESPACE");
+    unsetenv("NODE_NAME");
+    server_->PutObject(kNodePath, {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", kNode}}}});
+    dgx_ = ReadAll(fs::path(DRAGUARD_SOURCE_DIR) / "deploy/examples/topology/example-dgx2h.xml");
+    pcie_ = ReadAll(fs::path(DRAGUARD_SOURCE_DIR) / "deploy/examples/topology/example-pcie-2xp100.xml");
+    ASSERT_FALSE(dgx_.empty());
+    ASSERT_FALSE(pcie_.empty());
+    file_ = dir_.path() / "node.xml";
+  }
+  void TearDown() override {
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    unsetenv("KUBERNETES_SERVICE_PORT");
+    unsetenv("DRAGUARD_SERVICEACCOUNT_DIR");
+    FakeApiServerTest::TearDown();
+  }
+  // The loader's fingerprint of `xml`, as the webhook computes it.
+  static std::string Fingerprint(const std::string& xml) {
+    topology::LoaderLimits limits;
+    limits.require_pci = false;
+    auto parsed = topology::ParseHwlocXml(xml, limits);
+    EXPECT_TRUE(parsed.ok()) << parsed.status().message();
+    return parsed.ok() ? parsed->shape.fingerprint : "";
+  }
+  std::string PublishedXml() const {
+    const kubetest::json cm = server_->GetObject(kCmPath);
+    return cm.is_object() ? cm["data"].value("topology.xml", "") : "";
+  }
+  std::string ShapeLabel() const {
+    return server_->GetObject(kNodePath)["metadata"]["labels"].value("draguard.io/topology-shape", "");
+  }
+  CliRun Once(const std::string& file) {
+    return Cli({"export", "--publish", "--once", "--node", kNode, "-f", file});
+  }
+
+  std::string dgx_, pcie_;
+  fs::path file_;
+};
+
+TEST_F(TopologyPublishFileTest, OncePublishesTheFileAndAChangedFileAgain) {
+  WriteAll(file_, dgx_);
+  CliRun r = Once(file_.string());
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("created configmap draguard-topology-fake-node-1"), std::string::npos) << r.out;
+  EXPECT_EQ(PublishedXml(), dgx_);  // published as it is, in the service account's namespace
+  const kubetest::json cm = server_->GetObject(kCmPath);
+  EXPECT_EQ(cm["metadata"]["labels"]["draguard.io/node"], kNode);
+  EXPECT_EQ(ShapeLabel(), Fingerprint(dgx_));
+
+  r = Once(file_.string());  // unchanged: nothing written
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("unchanged"), std::string::npos) << r.out;
+
+  WriteAll(file_, pcie_);
+  r = Cli({"export", "--publish", "--once", "--node", kNode, "--file", file_.string()});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("updated configmap"), std::string::npos) << r.out;
+  EXPECT_EQ(PublishedXml(), pcie_);
+  EXPECT_EQ(ShapeLabel(), Fingerprint(pcie_));
+  EXPECT_NE(Fingerprint(pcie_), Fingerprint(dgx_));
+}
+
+TEST_F(TopologyPublishFileTest, ABadOrMissingFileFailsAndLeavesThePublishedState) {
+  WriteAll(file_, dgx_);
+  ASSERT_EQ(Once(file_.string()).code, kExitOk);
+  const std::string label = ShapeLabel();
+  const size_t calls_before = server_->seen().size();
+
+  WriteAll(file_, "<topology version=\"2.0\"><object type=\"Machine\">");  // truncated
+  CliRun r = Once(file_.string());
+  EXPECT_EQ(r.code, kExitRuntime);
+  EXPECT_NE(r.err.find(file_.string() + ": not an export the loader accepts"), std::string::npos) << r.err;
+  WriteAll(file_, "not xml at all");
+  r = Once(file_.string());
+  EXPECT_EQ(r.code, kExitRuntime);
+  EXPECT_NE(r.err.find(file_.string()), std::string::npos) << r.err;
+  r = Once((dir_.path() / "missing.xml").string());
+  EXPECT_EQ(r.code, kExitRuntime);
+  EXPECT_NE(r.err.find("missing.xml"), std::string::npos) << r.err;
+  EXPECT_EQ(server_->seen().size(), calls_before);  // no API call at all for a bad file
+  EXPECT_EQ(PublishedXml(), dgx_);
+  EXPECT_EQ(ShapeLabel(), label);
+}
+
+TEST_F(TopologyPublishFileTest, TheLoopRereadsTheFileOnSighup) {
+  WriteAll(file_, dgx_);
+  std::ostringstream out, err;
+  int rc = -1;
+  std::atomic<bool> started{false};
+  pthread_t loop_thread{};
+  std::thread loop([&] {
+    loop_thread = pthread_self();
+    started = true;
+    rc = Topology({"export", "--publish", "--node", kNode, "-f", file_.string(), "--interval", "1h",
+                   "--probe-listen", ""},
+                  out, err);
+  });
+  auto wait_for = [&](const std::string& xml) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (PublishedXml() != xml && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return PublishedXml() == xml;
+  };
+  // After the first publish the loop's signal mask is in place: the signals below are
+  // thread-directed, so only its sigtimedwait sees them.
+  const bool first = wait_for(dgx_) && started.load();
+  EXPECT_TRUE(first);
+  if (first) {
+    WriteAll(file_, pcie_);
+    pthread_kill(loop_thread, SIGHUP);
+    EXPECT_TRUE(wait_for(pcie_));
+    EXPECT_EQ(ShapeLabel(), Fingerprint(pcie_));
+  }
+  while (!started.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  pthread_kill(loop_thread, SIGTERM);
+  loop.join();
+  EXPECT_EQ(rc, kExitOk) << err.str();
+  EXPECT_NE(out.str().find("updated configmap"), std::string::npos) << out.str();
 }
 
 }  // namespace

@@ -299,6 +299,88 @@ TEST(InClusterConfigTest, ReadsEnvironmentAndFiles) {
   EXPECT_EQ(InClusterConfig(o).status().code(), StatusCode::kNotFound);
 }
 
+// $DRAGUARD_SERVICEACCOUNT_DIR replaces the default service-account directory: token, CA and
+// namespace come from there; explicitly given InClusterOptions paths still win; empty = default.
+TEST(InClusterConfigTest, ServiceAccountDirFromTheEnvironment) {
+  TempDir dir;
+  WriteFile(dir.path() / "token", "abc\n");
+  WriteFile(dir.path() / "ca.crt", "pem");
+  WriteFile(dir.path() / "namespace", " dev-ns\n");
+  std::map<std::string, std::string> env = {{"KUBERNETES_SERVICE_HOST", "127.0.0.1"},
+                                            {"KUBERNETES_SERVICE_PORT", "6443"}};
+  InClusterOptions o;
+  o.getenv = [&](const char* name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  };
+  EXPECT_EQ(ServiceAccountDir(o), "/var/run/secrets/kubernetes.io/serviceaccount");
+  env["DRAGUARD_SERVICEACCOUNT_DIR"] = "";
+  EXPECT_EQ(ServiceAccountDir(o), kDefaultServiceAccountDir);
+
+  const std::string sa = dir.path().string();
+  env["DRAGUARD_SERVICEACCOUNT_DIR"] = sa + "/";
+  EXPECT_EQ(ServiceAccountDir(o), sa);
+  EXPECT_EQ(ServiceAccountNamespace(o), "dev-ns");
+  auto c = InClusterConfig(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->token_file, sa + "/token");
+  EXPECT_EQ(c->ca_file, sa + "/ca.crt");
+  EXPECT_EQ(c->namespace_name, "dev-ns");
+  EXPECT_EQ(ServerUrl(*c), "https://127.0.0.1:6443");
+
+  // Explicit paths are kept; only the defaults move.
+  TempDir other;
+  WriteFile(other.path() / "token", "xyz");
+  WriteFile(other.path() / "namespace", "other-ns");
+  o.token_file = (other.path() / "token").string();
+  o.namespace_file = (other.path() / "namespace").string();
+  c = InClusterConfig(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->token_file, o.token_file);
+  EXPECT_EQ(c->ca_file, sa + "/ca.crt");
+  EXPECT_EQ(c->namespace_name, "other-ns");
+  EXPECT_EQ(ServiceAccountNamespace(o), "other-ns");
+
+  // A missing file is reported with the directory's path; a missing namespace file is no error.
+  o.token_file.clear();
+  o.namespace_file.clear();
+  std::filesystem::remove(dir.path() / "namespace");
+  EXPECT_EQ(ServiceAccountNamespace(o), "");
+  c = InClusterConfig(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->namespace_name, "");
+  std::filesystem::remove(dir.path() / "ca.crt");
+  Status st = InClusterConfig(o).status();
+  EXPECT_EQ(st.code(), StatusCode::kNotFound);
+  EXPECT_NE(st.message().find(sa + "/ca.crt"), std::string::npos) << st.message();
+}
+
+// Out of the cluster through the in-cluster path: a ServiceAccount's token and CA in a directory
+// named by $DRAGUARD_SERVICEACCOUNT_DIR reach a real (fake) API server.
+TEST_F(ClientTest, ServiceAccountDirReachesTheApiServer) {
+  WriteFile(dir_.path() / "namespace", "draguard-system");
+  const std::string port = std::to_string(server_->port());
+  InClusterOptions o;
+  o.getenv = [&](const char* name) -> std::optional<std::string> {
+    if (std::string(name) == "KUBERNETES_SERVICE_HOST") return std::string("127.0.0.1");
+    if (std::string(name) == "KUBERNETES_SERVICE_PORT") return port;
+    if (std::string(name) == "DRAGUARD_SERVICEACCOUNT_DIR") return dir_.path().string();
+    return std::nullopt;
+  };
+  auto config = InClusterConfig(o);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->token_file, token_file_);
+  EXPECT_EQ(config->ca_file, ca_file_);
+  EXPECT_EQ(config->namespace_name, "draguard-system");
+  Client client(*config);
+  CreateResult r = client.CreateResourceClaimTemplate("team-a", Template("from-sa-dir"));
+  EXPECT_EQ(r.outcome, CreateResult::Outcome::kCreated) << r.error.message;
+  auto seen = server_->seen();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].authorization, "Bearer token-one");
+}
+
 // Client::Call against the fake's generic object store: every verb, preconditions, pagination.
 TEST_F(ClientTest, CallCoversTheVerbsTheConventionsAndPagination) {
   Client client(Config());
