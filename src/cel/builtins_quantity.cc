@@ -38,7 +38,7 @@ Result AsApproximateFloat(std::string_view, const CallArgs& a, CallContext&) {
 }
 
 Result Sign(std::string_view, const CallArgs& a, CallContext&) {
-  if (a.size() != 1) return std::nullopt;
+  if (a.size() != 1 || a[0].kind() != ValueKind::kQuantity) return std::nullopt;
   return Value::Int(a[0].quantity_value().Sign());
 }
 
@@ -64,7 +64,7 @@ const Overload kQuantityLibrary[] = {
     Member("asInteger", kQuantity, &AsInteger),
     Member("isInteger", kQuantity, &IsInteger),
     Member("asApproximateFloat", kQuantity, &AsApproximateFloat),
-    Member("sign", kQuantity, &Sign),
+    Global("sign", &Sign),  // sign(q): a function, not a method, in the Kubernetes library
     Member("add", kQuantity, &AddSub),
     Member("sub", kQuantity, &AddSub),
 };

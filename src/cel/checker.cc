@@ -196,7 +196,7 @@ void AddKubernetes(const AddOverload& add) {
   add("asInteger", true, {K::kQuantity}, K::kInt);
   add("isInteger", true, {K::kQuantity}, K::kBool);
   add("asApproximateFloat", true, {K::kQuantity}, K::kDouble);
-  add("sign", true, {K::kQuantity}, K::kInt);
+  add("sign", false, {K::kQuantity}, K::kInt);  // k8s.io/apiserver library/quantity.go: a global overload
   for (const char* f : {"major", "minor", "patch"}) add(f, true, {K::kSemver}, K::kInt);
 }
 

@@ -101,7 +101,7 @@ std::vector<std::string> DeniedNames(const policy::Policy& p) {
 std::string Resources(const std::string& r, const std::string& key) {
   auto section = [&](const char* s) {
     const std::string m = r + "." + s;
-    return "(has(" + m + ") && " + m + ".exists(k, " + key + " && quantity(string(" + m + "[k])).sign() != 0))";
+    return "(has(" + m + ") && " + m + ".exists(k, " + key + " && sign(quantity(string(" + m + "[k]))) != 0))";
   };
   return section("limits") + " || " + section("requests");
 }

@@ -44,7 +44,7 @@ policy and compares them, so change both together. Input: the rendered policy do
 {{- $parts := list -}}
 {{- range list "limits" "requests" -}}
 {{- $m := printf "%s.%s" $r . -}}
-{{- $parts = append $parts (printf "(has(%s) && %s.exists(k, %s && quantity(string(%s[k])).sign() != 0))" $m $m $key $m) -}}
+{{- $parts = append $parts (printf "(has(%s) && %s.exists(k, %s && sign(quantity(string(%s[k]))) != 0))" $m $m $key $m) -}}
 {{- end -}}
 {{- join " || " $parts -}}
 {{- end -}}
