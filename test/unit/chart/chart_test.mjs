@@ -373,14 +373,16 @@ function commonChecks(r, label, { mutation = true, tlsMode = "self", replicas = 
     eq(flat("claims.validate.draguard.io"), [
       "resource.k8s.io/resourceclaims:v1,v1beta1,v1beta2:CREATE",
       "resource.k8s.io/resourceclaimtemplates:v1,v1beta1,v1beta2:CREATE"], "claim rules");
-    eq(flat("crds.validate.draguard.io"), [
-      "batch.volcano.sh/jobs:*:CREATE,UPDATE", "jobset.x-k8s.io/jobsets:*:CREATE,UPDATE",
-      "kubeflow.org/mpijobs:*:CREATE,UPDATE", "kubeflow.org/pytorchjobs:*:CREATE,UPDATE", "kubeflow.org/tfjobs:*:CREATE,UPDATE",
-      "leaderworkerset.x-k8s.io/leaderworkersets:*:CREATE,UPDATE", "ray.io/rayclusters:*:CREATE,UPDATE",
-      "ray.io/rayjobs:*:CREATE,UPDATE", "ray.io/rayservices:*:CREATE,UPDATE",
-      "serving.kserve.io/inferenceservices:*:CREATE,UPDATE"], "CRD rules");
+    // Every custom resource kind the default policy knows pod templates of has a rule: a kind
+    // without one is never sent to draguard by a real apiserver.
+    const policy = yaml.load(fs.readFileSync(path.join(ROOT, "deploy", "policy", "default-policy.yaml"), "utf8"));
+    eq(flat("crds.validate.draguard.io"),
+      [...new Set(policy.customResources.map((c) => `${c.group}/${c.kind.toLowerCase()}s:*:CREATE,UPDATE`))].sort(),
+      "CRD rules: the default policy's customResources");
     if (mutation) eq(flat("pods.mutate.draguard.io"), ["/pods:v1:CREATE"], "mutate rules: Pod CREATE only");
-    for (const { w } of hooks) for (const ru of w.rules) eq(ru.scope, "Namespaced", "scope");
+    for (const { w } of hooks) {
+      for (const ru of w.rules) eq(ru.scope, w.name === "crds.validate.draguard.io" ? "*" : "Namespaced", `${w.name} scope`);
+    }
   });
   check(`${label}: TLS wiring (${tlsMode})`, () => {
     const tlsVolume = pod.volumes.find((v) => v.name === "tls");
