@@ -97,10 +97,13 @@ std::vector<std::string> DeniedNames(const policy::Policy& p) {
   return names;
 }
 
-// CEL on a ResourceRequirements expression `r`: a denied name with a non-zero quantity.
+// CEL on a ResourceRequirements expression `r`: a denied name with a non-zero quantity. `r` is
+// read through dyn(): the OpenAPI schema of Quantity (a oneOf without a type) leaves limits and
+// requests out of the type kube-controller-manager checks policies against (status warnings
+// "undefined field"), while evaluation sees them.
 std::string Resources(const std::string& r, const std::string& key) {
   auto section = [&](const char* s) {
-    const std::string m = r + "." + s;
+    const std::string m = "dyn(" + r + ")." + s;
     return "(has(" + m + ") && " + m + ".exists(k, " + key + " && sign(quantity(string(" + m + "[k]))) != 0))";
   };
   return section("limits") + " || " + section("requests");

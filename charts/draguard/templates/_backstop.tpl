@@ -43,7 +43,8 @@ policy and compares them, so change both together. Input: the rendered policy do
 {{- $key := index . 1 -}}
 {{- $parts := list -}}
 {{- range list "limits" "requests" -}}
-{{- $m := printf "%s.%s" $r . -}}
+{{- /* dyn(): Quantity's schema (a oneOf without a type) hides limits/requests from type checking. */ -}}
+{{- $m := printf "dyn(%s).%s" $r . -}}
 {{- $parts = append $parts (printf "(has(%s) && %s.exists(k, %s && sign(quantity(string(%s[k]))) != 0))" $m $m $key $m) -}}
 {{- end -}}
 {{- join " || " $parts -}}
