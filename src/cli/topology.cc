@@ -1,5 +1,11 @@
 // `draguard topology show`: the topology model of hwloc exports as JSON or a table.
+// `draguard topology slices`: the ResourceSlices (or DeviceClasses) the DRA drivers would publish.
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
 #include "commands.h"
+#include "draguard/dra/resource_slices.h"
 #include "draguard/topology/format.h"
 #include "draguard/topology/snapshot.h"
 
@@ -11,7 +17,8 @@ constexpr const char* kUsage =
     "  -f, --file FILE|DIR   hwloc XML export, or a directory of <node>.xml / <node>.hwloc.xml files\n"
     "  -o, --output FORMAT   json (default) or table\n"
     "      --node NAME       show only this node\n"
-    "usage: draguard topology export [-o FILE] [--nvml-library PATH] [--no-nvml]   (see export --help)\n";
+    "usage: draguard topology export [-o FILE] [--nvml-library PATH] [--no-nvml]   (see export --help)\n"
+    "usage: draguard topology slices -f FILE|DIR [--node NAME] [-o yaml|json] [--device-classes]   (see slices --help)\n";
 
 int Show(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::string path;
@@ -80,6 +87,142 @@ int Show(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   return kExitOk;
 }
 
+int Slices(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string path;
+  std::string output = "yaml";
+  std::string node;
+  bool classes = false;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](std::string& dst) {
+      if (i + 1 >= args.size()) return false;
+      dst = args[++i];
+      return true;
+    };
+    bool ok = true;
+    if (a == "-f" || a == "--file") {
+      ok = value(path);
+    } else if (a.rfind("--file=", 0) == 0) {
+      path = a.substr(7);
+    } else if (a == "-o" || a == "--output") {
+      ok = value(output);
+    } else if (a.rfind("--output=", 0) == 0) {
+      output = a.substr(9);
+    } else if (a == "--node") {
+      ok = value(node);
+    } else if (a.rfind("--node=", 0) == 0) {
+      node = a.substr(7);
+    } else if (a == "--device-classes") {
+      classes = true;
+    } else if (a == "-h" || a == "--help") {
+      out << kUsage;
+      return kExitOk;
+    } else {
+      err << "topology slices: unknown argument \"" << a << "\"\n" << kUsage;
+      return kExitUsage;
+    }
+    if (!ok) {
+      err << "topology slices: " << a << " needs a value\n" << kUsage;
+      return kExitUsage;
+    }
+  }
+  if (output != "yaml" && output != "json") {
+    err << "topology slices: unknown output format \"" << output << "\" (yaml or json)\n";
+    return kExitUsage;
+  }
+  if (classes) {
+    if (!path.empty() || !node.empty()) {
+      err << "topology slices: --device-classes takes no -f or --node\n" << kUsage;
+      return kExitUsage;
+    }
+    std::vector<std::string> comments;
+    auto objects = dra::BuildDeviceClasses(&comments);
+    PrintObjects(out, output, std::move(objects), comments);
+    return kExitOk;
+  }
+  if (path.empty()) {
+    err << "topology slices: -f FILE|DIR is required\n" << kUsage;
+    return kExitUsage;
+  }
+  std::error_code ec;
+  const bool dir = std::filesystem::is_directory(path, ec);
+  if (!dir && !node.empty() && !dra::IsDnsSubdomain(node)) {
+    err << "topology slices: --node \"" << node
+        << "\" is not a valid Kubernetes node name (lower-case letters, digits, '-' and '.')\n";
+    return kExitUsage;
+  }
+  std::vector<topology::LoadProblem> problems;
+  auto snap = topology::LoadSnapshot(path, topology::LoaderLimits{}, &problems);
+  if (!snap.ok()) {
+    err << "topology slices: " << snap.status().message() << "\n";
+    return kExitRuntime;
+  }
+  for (const topology::LoadProblem& p : problems) {
+    err << "topology slices: warning: " << (p.reason == topology::LoadErrorReason::kConflict ? "" : "skipped ")
+        << p.status.message() << "\n";
+  }
+  const topology::Snapshot& s = *snap.value();
+  if (s.node_count() == 0) {
+    err << "topology slices: no loadable hwloc export in " << path << "\n";
+    return kExitRuntime;
+  }
+  // (topology node, Kubernetes node name) in name order.
+  std::vector<std::pair<const topology::NodeTopology*, std::string>> nodes;
+  if (dir) {
+    if (!node.empty() && s.Find(node) == nullptr) {
+      err << "topology slices: node \"" << node << "\" not found in " << path << "\n";
+      return kExitRuntime;
+    }
+    for (const auto& n : s.nodes()) {
+      if (node.empty() || n->name == node) nodes.emplace_back(n.get(), n->name);
+    }
+  } else {
+    nodes.emplace_back(s.nodes().front().get(), node.empty() ? s.nodes().front()->name : node);
+  }
+  std::vector<nlohmann::json> objects;
+  std::vector<std::string> comments;
+  for (auto& [topo, name] : nodes) {
+    if (!dra::IsDnsSubdomain(name)) {
+      const std::string fixed = dra::ToDnsSubdomain(name);
+      if (fixed.empty()) {
+        err << "topology slices: node \"" << name << "\" has no usable Kubernetes name; pass -f FILE --node NAME\n";
+        return kExitRuntime;
+      }
+      err << "topology slices: note: node \"" << name << "\" is not a valid Kubernetes node name; using \"" << fixed
+          << "\" (-f FILE --node NAME sets it)\n";
+      name = fixed;
+    }
+    auto built = dra::BuildResourceSlices(*topo, name);
+    if (!built.ok()) {
+      err << "topology slices: node \"" << name << "\": " << built.status().message() << "\n";
+      return kExitRuntime;
+    }
+    if (built->drivers.empty()) {
+      err << "topology slices: note: node \"" << name << "\" has no NVIDIA GPU and no NIC: no ResourceSlice\n";
+      continue;
+    }
+    for (auto& d : built->drivers) {
+      for (std::size_t k = 0; k < d.slices.size(); ++k) {
+        std::string c = "node " + name + ", driver " + d.driver + ": simulated by draguard from " + topo->source;
+        for (const auto& note : built->notes) {
+          if (note.rfind(d.driver + ":", 0) == 0) c += "\n# " + note;
+        }
+        for (const auto& line : d.unknown[k]) c += "\n# " + line;
+        objects.push_back(std::move(d.slices[k]));
+        comments.push_back(std::move(c));
+      }
+    }
+    if (output == "json" && !built->unknown_names.empty()) {
+      std::string list;
+      for (const auto& u : built->unknown_names) list += (list.empty() ? "" : ", ") + u;
+      err << "topology slices: note: node \"" << name << "\": the drivers also publish values the export cannot "
+          << "tell, not printed (-o yaml lists them per device): " << list << "\n";
+    }
+  }
+  PrintObjects(out, output, std::move(objects), comments);
+  return kExitOk;
+}
+
 }  // namespace
 
 int Topology(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -89,6 +232,7 @@ int Topology(const std::vector<std::string>& args, std::ostream& out, std::ostre
   }
   if (args[0] == "show") return Show(args, out, err);
   if (args[0] == "export") return TopologyExport(args, out, err);
+  if (args[0] == "slices") return Slices(args, out, err);
   err << "topology: unknown subcommand \"" << args[0] << "\"\n" << kUsage;
   return kExitUsage;
 }

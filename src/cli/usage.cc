@@ -16,6 +16,8 @@ Usage:
   draguard audit -f FILE|DIR|- [flags]         judge manifests and cluster dumps as the webhook would
   draguard topology show -f FILE|DIR [-o json|table] [--node NAME]
   draguard topology export [-o FILE] [--publish]  this machine's hwloc export (NVML-enriched)
+  draguard topology slices -f FILE|DIR [--node NAME] [-o yaml|json] [--device-classes]
+                                              the ResourceSlices the DRA drivers would publish
   draguard cel check EXPR                      parse and type-check a DRA selector
   draguard cel eval EXPR --device JSON         evaluate a DRA selector against a device
   draguard cel eval EXPR --topology F --node N evaluate it against every simulated GPU of a node

@@ -27,7 +27,42 @@ constexpr const char* kNeverInExport[] = {"gpu.nvidia.com/brand", "gpu.nvidia.co
                                           "gpu.nvidia.com/cudaComputeCapability", "gpu.nvidia.com/driverVersion",
                                           "gpu.nvidia.com/cudaDriverVersion"};
 
+// Capacities of a MIG device that come from NVML's GPU instance profile info and that no export
+// carries (mig.go CommonCapacitiesMig; `memory` is the profile's and is known).
+constexpr const char* kMigProfileCapacities[] = {"gpu.nvidia.com/multiprocessors", "gpu.nvidia.com/copyEngines",
+                                                 "gpu.nvidia.com/decoders",        "gpu.nvidia.com/encoders",
+                                                 "gpu.nvidia.com/jpegEngines",     "gpu.nvidia.com/ofaEngines"};
+
+// The standard NUMA attribute (KEP-6072) the driver publishes from the GPU's sysfs numa_node
+// (numa.go, scalar unless its DRAListTypeAttributes gate is on); hwloc's locality of the PCI
+// device comes from the same sysfs file. Unknown when the GPU is local to no or several nodes,
+// and on a single-NUMA-node machine, whose firmware often reports no affinity (-1, no attribute).
+void AddNumaNode(const Shape& s, const Gpu& g, std::vector<SimulatedAttribute>& attrs,
+                 std::vector<std::string>& unknown) {
+  if (g.numa_nodes.size() == 1 && s.numa_nodes.size() > 1) {
+    attrs.push_back({"resource.kubernetes.io", "numaNode", static_cast<int64_t>(g.numa_nodes.front())});
+  } else {
+    unknown.push_back("resource.kubernetes.io/numaNode");
+  }
+}
+
 }  // namespace
+
+std::string MigDeviceName(uint32_t parent, std::string_view profile, uint32_t profile_id, uint32_t placement_start) {
+  // mig.go toRFC1123Compliant(strings.ReplaceAll(profile, ".", "")): lower case, every character
+  // outside [a-z0-9-.] becomes '-', leading and trailing '-' trimmed.
+  std::string p;
+  for (char c : profile) {
+    if (c == '.') continue;
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+    p.push_back(ok ? c : '-');
+  }
+  const auto first = p.find_first_not_of('-');
+  p = first == std::string::npos ? "" : p.substr(first, p.find_last_not_of('-') - first + 1);
+  return "gpu-" + std::to_string(parent) + "-mig-" + p + "-" + std::to_string(profile_id) + "-" +
+         std::to_string(placement_start);
+}
 
 uint64_t NvmlTotalMemoryBytes(uint16_t device_id) {
   for (const NvmlMemory& m : kNvmlMemory) {
@@ -72,6 +107,7 @@ std::vector<SimulatedDevice> SimulateDraDevices(const NodeTopology& node) {
     } else {
       d.unknown.push_back("resource.kubernetes.io/pcieRoot");
     }
+    AddNumaNode(s, g, d.attributes, d.unknown);
     if (const uint64_t nvml = NvmlTotalMemoryBytes(g.device_id); nvml != 0) {
       d.capacity.push_back({dom, "memory", nvml, "nvml-table"});
     } else if (g.memory_bytes.has_value()) {
@@ -87,8 +123,7 @@ std::vector<SimulatedDevice> SimulateDraDevices(const NodeTopology& node) {
     // MIG enabled: the driver publishes the GPU's configured instances instead of the full GPU.
     for (const MigInstance& m : g.mig_instances) {
       SimulatedDevice mig;
-      mig.name = d.name + "-mig-" + std::to_string(m.profile_id) + "-" + std::to_string(m.placement_start) + "-" +
-                 std::to_string(m.placement_size);
+      mig.name = MigDeviceName(n - 1, m.profile, m.profile_id, m.placement_start);
       mig.gpu_index = i;
       mig.driver = d.driver;
       mig.mig_instance = &m - g.mig_instances.data();
@@ -99,15 +134,27 @@ std::vector<SimulatedDevice> SimulateDraDevices(const NodeTopology& node) {
       } else {
         mig.unknown.push_back(dom + "/parentUUID");
       }
-      if (!g.model.empty()) mig.attributes.push_back({dom, "productName", g.model});
+      if (!g.model.empty()) {
+        mig.attributes.push_back({dom, "productName", g.model});
+      } else {
+        mig.unknown.push_back(dom + "/productName");
+      }
+      // The parent's standard PCI attributes (mig.go CommonAttributesMig).
+      mig.attributes.push_back({"resource.kubernetes.io", "pciBusID", g.pci_bus_id});
       if (const std::string& root = s.PcieRootId(g); !root.empty()) {
         mig.attributes.push_back({"resource.kubernetes.io", "pcieRoot", root});
       } else {
         mig.unknown.push_back("resource.kubernetes.io/pcieRoot");
       }
+      AddNumaNode(s, g, mig.attributes, mig.unknown);
       mig.capacity.push_back({dom, "memory", m.memory_bytes, "NVIDIAMIGGPUInstance"});
+      // One capacity `memorySlice<i>` = 1 per memory slice the placement occupies (deviceinfo.go).
+      for (uint32_t k = m.placement_start; k < m.placement_start + m.placement_size; ++k) {
+        mig.capacity.push_back({dom, "memorySlice" + std::to_string(k), 1, "NVIDIAMIGGPUInstance"});
+      }
       mig.unknown.push_back(dom + "/uuid");  // MIG device UUIDs exist per compute instance only
       for (const char* a : kNeverInExport) mig.unknown.emplace_back(a);
+      for (const char* a : kMigProfileCapacities) mig.unknown.emplace_back(a);
       out.push_back(std::move(mig));
     }
   }

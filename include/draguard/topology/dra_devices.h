@@ -39,7 +39,7 @@ struct SimulatedDevice {
   std::string name;        ///< "gpu-<n>", n = position in PCI bus order (NVML's default order)
   uint32_t gpu_index = 0;  ///< index into shape->gpus
   std::string driver;      ///< kNvidiaDriver
-  /// For a MIG device (type "mig", named "gpu-<n>-mig-<profile id>-<start>-<size>"): its index in
+  /// For a MIG device (type "mig", named as MigDeviceName says): its index in
   /// shape->gpus[gpu_index].mig_instances; -1 for a full GPU.
   int64_t mig_instance = -1;
   std::vector<SimulatedAttribute> attributes;
@@ -49,10 +49,18 @@ struct SimulatedDevice {
   std::vector<std::string> unknown;
 };
 
-/// The simulated devices of `node` (NVIDIA GPUs only; AMD GPUs are not simulated). A GPU whose
-/// export records MIG enabled yields its configured GPU instances (type "mig", profile,
-/// parentUUID, productName, pcieRoot, capacity memory) instead of the full GPU.
+/// The simulated devices of `node` (NVIDIA GPUs only; AMD GPUs are not simulated). A full GPU has
+/// type, uuid, productName, the standard pciBusID, pcieRoot and numaNode (each when known) and
+/// capacity memory. A GPU whose export records MIG enabled yields its configured GPU instances
+/// instead (type "mig", profile, parentUUID, productName, the parent's pciBusID / pcieRoot /
+/// numaNode, capacity memory and one `memorySlice<i>` = 1 per occupied memory slice), as the
+/// driver's v0.5 deviceinfo.go / mig.go publish them.
 std::vector<SimulatedDevice> SimulateDraDevices(const NodeTopology& node);
+
+/// The driver's canonical MIG device name (mig.go `ToCanonicalName`):
+/// "gpu-<parent>-mig-<profile without dots, RFC 1123>-<GI profile id>-<placement start>", e.g.
+/// "gpu-0-mig-1g10gb-19-0", "gpu-1-mig-1g10gb-me-20-6" for "1g.10gb+me".
+std::string MigDeviceName(uint32_t parent, std::string_view profile, uint32_t profile_id, uint32_t placement_start);
 
 /// NVML total memory in bytes for a known PCI device (vendor 0x10de), or 0 when not in the table.
 uint64_t NvmlTotalMemoryBytes(uint16_t device_id);

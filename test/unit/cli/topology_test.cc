@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "commands.h"
@@ -164,6 +165,74 @@ TEST(TopologyCliTest, DirectoryWithBadFilesAndNodeFilter) {
   fs::create_directories(empty);
   EXPECT_EQ(Cli({"show", "-f", empty.string()}).code, 2);
   fs::remove_all(empty);
+}
+
+// `topology slices`: flags, exit codes, the YAML stream and JSON List, --node, --device-classes.
+TEST(TopologySlicesCliTest, UsageAndRuntimeErrors) {
+  EXPECT_EQ(Cli({"slices"}).code, kExitUsage);                                   // no -f
+  EXPECT_EQ(Cli({"slices", "-f", kPower8, "-o", "table"}).code, kExitUsage);     // bad format
+  EXPECT_EQ(Cli({"slices", "-f", kPower8, "--bogus"}).code, kExitUsage);
+  EXPECT_EQ(Cli({"slices", "-f", kPower8, "--node", "Bad_Name"}).code, kExitUsage);
+  EXPECT_EQ(Cli({"slices", "--device-classes", "-f", kPower8}).code, kExitUsage);
+  EXPECT_EQ(Cli({"slices", "-f", "/nonexistent/x.xml"}).code, kExitRuntime);
+  EXPECT_EQ(Cli({"slices", "-f", kDir, "--node", "nope"}).code, kExitRuntime);
+  const CliRun help = Cli({"slices", "--help"});
+  EXPECT_EQ(help.code, kExitOk);
+  EXPECT_NE(help.out.find("topology slices -f FILE|DIR"), std::string::npos);
+}
+
+TEST(TopologySlicesCliTest, YamlStreamWithCommentsForUnknowns) {
+  const CliRun r = Cli({"slices", "-f", kPower8, "--node", "minsky-1"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out.rfind("---\n# node minsky-1, driver gpu.nvidia.com", 0), 0u) << r.out.substr(0, 200);
+  EXPECT_NE(r.out.find("name: minsky-1-gpu-nvidia-com\n"), std::string::npos);
+  EXPECT_NE(r.out.find("# every device: not in the export: gpu.nvidia.com/brand"), std::string::npos);
+  EXPECT_NE(r.out.find("apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\n"), std::string::npos);
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  EXPECT_EQ(Cli({"slices", "-f", kPower8, "--node", "minsky-1"}).out, r.out);  // deterministic
+}
+
+TEST(TopologySlicesCliTest, JsonListAndNotesOnStderr) {
+  const CliRun r = Cli({"slices", "-f", kDgx2, "-o", "json"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  const json list = json::parse(r.out);
+  EXPECT_EQ(list["kind"], "List");
+  ASSERT_GE(list["items"].size(), 1u);
+  EXPECT_EQ(list["items"][0]["spec"]["driver"], "gpu.nvidia.com");
+  EXPECT_EQ(list["items"][0]["spec"]["devices"].size(), 16u);
+  // The file name is not a valid node name: made one, and said so; unknowns once on stderr.
+  const std::string node = list["items"][0]["spec"]["nodeName"];
+  EXPECT_EQ(node, "hwloc-nvidia-dgx2h-2s-xeon8174-16xv100-sxm3-12xnvswitch-nvlink-hetero");
+  EXPECT_NE(r.err.find("is not a valid Kubernetes node name"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("gpu.nvidia.com/driverVersion"), std::string::npos) << r.err;
+}
+
+TEST(TopologySlicesCliTest, DirectoryAndNodeFilter) {
+  const CliRun all = Cli({"slices", "-f", kDir, "-o", "json"});
+  ASSERT_EQ(all.code, kExitOk) << all.err;
+  const json list = json::parse(all.out);
+  std::set<std::string> nodes;
+  for (const auto& s : list["items"]) nodes.insert(s["spec"]["nodeName"].get<std::string>());
+  EXPECT_GE(nodes.size(), 10u);
+  const std::string power8 = "hwloc_ibm-power8-minsky_2s_4xP100-SXM2_nvlink-gpu-cpu-hetero";
+  const CliRun one = Cli({"slices", "-f", kDir, "--node", power8, "-o", "json"});
+  ASSERT_EQ(one.code, kExitOk) << one.err;
+  for (const auto& s : json::parse(one.out)["items"]) {
+    EXPECT_EQ(s["spec"]["nodeName"], "hwloc-ibm-power8-minsky-2s-4xp100-sxm2-nvlink-gpu-cpu-hetero");
+  }
+  // AMD only: no NVIDIA device; still its NICs (if any), never an error.
+  EXPECT_EQ(Cli({"slices", "-f", kTioga, "--node", "tioga"}).code, kExitOk);
+}
+
+TEST(TopologySlicesCliTest, DeviceClasses) {
+  const CliRun r = Cli({"slices", "--device-classes"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("kind: DeviceClass\nmetadata:\n  name: gpu.nvidia.com\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("name: mig.nvidia.com"), std::string::npos);
+  EXPECT_NE(r.out.find("name: dranet"), std::string::npos);
+  EXPECT_NE(r.out.find("device.attributes['gpu.nvidia.com'].type == 'mig'"), std::string::npos);
+  const json list = json::parse(Cli({"slices", "--device-classes", "-o", "json"}).out);
+  EXPECT_EQ(list["items"].size(), 3u);
 }
 
 }  // namespace

@@ -292,8 +292,9 @@ TEST_F(ExporterTest, MigInstancesAreSimulatedAsDraDevices) {
   ASSERT_EQ(devs.size(), 5u);  // gpu-0, two MIG devices of gpu-1, gpu-2, gpu-3
   EXPECT_EQ(devs[0].name, "gpu-0");
   EXPECT_EQ(devs[0].mig_instance, -1);
-  EXPECT_EQ(devs[1].name, "gpu-1-mig-14-0-4");
-  EXPECT_EQ(devs[2].name, "gpu-1-mig-14-4-4");
+  // The driver's canonical names (v0.5 mig.go): gpu-<minor>-mig-<profile without dots>-<id>-<start>.
+  EXPECT_EQ(devs[1].name, "gpu-1-mig-3g20gb-14-0");
+  EXPECT_EQ(devs[2].name, "gpu-1-mig-3g20gb-14-4");
   EXPECT_EQ(devs[3].name, "gpu-2");
   const SimulatedDevice& m = devs[1];
   EXPECT_EQ(m.gpu_index, 1u);
@@ -307,8 +308,23 @@ TEST_F(ExporterTest, MigInstancesAreSimulatedAsDraDevices) {
   EXPECT_EQ(attr("type"), "mig");
   EXPECT_EQ(attr("profile"), "3g.20gb");
   EXPECT_EQ(attr("parentUUID"), node.gpus[1].uuid);
-  ASSERT_EQ(m.capacity.size(), 1u);
+  EXPECT_EQ(attr("pciBusID"), n.shape->gpus[1].pci_bus_id);
+  // memory, then memorySlice0..3 (placement 0, size 4), each 1.
+  ASSERT_EQ(m.capacity.size(), 5u);
+  EXPECT_EQ(m.capacity[0].name, "memory");
   EXPECT_EQ(m.capacity[0].bytes, uint64_t{20096} << 20);
+  EXPECT_EQ(m.capacity[1].name, "memorySlice0");
+  EXPECT_EQ(m.capacity[4].name, "memorySlice3");
+  EXPECT_EQ(m.capacity[4].bytes, 1u);
+  EXPECT_EQ(devs[2].capacity[1].name, "memorySlice4");
+  EXPECT_NE(std::find(m.unknown.begin(), m.unknown.end(), "gpu.nvidia.com/multiprocessors"), m.unknown.end());
+}
+
+TEST(MigDeviceNameTest, FollowsTheDriversCanonicalName) {
+  EXPECT_EQ(MigDeviceName(0, "1g.10gb", 19, 0), "gpu-0-mig-1g10gb-19-0");
+  EXPECT_EQ(MigDeviceName(3, "1g.10gb+me", 20, 6), "gpu-3-mig-1g10gb-me-20-6");
+  EXPECT_EQ(MigDeviceName(1, "1c.2g.20gb", 14, 4), "gpu-1-mig-1c2g20gb-14-4");
+  EXPECT_EQ(MigDeviceName(2, "1g.12gb-me", 15, 1), "gpu-2-mig-1g12gb-me-15-1");
 }
 
 }  // namespace

@@ -1,0 +1,71 @@
+// The resource.k8s.io/v1 ResourceSlices a node would publish once the DRA drivers draguard
+// simulates are installed (`draguard topology slices`), and the DeviceClasses their deployments
+// install: the NVIDIA GPU driver (gpu.nvidia.com: full GPUs and MIG devices, from
+// topology::SimulateDraDevices through SimulateNode) and dranet (dra.net: one device per PCI
+// network function of the node's NICs). Pure functions of the topology model; values an hwloc
+// export cannot tell are listed, never invented. See docs/topology.md ("draguard topology slices").
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "draguard/admission/review.h"
+#include "draguard/status.h"
+#include "draguard/topology/model.h"
+
+namespace draguard::dra {
+
+/// Devices per ResourceSlice (k8s.io/api resource/v1 ResourceSliceMaxDevices; 64 applies only to
+/// slices with taints, counters or list attributes, which these are not).
+inline constexpr std::size_t kMaxDevicesPerSlice = 128;
+/// Attributes plus capacities per device (ResourceSliceMaxAttributesAndCapacitiesPerDevice).
+inline constexpr std::size_t kMaxAttributesAndCapacitiesPerDevice = 32;
+/// Longest string or version attribute value (DeviceAttributeMaxValueLength).
+inline constexpr std::size_t kMaxAttributeValueLength = 64;
+/// The driver name (and attribute domain) of dranet.
+inline constexpr std::string_view kDranetDriver = "dra.net";
+
+/// One driver's devices on one node, as one or more ResourceSlices of one pool.
+struct DriverSlices {
+  std::string driver;  ///< "gpu.nvidia.com" or "dra.net"
+  /// ResourceSlice objects (apiVersion resource.k8s.io/v1), pool = node, resourceSliceCount =
+  /// slices.size() (more than one only above kMaxDevicesPerSlice devices).
+  std::vector<admission::Json> slices;
+  /// Parallel to `slices`: lines (without "# ") saying what the export cannot tell for that
+  /// slice's devices: "every device: not in the export: a, b" then "<device>: not in the export: c".
+  std::vector<std::vector<std::string>> unknown;
+};
+
+/// Everything `topology slices` prints for one node.
+struct NodeSlices {
+  std::string node;                  ///< the node name used (pool name, spec.nodeName)
+  std::vector<DriverSlices> drivers; ///< gpu.nvidia.com first, then dra.net; drivers without devices omitted
+  /// Caveats that hold for the whole node ("dranet does not publish the uplink interface ...").
+  std::vector<std::string> notes;
+  /// Every attribute / capacity name some device lacks because the export cannot tell it, sorted.
+  std::vector<std::string> unknown_names;
+};
+
+/// The slices of `node` published under the Kubernetes node name `node_name`. Errors: `node_name`
+/// not a DNS subdomain, or a slice name ("<node>-<driver, dots as dashes>[-<k>]") over 253
+/// characters. Deterministic: the same input gives the same objects.
+Result<NodeSlices> BuildResourceSlices(const topology::NodeTopology& node, std::string_view node_name);
+
+/// The DeviceClasses for the drivers above: `gpu.nvidia.com` (type gpu, extendedResourceName
+/// nvidia.com/gpu) and `mig.nvidia.com` (type mig) as the NVIDIA chart installs them, and `dranet`
+/// (device.driver == 'dra.net'), which dranet's install.yaml does not ship but draguard's default
+/// policy (mutation.nic.deviceClass) requests. `comments` (parallel) says where each comes from.
+std::vector<admission::Json> BuildDeviceClasses(std::vector<std::string>* comments = nullptr);
+
+/// True when `s` is a DNS-1123 label (1-63 characters of [a-z0-9-], alphanumeric at both ends).
+bool IsDnsLabel(std::string_view s);
+/// True when `s` is a DNS-1123 subdomain as apimachinery checks it (at most 253 characters of
+/// dot-separated [a-z0-9]([-a-z0-9]*[a-z0-9])? parts; no per-part length limit).
+bool IsDnsSubdomain(std::string_view s);
+/// A DNS subdomain made from `s` (lower case, every other character '-', parts trimmed of '-', at
+/// most 253 characters), for node names taken from file names; "" when nothing is left.
+std::string ToDnsSubdomain(std::string_view s);
+
+}  // namespace draguard::dra
