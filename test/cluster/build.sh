@@ -10,6 +10,10 @@ command -v go >/dev/null 2>&1 || { echo "cluster build: go not found (Go 1.26 is
 cache=${DRAGUARD_CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/draguard-cluster}
 key=$(cd "$here" && cat go.mod go.sum cmd/controlplane/*.go build.sh | sha256sum | cut -c1-16)
 out="$cache/$key/controlplane"
+mkdir -p "$cache/$key"
+# One build at a time per key (scripts/run-tests.sh starts one early; the CTest fixture waits).
+exec 9> "$cache/$key/.lock"
+flock 9
 if [ ! -x "$out" ]; then
   # The release the binaries report (kubectl version, /version): the k8s.io/kubernetes pin.
   release=$(cd "$here" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
@@ -18,7 +22,6 @@ if [ ! -x "$out" ]; then
     ldflags+=" -X $pkg.gitVersion=$release -X $pkg.gitTreeState=clean"
     ldflags+=" -X $pkg.gitMajor=1 -X $pkg.gitMinor=$(echo "$release" | cut -d. -f2)"
   done
-  mkdir -p "$cache/$key"
   echo "cluster build: building the control plane $release (cold: about 11 minutes on 2 cores)" >&2
   (cd "$here" && go build -trimpath -ldflags="$ldflags" -o "$out.tmp" ./cmd/controlplane)
   mv "$out.tmp" "$out"

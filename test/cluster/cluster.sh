@@ -3,18 +3,30 @@
 #   cluster.sh up DIR --exports PATH...   start etcd, kube-apiserver, kube-controller-manager and
 #                                         kube-scheduler; one Node per hwloc export (name = file
 #                                         name without .xml)
-#   cluster.sh down DIR                   stop everything up started; DIR may be deleted after
+#   cluster.sh install DIR [HELM_ARGS...] helm install (or upgrade) of charts/draguard into namespace
+#                                         draguard, and `draguard serve` started on the host with
+#                                         the chart's TLS, policy and ServiceAccount token
+#   cluster.sh down DIR                   stop everything up and install started; DIR may be deleted
 # After up: DIR/kubeconfig (cluster-admin) and DIR/bin/kubectl (same release). Logs in DIR/logs/.
+# Environment: DRAGUARD (the draguard binary; default build/src/cli/draguard of this checkout),
+# HELM (default: test/unit/chart/find-helm.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+# The namespace of the release and of the topology ConfigMaps.
+namespace=draguard
 die() { echo "cluster.sh: $*" >&2; exit 1; }
-usage() { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
-# wait_for SECONDS DESCRIPTION COMMAND...: polls COMMAND until it succeeds or the deadline passes.
+# wait_for SECONDS DESCRIPTION COMMAND...: polls COMMAND until it succeeds, the deadline passes,
+# or COMMAND exits 125 (it will never succeed).
 wait_for() {
-  local deadline=$(( $(date +%s) + $1 )) what=$2; shift 2
-  until "$@" >/dev/null 2>&1; do
-    [ "$(date +%s)" -lt "$deadline" ] || return 1
+  local deadline=$(( $(date +%s) + $1 )) what=$2 rc; shift 2
+  while :; do
+    rc=0
+    "$@" >/dev/null 2>&1 || rc=$?
+    [ "$rc" -ne 0 ] || break
+    [ "$rc" -ne 125 ] && [ "$(date +%s)" -lt "$deadline" ] || return 1
     sleep 0.2
   done
   echo "cluster.sh: $what ready" >&2
@@ -23,29 +35,56 @@ wait_for() {
 # start DIR NAME ARGS...: runs the control-plane binary as NAME in the background, pid in DIR/pids.
 start() {
   local dir=$1 name=$2; shift 2
-  "$dir/bin/controlplane" "$name" "$@" > "$dir/logs/$name.log" 2>&1 &
+  "$dir/bin/controlplane" "$name" "$@" < /dev/null > "$dir/logs/$name.log" 2>&1 &
   echo "$!" > "$dir/pids/$name"
 }
 
 alive() { [ -f "$1/pids/$2" ] && kill -0 "$(cat "$1/pids/$2")" 2>/dev/null; }
 
+# cert DIR NAME SUBJECT [SAN]: DIR/pki/NAME.{key,crt} signed by the cluster CA.
+cert() {
+  local d=$1/pki ext=/dev/null
+  openssl req -newkey rsa:2048 -nodes -keyout "$d/$2.key" -out "$d/$2.csr" -subj "$3" >/dev/null 2>&1
+  if [ -n "${4:-}" ]; then printf 'subjectAltName=%s\n' "$4" > "$d/$2.ext"; ext=$d/$2.ext; fi
+  openssl x509 -req -in "$d/$2.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+    -out "$d/$2.crt" -days 2 -extfile "$ext" >/dev/null 2>&1
+}
+
 pki() {
-  local d=$1/pki
-  mkdir -p "$d"
-  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/ca.key" -out "$d/ca.crt" -days 2 \
+  mkdir -p "$1/pki"
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$1/pki/ca.key" -out "$1/pki/ca.crt" -days 2 \
     -subj /CN=draguard-cluster-ca >/dev/null 2>&1
-  cert() {  # cert NAME SUBJECT [SAN]
-    openssl req -newkey rsa:2048 -nodes -keyout "$d/$1.key" -out "$d/$1.csr" -subj "$2" >/dev/null 2>&1
-    local ext=/dev/null
-    if [ -n "${3:-}" ]; then printf 'subjectAltName=%s\n' "$3" > "$d/$1.ext"; ext=$d/$1.ext; fi
-    openssl x509 -req -in "$d/$1.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
-      -out "$d/$1.crt" -days 2 -extfile "$ext" >/dev/null 2>&1
-  }
-  cert apiserver /CN=kube-apiserver "IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc"
-  cert admin "/O=system:masters/CN=cluster-admin"
-  cert kcm /CN=system:kube-controller-manager
-  cert scheduler /CN=system:kube-scheduler
-  openssl genrsa -out "$d/sa.key" 2048 >/dev/null 2>&1
+  cert "$1" apiserver /CN=kube-apiserver "IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc"
+  cert "$1" admin "/O=system:masters/CN=cluster-admin"
+  cert "$1" kcm /CN=system:kube-controller-manager
+  cert "$1" scheduler /CN=system:kube-scheduler
+  # The serving certificate of `draguard serve` on the host (install): the webhook URL, and the
+  # names of the release's Service that serve requires of its certificate.
+  cert "$1" draguard /CN=draguard \
+    "IP:127.0.0.1,DNS:localhost,DNS:draguard,DNS:draguard.draguard,DNS:draguard.draguard.svc,DNS:draguard.draguard.svc.cluster.local"
+  openssl genrsa -out "$1/pki/sa.key" 2048 >/dev/null 2>&1
+}
+
+draguard_bin() {
+  local b=${DRAGUARD:-$root/build/src/cli/draguard}
+  [ -x "$b" ] || die "no draguard binary at $b (build it, or set DRAGUARD)"
+  echo "$b"
+}
+
+# sa_dir DIR OUT NAMESPACE SERVICEACCOUNT: OUT/{token,ca.crt,namespace} as a Pod of that
+# ServiceAccount would have them mounted (for DRAGUARD_SERVICEACCOUNT_DIR).
+sa_dir() {
+  mkdir -p "$2"
+  "$1/bin/kubectl" --kubeconfig "$1/kubeconfig" -n "$3" create token "$4" --duration=48h > "$2/token"
+  cp "$1/pki/ca.crt" "$2/ca.crt"
+  printf '%s' "$3" > "$2/namespace"
+}
+
+# in_cluster DIR SA_DIR COMMAND...: COMMAND with the in-cluster API environment of SA_DIR.
+in_cluster() {
+  local dir=$1 sa=$2; shift 2
+  KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT=$(cat "$dir/apiserver.port") \
+    DRAGUARD_SERVICEACCOUNT_DIR=$sa "$@"
 }
 
 kubeconfig() {  # kubeconfig DIR PORT USER
@@ -59,6 +98,12 @@ current-context: draguard
 KC
 }
 
+# apiserver_ready DIR: kube-apiserver answers /readyz; 125 once the process is gone.
+apiserver_ready() {
+  alive "$1" kube-apiserver || return 125
+  "$1/bin/kubectl" --kubeconfig "$1/kubeconfig" get --raw /readyz
+}
+
 up() {
   local dir=$1; shift
   local exports=()
@@ -70,7 +115,8 @@ up() {
   mkdir -p "$dir/bin" "$dir/logs" "$dir/pids"
   dir=$(cd "$dir" && pwd)
   [ -z "$(ls -A "$dir/pids")" ] || die "up: $dir already has a running cluster (cluster.sh down $dir first)"
-  local bin
+  local bin draguard
+  draguard=$(draguard_bin)
   bin=$("$here/build.sh") || die "up: building the control plane failed"
   ln -sf "$bin" "$dir/bin/controlplane"
   ln -sf "$bin" "$dir/bin/kubectl"
@@ -87,11 +133,12 @@ up() {
     start "$dir" kube-apiserver --etcd-servers="$(cat "$dir/etcd.url")" --secure-port="$port" \
       --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --endpoint-reconciler-type=none \
       --tls-cert-file="$dir/pki/apiserver.crt" --tls-private-key-file="$dir/pki/apiserver.key" \
-      --client-ca-file="$dir/pki/ca.crt" --authorization-mode=Node,RBAC \
+      --client-ca-file="$dir/pki/ca.crt" --authorization-mode=Node,RBAC --allow-privileged=true \
       --service-account-issuer=https://kubernetes.default.svc \
       --service-account-key-file="$dir/pki/sa.key" --service-account-signing-key-file="$dir/pki/sa.key" \
       --service-cluster-ip-range=10.96.0.0/16 --cert-dir="$dir/pki/apiserver-generated"
-    if wait_for 120 kube-apiserver "$dir/bin/kubectl" --kubeconfig "$dir/kubeconfig" get --raw /readyz; then
+    if wait_for 120 kube-apiserver apiserver_ready "$dir"; then
+      echo "$port" > "$dir/apiserver.port"
       break
     fi
     alive "$dir" kube-apiserver && die "up: kube-apiserver not ready after 120 s (see $dir/logs/kube-apiserver.log)"
@@ -105,6 +152,16 @@ up() {
     --cluster-signing-cert-file="$dir/pki/ca.crt" --cluster-signing-key-file="$dir/pki/ca.key"
   start "$dir" kube-scheduler --kubeconfig="$dir/scheduler.kubeconfig" --secure-port=0 --leader-elect=false
   local k=("$dir/bin/kubectl" --kubeconfig "$dir/kubeconfig")
+  # The release namespace, and a cluster-admin ServiceAccount whose token stands in for the
+  # exporter DaemonSet's (installed later by the chart) when publishing the topologies below.
+  { "${k[@]}" create namespace "$namespace" &&
+    "${k[@]}" -n kube-system create serviceaccount draguard-cluster-setup &&
+    "${k[@]}" create clusterrolebinding draguard-cluster-setup --clusterrole=cluster-admin \
+      --serviceaccount=kube-system:draguard-cluster-setup &&
+    sa_dir "$dir" "$dir/setup-sa" kube-system draguard-cluster-setup; } > /dev/null ||
+    die "up: creating namespace $namespace and the setup ServiceAccount failed"
+  "$draguard" topology slices --device-classes | "${k[@]}" apply -f - > /dev/null ||
+    die "up: creating the drivers' DeviceClasses failed"
   for e in "${exports[@]}"; do
     local name
     name=$(basename "$e"); name=${name%.xml}; name=${name%.hwloc}
@@ -126,31 +183,125 @@ NODE
     # controller that would lift it once Ready is off, so lift it here.
     "${k[@]}" taint node "$name" node.kubernetes.io/not-ready:NoSchedule- > /dev/null ||
       die "up: removing the not-ready taint of Node $name failed"
+    # The devices the DRA drivers would publish for this server.
+    "$draguard" topology slices -f "$e" --node "$name" 2> "$dir/logs/slices-$name.log" |
+      "${k[@]}" apply -f - > /dev/null || die "up: publishing the ResourceSlices of $name failed (see $dir/logs/slices-$name.log)"
+    # The topology ConfigMap and the Node's shape label, as the exporter DaemonSet publishes them.
+    in_cluster "$dir" "$dir/setup-sa" "$draguard" topology export --publish -f "$e" --node "$name" \
+      --namespace "$namespace" --once >> "$dir/logs/publish.log" 2>&1 ||
+      die "up: publishing the topology of $name failed (see $dir/logs/publish.log)"
   done
   for c in kube-controller-manager kube-scheduler; do
     alive "$dir" "$c" || die "up: $c exited (see $dir/logs/$c.log)"
   done
+  # Pods are admitted once kube-controller-manager has made a namespace's default ServiceAccount.
+  wait_for 60 "ServiceAccount default/default" "${k[@]}" -n default get serviceaccount default ||
+    die "up: kube-controller-manager made no default ServiceAccount (see $dir/logs/kube-controller-manager.log)"
   echo "cluster.sh: up: kubeconfig $dir/kubeconfig, kubectl $dir/bin/kubectl" >&2
 }
 
-down() {
-  local dir=$1 pid
-  [ -d "$dir/pids" ] || return 0
-  for c in kube-scheduler kube-controller-manager kube-apiserver etcd; do
-    [ -f "$dir/pids/$c" ] || continue
-    pid=$(cat "$dir/pids/$c")
-    kill -TERM "$pid" 2>/dev/null || true
-    local deadline=$(( $(date +%s) + 20 ))
-    while kill -0 "$pid" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    rm -f "$dir/pids/$c"
+# stop DIR NAME: TERM, then KILL after 20 s, the process started as NAME.
+stop() {
+  local pid deadline
+  [ -f "$1/pids/$2" ] || return 0
+  pid=$(cat "$1/pids/$2")
+  kill -TERM "$pid" 2>/dev/null || true
+  deadline=$(( $(date +%s) + 20 ))
+  while kill -0 "$pid" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+  rm -f "$1/pids/$2"
+}
+
+# serve_args DIR PORT: the arguments of the chart's Deployment, one per line, with the paths of
+# its volumes and its listen addresses replaced by their places on the host.
+serve_args() {
+  local dir=$1 port=$2 prev="" a
+  while IFS= read -r a; do
+    case "$prev" in
+      --listen) a=127.0.0.1:$port ;;
+      --metrics-listen) a=127.0.0.1:0 ;;
+      --config) a=$dir/serve/policy.yaml ;;
+      --tls-cert) a=$dir/serve/tls/tls.crt ;;
+      --tls-key) a=$dir/serve/tls/tls.key ;;
+      --state-dir) a=$dir/serve/state ;;
+      --topology-dir) [ "${a#bundled:}" != "$a" ] || die "install: topology.source=directory needs a volume; use configmaps" ;;
+      --client-ca) die "install: tls.clientAuth needs an apiserver AdmissionConfiguration the harness does not set" ;;
+    esac
+    printf '%s\n' "$a"
+    prev=$a
   done
+}
+
+# serving DIR PORT: draguard serve answers /readyz; 125 once the process is gone.
+serving() {
+  alive "$1" draguard || return 125
+  curl -sf --cacert "$1/pki/ca.crt" "https://127.0.0.1:$2/readyz"
+}
+
+install() {
+  local dir=$1; shift
+  [ -f "$dir/kubeconfig" ] && alive "$dir" kube-apiserver || die "install: no cluster in $dir (cluster.sh up first)"
+  dir=$(cd "$dir" && pwd)
+  local helm draguard k=("$dir/bin/kubectl" --kubeconfig "$dir/kubeconfig")
+  draguard=$(draguard_bin)
+  helm=${HELM:-$("$root/test/unit/chart/find-helm.sh")} || die "install: no helm (scripts/install-test-tools.sh installs it)"
+  stop "$dir" draguard  # a second install replaces the running server
+  mkdir -p "$dir/serve/tls" "$dir/serve/state"
+  cp "$dir/pki/draguard.crt" "$dir/serve/tls/tls.crt"
+  cp "$dir/pki/draguard.key" "$dir/serve/tls/tls.key"
+  "${k[@]}" -n "$namespace" create secret tls draguard-serving --cert "$dir/serve/tls/tls.crt" \
+    --key "$dir/serve/tls/tls.key" --dry-run=client -o yaml | "${k[@]}" apply -f - > /dev/null ||
+    die "install: creating the serving Secret failed"
+  local port attempt deploy sa
+  for attempt in 1 2 3; do
+    port=$("$dir/bin/controlplane" free-port)
+    # The chart with its TLS in external mode (the harness's serving certificate for 127.0.0.1),
+    # its webhooks pointing at the server on the host, and the published topology ConfigMaps.
+    "$helm" upgrade --install draguard "$root/charts/draguard" --kubeconfig "$dir/kubeconfig" \
+      --namespace "$namespace" --set tls.mode=external --set tls.external.secretName=draguard-serving \
+      --set tls.external.caBundle="$(base64 -w0 "$dir/pki/ca.crt")" --set webhook.url="https://127.0.0.1:$port" \
+      --set topology.source=configmaps --set kube.mode=on "$@" >> "$dir/logs/helm.log" 2>&1 ||
+      die "install: helm install failed (see $dir/logs/helm.log)"
+    deploy=$("${k[@]}" -n "$namespace" get deployment -l app.kubernetes.io/instance=draguard \
+      -o jsonpath='{.items[0].metadata.name}') || die "install: the chart rendered no Deployment"
+    sa=$("${k[@]}" -n "$namespace" get deployment "$deploy" -o jsonpath='{.spec.template.spec.serviceAccountName}')
+    "${k[@]}" -n "$namespace" get configmap "$deploy-policy" -o jsonpath='{.data.policy\.yaml}' \
+      > "$dir/serve/policy.yaml" || die "install: reading the policy ConfigMap $deploy-policy failed"
+    sa_dir "$dir" "$dir/serve/sa" "$namespace" "$sa" || die "install: no token for ServiceAccount $sa"
+    local args=()
+    mapfile -t args < <("${k[@]}" -n "$namespace" get deployment "$deploy" \
+      -o jsonpath='{range .spec.template.spec.containers[0].args[*]}{@}{"\n"}{end}' | serve_args "$dir" "$port")
+    [ "${#args[@]}" -gt 0 ] || die "install: the Deployment $deploy has no arguments"
+    echo "$port" > "$dir/serve.port"
+    # exec: the pid recorded is draguard's own, so that stop and down reach it.
+    (export POD_NAME=draguard-host POD_NAMESPACE=$namespace KUBERNETES_SERVICE_HOST=127.0.0.1 \
+       KUBERNETES_SERVICE_PORT="$(cat "$dir/apiserver.port")" DRAGUARD_SERVICEACCOUNT_DIR="$dir/serve/sa"
+     exec "$draguard" "${args[@]}") < /dev/null > "$dir/logs/draguard.log" 2>&1 &
+    echo "$!" > "$dir/pids/draguard"
+    if wait_for 60 "draguard serve" serving "$dir" "$port"; then
+      echo "cluster.sh: install: draguard serves https://127.0.0.1:$port (log $dir/logs/draguard.log)" >&2
+      return 0
+    fi
+    alive "$dir" draguard && die "install: draguard serve not ready after 60 s (see $dir/logs/draguard.log)"
+    grep -q -i "address already in use\|cannot listen" "$dir/logs/draguard.log" ||
+      die "install: draguard serve exited (see $dir/logs/draguard.log)"
+    rm -f "$dir/pids/draguard"
+  done
+  die "install: no free port for draguard serve after 3 attempts"
+}
+
+down() {
+  local dir=$1 c
+  [ -d "$dir/pids" ] || return 0
+  for c in draguard kube-scheduler kube-controller-manager kube-apiserver etcd; do stop "$dir" "$c"; done
 }
 
 [ $# -ge 2 ] || usage
 cmd=$1 dir=$2; shift 2
 case "$cmd" in
-  up) up "$dir" "$@" || { down "$dir"; exit 1; } ;;
+  # In a subshell each, so that a failing step (die, or set -e) stops what the command started.
+  up) set +e; (set -e; up "$dir" "$@"); rc=$?; set -e; [ "$rc" -eq 0 ] || { down "$dir"; exit 1; } ;;
+  install) set +e; (set -e; install "$dir" "$@"); rc=$?; set -e; [ "$rc" -eq 0 ] || { stop "$dir" draguard; exit 1; } ;;
   down) down "$dir" ;;
   *) usage ;;
 esac
