@@ -408,13 +408,11 @@ std::vector<const ShapeDevices*> PlanRails(const Request& r, int weakest, Plan& 
   for (const auto* sd : r.enough) *best_rails = std::max(*best_rails, RailCount(*sd, r.q.at(sd)));
   for (auto& c : candidates) {
     std::vector<const ShapeDevices*> shapes;
-    bool safe = true;
     for (const auto* sd : r.enough) {
       OnShape o = Evaluate(single, *sd, c);
-      if (!o.safe) {
-        safe = false;
-        break;
-      }
+      // A shape where the plan may misalign is left out: the Pod is pinned to the shapes
+      // returned, as Choose does for the other plans.
+      if (!o.safe) continue;
       bool fits = false;
       if (c.constraint) {  // all GPUs and their NICs under one root
         const auto nics = RdmaNicsByRoot(*sd);
@@ -429,7 +427,7 @@ std::vector<const ShapeDevices*> PlanRails(const Request& r, int weakest, Plan& 
       }
       if (fits) shapes.push_back(sd);
     }
-    if (!safe || shapes.empty()) continue;
+    if (shapes.empty()) continue;
     c.name = c.placement == Placement::kNvlink ? "nvlink-1" : "pcie-1";
     if (!c.attr.empty()) c.restriction = InList("resource.kubernetes.io", c.attr, c.values);
     plan.placement = c.placement;

@@ -153,6 +153,18 @@ TEST(ConvertPod, RestrictsOnlyWhenSomeNodesCannotAndPinsManyNodesByShape) {
             Json::array({testing::Mixed()->Find("dgx-a")->shape->fingerprint}));
 }
 
+// Found by the real scheduler (test/cluster): in a cluster that mixes shapes, rails that only one
+// shape can give were refused because another shape could misalign them; the Pod is pinned instead.
+TEST(ConvertPod, RailsInAMixedClusterArePinnedToTheShapesThatGiveThem) {
+  auto c = ConvertPod(PodWith({{"nvidia.com/gpu", 2}}, {{"draguard.io/nic", "rdma"}}), "ml", DefaultPolicy(),
+                      testing::MixedRails().get());
+  ASSERT_EQ(c.outcome, PodConversion::Outcome::kConverted) << c.reason;
+  const Json& terms =
+      c.pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+  ASSERT_EQ(terms.size(), 1u) << terms.dump();
+  EXPECT_EQ(terms[0]["matchFields"][0]["values"], Json::array({"xe-a"})) << terms.dump();
+}
+
 TEST(ConvertPod, RefusalsExplain) {
   auto c = ConvertPod(PodWith({{"nvidia.com/gpu", 8}}), "ml", DefaultPolicy(), testing::Topo(testing::kG4dn).get());
   EXPECT_EQ(c.outcome, PodConversion::Outcome::kRefused);

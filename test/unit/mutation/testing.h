@@ -63,6 +63,27 @@ inline std::shared_ptr<const topology::Snapshot> Mixed() {
   return snap;
 }
 
+/// One XE8640-like node (4 NVLinked H100, an RDMA NIC under the roots of three of them), one
+/// g4dn.metal (no NVLink) and one Lassen (AC922).
+inline std::shared_ptr<const topology::Snapshot> MixedRails() {
+  static std::shared_ptr<const topology::Snapshot> snap = [] {
+    namespace fs = std::filesystem;
+    fs::path dir = fs::temp_directory_path() / ("draguard-mut-rails-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const std::string data = std::string(DRAGUARD_TEST_DATA) + "/";
+    for (auto [file, node] : {std::pair{"hwloc-synthetic/xe8640-like_4xH100-SXM_4numa_nvlink-all_3xmlx5.xml", "xe-a"},
+                              std::pair{"hwloc/aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa.xml", "g4dn-a"},
+                              std::pair{"hwloc/llnl_lassen_ibm-ac922_2s-power9_4xV100-SXM2_cuda-nvml_4xmlx5.xml", "lassen-a"}}) {
+      fs::copy_file(data + file, dir / (std::string(node) + ".xml"), fs::copy_options::overwrite_existing);
+    }
+    auto s = topology::LoadSnapshot(dir.string());
+    fs::remove_all(dir);
+    EXPECT_TRUE(s.ok());
+    return s.ok() ? *s : nullptr;
+  }();
+  return snap;
+}
+
 /// A Pod with one container "main" whose limits are `limits`, plus `annotations`.
 inline Json PodWith(Json limits, Json annotations = Json::object()) {
   return Json{{"apiVersion", "v1"},
