@@ -20,10 +20,16 @@ constexpr const char* kUsage =
     "usage: draguard topology export [-o FILE] [--nvml-library PATH] [--no-nvml]   (see export --help)\n"
     "usage: draguard topology slices -f FILE|DIR [--node NAME] [-o yaml|json] [--device-classes]   (see slices --help)\n";
 
-int Show(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+// The flags `topology show` and `topology slices` share (-f, -o, --node, -h), and `switch_flag`
+// (empty: none), a flag without a value. Returns -1 to go on, else the exit code to return.
+struct FileFlags {
   std::string path;
-  std::string output = "json";
+  std::string output;
   std::string node;
+  bool switch_set = false;
+};
+int ParseFileFlags(const std::vector<std::string>& args, std::string_view cmd, std::string_view switch_flag,
+                   FileFlags& f, std::ostream& out, std::ostream& err) {
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&](std::string& dst) {
@@ -33,29 +39,41 @@ int Show(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
     };
     bool ok = true;
     if (a == "-f" || a == "--file") {
-      ok = value(path);
+      ok = value(f.path);
     } else if (a.rfind("--file=", 0) == 0) {
-      path = a.substr(7);
+      f.path = a.substr(7);
     } else if (a == "-o" || a == "--output") {
-      ok = value(output);
+      ok = value(f.output);
     } else if (a.rfind("--output=", 0) == 0) {
-      output = a.substr(9);
+      f.output = a.substr(9);
     } else if (a == "--node") {
-      ok = value(node);
+      ok = value(f.node);
     } else if (a.rfind("--node=", 0) == 0) {
-      node = a.substr(7);
+      f.node = a.substr(7);
+    } else if (!switch_flag.empty() && a == switch_flag) {
+      f.switch_set = true;
     } else if (a == "-h" || a == "--help") {
       out << kUsage;
       return kExitOk;
     } else {
-      err << "topology show: unknown argument \"" << a << "\"\n" << kUsage;
+      err << cmd << ": unknown argument \"" << a << "\"\n" << kUsage;
       return kExitUsage;
     }
     if (!ok) {
-      err << "topology show: " << a << " needs a value\n" << kUsage;
+      err << cmd << ": " << a << " needs a value\n" << kUsage;
       return kExitUsage;
     }
   }
+  return -1;
+}
+
+int Show(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  FileFlags f;
+  f.output = "json";
+  if (const int rc = ParseFileFlags(args, "topology show", "", f, out, err); rc >= 0) return rc;
+  const std::string& path = f.path;
+  const std::string& output = f.output;
+  const std::string& node = f.node;
   if (path.empty()) {
     err << "topology show: -f FILE|DIR is required\n" << kUsage;
     return kExitUsage;
@@ -88,44 +106,13 @@ int Show(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
 }
 
 int Slices(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  std::string path;
-  std::string output = "yaml";
-  std::string node;
-  bool classes = false;
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](std::string& dst) {
-      if (i + 1 >= args.size()) return false;
-      dst = args[++i];
-      return true;
-    };
-    bool ok = true;
-    if (a == "-f" || a == "--file") {
-      ok = value(path);
-    } else if (a.rfind("--file=", 0) == 0) {
-      path = a.substr(7);
-    } else if (a == "-o" || a == "--output") {
-      ok = value(output);
-    } else if (a.rfind("--output=", 0) == 0) {
-      output = a.substr(9);
-    } else if (a == "--node") {
-      ok = value(node);
-    } else if (a.rfind("--node=", 0) == 0) {
-      node = a.substr(7);
-    } else if (a == "--device-classes") {
-      classes = true;
-    } else if (a == "-h" || a == "--help") {
-      out << kUsage;
-      return kExitOk;
-    } else {
-      err << "topology slices: unknown argument \"" << a << "\"\n" << kUsage;
-      return kExitUsage;
-    }
-    if (!ok) {
-      err << "topology slices: " << a << " needs a value\n" << kUsage;
-      return kExitUsage;
-    }
-  }
+  FileFlags f;
+  f.output = "yaml";
+  if (const int rc = ParseFileFlags(args, "topology slices", "--device-classes", f, out, err); rc >= 0) return rc;
+  const std::string& path = f.path;
+  const std::string& output = f.output;
+  std::string node = f.node;
+  const bool classes = f.switch_set;
   if (output != "yaml" && output != "json") {
     err << "topology slices: unknown output format \"" << output << "\" (yaml or json)\n";
     return kExitUsage;

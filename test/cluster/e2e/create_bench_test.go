@@ -65,6 +65,28 @@ func createRate(b *testing.B, c *Cluster, clients int, d time.Duration, pod func
 	return float64(len(lat)) / d.Seconds(), lat[len(lat)/2], lat[len(lat)*99/100]
 }
 
+// toggle creates (on) or deletes (off) copies of cluster-scoped objects listed before.
+func toggle[T any, P interface {
+	*T
+	metav1.Object
+}](ctx context.Context, on bool, items []T,
+	create func(context.Context, P, metav1.CreateOptions) (P, error), del func(context.Context, string, metav1.DeleteOptions) error) error {
+	for i := range items {
+		o := P(&items[i])
+		var err error
+		if on {
+			o.SetResourceVersion("")
+			_, err = create(ctx, o, metav1.CreateOptions{})
+		} else {
+			err = del(ctx, o.GetName(), metav1.DeleteOptions{})
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // BenchmarkPodCreate: Pods per second through kube-apiserver with draguard's webhooks (and
 // backstop policy) registered and without (the same cluster, rounds alternating), at 50
 // concurrent clients: the cost draguard adds to Pod creation, for a compliant DRA Pod (validated)
@@ -95,38 +117,12 @@ func BenchmarkPodCreate(b *testing.B) {
 		b.Fatal(err)
 	}
 	register := func(on bool) {
-		for _, v := range vapb.Items {
-			if on {
-				v := v.DeepCopy()
-				v.ResourceVersion = ""
-				_, err = c.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, v, metav1.CreateOptions{})
-			} else {
-				err = c.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, v.Name, metav1.DeleteOptions{})
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
-		for _, v := range vwc.Items {
-			if on {
-				v := v.DeepCopy()
-				v.ResourceVersion = ""
-				_, err = c.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, v, metav1.CreateOptions{})
-			} else {
-				err = c.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, v.Name, metav1.DeleteOptions{})
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
-		for _, m := range mwc.Items {
-			if on {
-				m := m.DeepCopy()
-				m.ResourceVersion = ""
-				_, err = c.Kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, m, metav1.CreateOptions{})
-			} else {
-				err = c.Kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, m.Name, metav1.DeleteOptions{})
-			}
+		adm := c.Kube.AdmissionregistrationV1()
+		for _, err := range []error{
+			toggle(ctx, on, vapb.Items, adm.ValidatingAdmissionPolicyBindings().Create, adm.ValidatingAdmissionPolicyBindings().Delete),
+			toggle(ctx, on, vwc.Items, adm.ValidatingWebhookConfigurations().Create, adm.ValidatingWebhookConfigurations().Delete),
+			toggle(ctx, on, mwc.Items, adm.MutatingWebhookConfigurations().Create, adm.MutatingWebhookConfigurations().Delete),
+		} {
 			if err != nil {
 				b.Fatal(err)
 			}

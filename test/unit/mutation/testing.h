@@ -9,6 +9,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "draguard/admission/review.h"
 #include "draguard/policy/policy.h"
@@ -45,42 +47,36 @@ inline constexpr const char* kR740 = "clemson-palmetto_dell-r740_2s-gold6248_2xV
 /// 4x H100 with MIG: GPU 0 as 7 x 1g.10gb, GPU 1 as 2 x 3g.40gb, GPUs 2-3 whole (synthetic).
 inline constexpr const char* kXeMig = "../hwloc-synthetic/xe8640-like_4xH100-SXM_mig.xml";
 
+/// A snapshot of exports (paths under test/data) loaded under the given node names.
+inline std::shared_ptr<const topology::Snapshot> Nodes(const std::vector<std::pair<std::string, std::string>>& files) {
+  namespace fs = std::filesystem;
+  static int n = 0;
+  fs::path dir = fs::temp_directory_path() / ("draguard-mut-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
+  fs::create_directories(dir);
+  for (const auto& [file, node] : files) {
+    fs::copy_file(std::string(DRAGUARD_TEST_DATA) + "/" + file, dir / (node + ".xml"), fs::copy_options::overwrite_existing);
+  }
+  auto s = topology::LoadSnapshot(dir.string());
+  fs::remove_all(dir);
+  EXPECT_TRUE(s.ok());
+  return s.ok() ? *s : nullptr;
+}
+
 /// Two g4dn.metal nodes (g4dn-a, g4dn-b) and one DGX-2H (dgx-a).
 inline std::shared_ptr<const topology::Snapshot> Mixed() {
-  static std::shared_ptr<const topology::Snapshot> snap = [] {
-    namespace fs = std::filesystem;
-    fs::path dir = fs::temp_directory_path() / ("draguard-mut-" + std::to_string(::getpid()));
-    fs::create_directories(dir);
-    const std::string data = std::string(DRAGUARD_TEST_DATA) + "/hwloc/";
-    for (auto [file, node] : {std::pair{kG4dn, "g4dn-a"}, std::pair{kG4dn, "g4dn-b"}, std::pair{kDgx2h, "dgx-a"}}) {
-      fs::copy_file(data + file, dir / (std::string(node) + ".xml"), fs::copy_options::overwrite_existing);
-    }
-    auto s = topology::LoadSnapshot(dir.string());
-    fs::remove_all(dir);
-    EXPECT_TRUE(s.ok());
-    return s.ok() ? *s : nullptr;
-  }();
+  static std::shared_ptr<const topology::Snapshot> snap = Nodes({{std::string("hwloc/") + kG4dn, "g4dn-a"},
+                                                                 {std::string("hwloc/") + kG4dn, "g4dn-b"},
+                                                                 {std::string("hwloc/") + kDgx2h, "dgx-a"}});
   return snap;
 }
 
 /// One XE8640-like node (4 NVLinked H100, an RDMA NIC under the roots of three of them), one
 /// g4dn.metal (no NVLink) and one Lassen (AC922).
 inline std::shared_ptr<const topology::Snapshot> MixedRails() {
-  static std::shared_ptr<const topology::Snapshot> snap = [] {
-    namespace fs = std::filesystem;
-    fs::path dir = fs::temp_directory_path() / ("draguard-mut-rails-" + std::to_string(::getpid()));
-    fs::create_directories(dir);
-    const std::string data = std::string(DRAGUARD_TEST_DATA) + "/";
-    for (auto [file, node] : {std::pair{"hwloc-synthetic/xe8640-like_4xH100-SXM_4numa_nvlink-all_3xmlx5.xml", "xe-a"},
-                              std::pair{"hwloc/aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa.xml", "g4dn-a"},
-                              std::pair{"hwloc/llnl_lassen_ibm-ac922_2s-power9_4xV100-SXM2_cuda-nvml_4xmlx5.xml", "lassen-a"}}) {
-      fs::copy_file(data + file, dir / (std::string(node) + ".xml"), fs::copy_options::overwrite_existing);
-    }
-    auto s = topology::LoadSnapshot(dir.string());
-    fs::remove_all(dir);
-    EXPECT_TRUE(s.ok());
-    return s.ok() ? *s : nullptr;
-  }();
+  static std::shared_ptr<const topology::Snapshot> snap =
+      Nodes({{"hwloc-synthetic/xe8640-like_4xH100-SXM_4numa_nvlink-all_3xmlx5.xml", "xe-a"},
+             {std::string("hwloc/") + kG4dn, "g4dn-a"},
+             {std::string("hwloc/") + kLassen, "lassen-a"}});
   return snap;
 }
 
