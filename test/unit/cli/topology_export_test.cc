@@ -245,12 +245,14 @@ TEST_F(TopologyPublishFileTest, TheLoopRereadsTheFileOnSighup) {
                    "--probe-listen", ""},
                   out, err);
   });
+  // The ConfigMap is written before the Node's label is patched: wait for both.
   auto wait_for = [&](const std::string& xml) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (PublishedXml() != xml && std::chrono::steady_clock::now() < deadline) {
+    auto done = [&] { return PublishedXml() == xml && ShapeLabel() == Fingerprint(xml); };
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    return PublishedXml() == xml;
+    return done();
   };
   // After the first publish the loop's signal mask is in place: the signals below are
   // thread-directed, so only its sigtimedwait sees them.
