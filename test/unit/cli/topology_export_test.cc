@@ -176,8 +176,11 @@ class TopologyPublishFileTest : public kubetest::FakeApiServerTest {
     const kubetest::json cm = server_->GetObject(kCmPath);
     return cm.is_object() ? cm["data"].value("topology.xml", "") : "";
   }
+  // The Node's shape label, "" while it has none (also while it has no labels at all).
   std::string ShapeLabel() const {
-    return server_->GetObject(kNodePath)["metadata"]["labels"].value("draguard.io/topology-shape", "");
+    const kubetest::json node = server_->GetObject(kNodePath);
+    const kubetest::json::json_pointer p("/metadata/labels/draguard.io~1topology-shape");
+    return node.contains(p) && node.at(p).is_string() ? node.at(p).get<std::string>() : "";
   }
   CliRun Once(const std::string& file) {
     return Cli({"export", "--publish", "--once", "--node", kNode, "-f", file});
