@@ -217,7 +217,8 @@ TEST(TopologySlicesCliTest, DirectoryAndNodeFilter) {
   const std::string power8 = "hwloc_ibm-power8-minsky_2s_4xP100-SXM2_nvlink-gpu-cpu-hetero";
   const CliRun one = Cli({"slices", "-f", kDir, "--node", power8, "-o", "json"});
   ASSERT_EQ(one.code, kExitOk) << one.err;
-  for (const auto& s : json::parse(one.out)["items"]) {
+  const json one_list = json::parse(one.out);  // a named object: a loop over a temporary's member dangles
+  for (const auto& s : one_list["items"]) {
     EXPECT_EQ(s["spec"]["nodeName"], "hwloc-ibm-power8-minsky-2s-4xp100-sxm2-nvlink-gpu-cpu-hetero");
   }
   // AMD only: no NVIDIA device; still its NICs (if any), never an error.
