@@ -67,6 +67,22 @@ int ParseFileFlags(const std::vector<std::string>& args, std::string_view cmd, s
   return -1;
 }
 
+// Loads the exports of `path` for `cmd`, printing the loader's warnings; nullptr (error printed)
+// when nothing could be loaded.
+std::shared_ptr<const topology::Snapshot> Load(const std::string& path, std::string_view cmd, std::ostream& err) {
+  std::vector<topology::LoadProblem> problems;
+  auto snap = topology::LoadSnapshot(path, topology::LoaderLimits{}, &problems);
+  if (!snap.ok()) {
+    err << cmd << ": " << snap.status().message() << "\n";
+    return nullptr;
+  }
+  for (const topology::LoadProblem& p : problems) {
+    err << cmd << ": warning: " << (p.reason == topology::LoadErrorReason::kConflict ? "" : "skipped ")
+        << p.status.message() << "\n";
+  }
+  return *snap;
+}
+
 int Show(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   FileFlags f;
   f.output = "json";
@@ -82,17 +98,9 @@ int Show(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
     err << "topology show: unknown output format \"" << output << "\" (json or table)\n";
     return kExitUsage;
   }
-  std::vector<topology::LoadProblem> problems;
-  auto snap = topology::LoadSnapshot(path, topology::LoaderLimits{}, &problems);
-  if (!snap.ok()) {
-    err << "topology show: " << snap.status().message() << "\n";
-    return kExitRuntime;
-  }
-  for (const topology::LoadProblem& p : problems) {
-    err << "topology show: warning: " << (p.reason == topology::LoadErrorReason::kConflict ? "" : "skipped ")
-        << p.status.message() << "\n";
-  }
-  const topology::Snapshot& s = *snap.value();
+  const std::shared_ptr<const topology::Snapshot> snap = Load(path, "topology show", err);
+  if (snap == nullptr) return kExitRuntime;
+  const topology::Snapshot& s = *snap;
   if (!node.empty() && s.Find(node) == nullptr) {
     err << "topology show: node \"" << node << "\" not found in " << path << "\n";
     return kExitRuntime;
@@ -138,17 +146,9 @@ int Slices(const std::vector<std::string>& args, std::ostream& out, std::ostream
         << "\" is not a valid Kubernetes node name (lower-case letters, digits, '-' and '.')\n";
     return kExitUsage;
   }
-  std::vector<topology::LoadProblem> problems;
-  auto snap = topology::LoadSnapshot(path, topology::LoaderLimits{}, &problems);
-  if (!snap.ok()) {
-    err << "topology slices: " << snap.status().message() << "\n";
-    return kExitRuntime;
-  }
-  for (const topology::LoadProblem& p : problems) {
-    err << "topology slices: warning: " << (p.reason == topology::LoadErrorReason::kConflict ? "" : "skipped ")
-        << p.status.message() << "\n";
-  }
-  const topology::Snapshot& s = *snap.value();
+  const std::shared_ptr<const topology::Snapshot> snap = Load(path, "topology slices", err);
+  if (snap == nullptr) return kExitRuntime;
+  const topology::Snapshot& s = *snap;
   if (s.node_count() == 0) {
     err << "topology slices: no loadable hwloc export in " << path << "\n";
     return kExitRuntime;
