@@ -80,11 +80,12 @@ sa_dir() {
   printf '%s' "$3" > "$2/namespace"
 }
 
-# in_cluster DIR SA_DIR COMMAND...: COMMAND with the in-cluster API environment of SA_DIR.
+# in_cluster DIR SA_DIR COMMAND...: execs COMMAND with the in-cluster API environment of SA_DIR
+# (call it in a subshell; the pid of a background one is then COMMAND's own).
 in_cluster() {
   local dir=$1 sa=$2; shift 2
-  KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT=$(cat "$dir/apiserver.port") \
-    DRAGUARD_SERVICEACCOUNT_DIR=$sa "$@"
+  exec env KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT="$(cat "$dir/apiserver.port")" \
+    DRAGUARD_SERVICEACCOUNT_DIR="$sa" "$@"
 }
 
 kubeconfig() {  # kubeconfig DIR PORT USER
@@ -187,8 +188,8 @@ NODE
     "$draguard" topology slices -f "$e" --node "$name" 2> "$dir/logs/slices-$name.log" |
       "${k[@]}" apply -f - > /dev/null || die "up: publishing the ResourceSlices of $name failed (see $dir/logs/slices-$name.log)"
     # The topology ConfigMap and the Node's shape label, as the exporter DaemonSet publishes them.
-    in_cluster "$dir" "$dir/setup-sa" "$draguard" topology export --publish -f "$e" --node "$name" \
-      --namespace "$namespace" --once >> "$dir/logs/publish.log" 2>&1 ||
+    (in_cluster "$dir" "$dir/setup-sa" "$draguard" topology export --publish -f "$e" --node "$name" \
+      --namespace "$namespace" --once) >> "$dir/logs/publish.log" 2>&1 ||
       die "up: publishing the topology of $name failed (see $dir/logs/publish.log)"
   done
   for c in kube-controller-manager kube-scheduler; do
@@ -273,10 +274,9 @@ install() {
       -o jsonpath='{range .spec.template.spec.containers[0].args[*]}{@}{"\n"}{end}' | serve_args "$dir" "$port")
     [ "${#args[@]}" -gt 0 ] || die "install: the Deployment $deploy has no arguments"
     echo "$port" > "$dir/serve.port"
-    # exec: the pid recorded is draguard's own, so that stop and down reach it.
-    (export POD_NAME=draguard-host POD_NAMESPACE=$namespace KUBERNETES_SERVICE_HOST=127.0.0.1 \
-       KUBERNETES_SERVICE_PORT="$(cat "$dir/apiserver.port")" DRAGUARD_SERVICEACCOUNT_DIR="$dir/serve/sa"
-     exec "$draguard" "${args[@]}") < /dev/null > "$dir/logs/draguard.log" 2>&1 &
+    # The pid recorded is draguard's own (in_cluster execs it), so that stop and down reach it.
+    (export POD_NAME=draguard-host POD_NAMESPACE=$namespace
+     in_cluster "$dir" "$dir/serve/sa" "$draguard" "${args[@]}") < /dev/null > "$dir/logs/draguard.log" 2>&1 &
     echo "$!" > "$dir/pids/draguard"
     if wait_for 60 "draguard serve" serving "$dir" "$port"; then
       echo "cluster.sh: install: draguard serves https://127.0.0.1:$port (log $dir/logs/draguard.log)" >&2
