@@ -161,8 +161,7 @@ class WorkerPool {
 class SessionBase {
  public:
   virtual ~SessionBase() = default;
-  virtual void Drain() = 0;  // posted to the session's loop
-  virtual void Stop() = 0;
+  virtual void Stop() = 0;  // posted to the session's loop
 };
 
 }  // namespace
@@ -276,6 +275,10 @@ struct Listener::Impl {
   static constexpr std::size_t kLargeBody = 256 * 1024;
 
   void Accept();
+  // Starts serving an accepted connection (closes it when max_connections are open).
+  void Adopt(tcp::socket socket);
+  // Takes the connections still queued in the kernel, then closes the acceptor (on its strand).
+  void CloseAcceptor();
   // The loop the next accepted connection lives on.
   asio::io_context& NextLoop() {
     const std::size_t i = next_loop++ % (1 + more_iocs.size());
@@ -456,18 +459,15 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     }
   }
 
-  void Drain() override {
-    // Idle keep-alive connections close; a new connection still gets its first request served.
-    asio::post(stream_.get_executor(), [self = this->shared_from_this()] {
-      if (self->phase_ == Phase::kIdle && self->served_ > 0) self->Close();
-    });
-  }
-
   void Stop() override {
+    // A connection that has been answered and waits idle closes. One that has not been answered
+    // yet (its handshake or its first request may be on the way: the client may already have
+    // sent it) gets the stop grace to deliver it, and is then answered with `Connection: close`.
     asio::post(stream_.get_executor(), [self = this->shared_from_this()] {
+      if (self->phase_ == Phase::kIdle && self->served_ > 0) return self->Close();
       if (self->phase_ == Phase::kHandshake || self->phase_ == Phase::kIdle ||
           self->phase_ == Phase::kHeader || self->phase_ == Phase::kLinger) {
-        self->Close();
+        self->ArmAt(std::min(self->deadline_, Clock::now() + kStopGrace));
       }
     });
   }
@@ -480,7 +480,10 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   // deadline waits again for the rest. A keep-alive request thus seldom touches the timer (each
   // move costs a cancelled wait, a handler run and the reactor's lock). A generation number
   // retires the expiries of replaced waits.
-  void Arm(std::chrono::milliseconds d) { ArmAt(Clock::now() + d); }
+  // Once the listener stops, no phase waits longer than the stop grace.
+  void Arm(std::chrono::milliseconds d) {
+    ArmAt(Clock::now() + (l_->stopping.load() ? std::min(d, kStopGrace) : d));
+  }
   void ArmAt(Clock::time_point t) {
     deadline_ = t;
     if (!waiting_ || t < armed_at_) Wait(t);
@@ -531,8 +534,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   // Waits for the next request; an empty buffer is the idle keep-alive state.
   void WaitRequest() {
     if (phase_ == Phase::kClosed) return;
-    if (l_->stopping.load() || (l_->draining.load() && served_ > 0)) return Close();
     if (buffer_.size() > 0) return ReadHeader();
+    if (l_->stopping.load() && served_ > 0) return Close();
     buffer_.shrink_to_fit();
     phase_ = Phase::kIdle;
     Arm(l_->opt.idle_timeout);
@@ -803,12 +806,13 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
 
   // Closing with unread bytes in the socket would send a reset that can destroy the response
-  // at the client: send FIN, discard what still arrives for a short while, then close.
+  // at the client (one still uploading the body an early 413 or 429 refused has not read it
+  // yet): send FIN, discard what still arrives, bounded in time and bytes, then close.
   void Linger() {
     phase_ = Phase::kLinger;
     beast::error_code ignored;
     Socket().shutdown(tcp::socket::shutdown_send, ignored);
-    Arm(std::chrono::milliseconds(2000));
+    Arm(kLingerTime);
     LingerRead();
   }
   void LingerRead() {
@@ -817,7 +821,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
                              [self = this->shared_from_this(), buf](beast::error_code ec, std::size_t n) {
                                if (self->phase_ != Phase::kLinger) return;
                                self->lingered_ += n;
-                               if (ec || self->lingered_ > (1u << 20)) return self->Close();
+                               if (ec || self->lingered_ > kLingerBytes) return self->Close();
                                self->LingerRead();
                              });
   }
@@ -836,6 +840,12 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
   static constexpr std::size_t kConnectionBytes = 32 * 1024;  // heap a connection's life churns
   static constexpr std::chrono::milliseconds kBudgetWait{1000};  // then 429
+  // What a closing connection still reads and discards after its last answer (nginx's
+  // lingering_close): enough for the rest of a refused body, too little to hold a connection.
+  static constexpr std::chrono::milliseconds kLingerTime{5000};
+  static constexpr std::size_t kLingerBytes = 64 * 1024 * 1024;
+  // After the listener stops: time left to a connection that has not been answered yet.
+  static constexpr std::chrono::milliseconds kStopGrace{2000};
   Listener::Impl* l_;
   Stream stream_;
   asio::steady_timer timer_;
@@ -865,6 +875,7 @@ void Listener::Impl::Accept() {
   // A connection's handlers all run on its loop's one thread: no strand is needed to keep them
   // apart, and none is paid for on every completion.
   acceptor.async_accept(NextLoop().get_executor(), [this](beast::error_code ec, tcp::socket socket) {
+    if (!ec) Adopt(std::move(socket));
     if (stopping.load() || !acceptor.is_open()) return;
     if (ec) {
       // Out of descriptors or similar: retry shortly instead of spinning.
@@ -874,27 +885,42 @@ void Listener::Impl::Accept() {
       });
       return;
     }
-    std::size_t open;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      open = sessions.size();
-    }
-    if (open >= opt.max_connections) {
-      beast::error_code ignored;
-      socket.close(ignored);
-      return Accept();
-    }
-    beast::error_code ignored;
-    socket.set_option(tcp::no_delay(true), ignored);
-    if (ssl) {
-      auto s = std::make_shared<Session<TlsStream>>(this, std::move(socket), ssl);
-      s->Begin(Register(s));
-    } else {
-      auto s = std::make_shared<Session<tcp::socket>>(this, std::move(socket));
-      s->Begin(Register(s));
-    }
     Accept();
   });
+}
+
+void Listener::Impl::Adopt(tcp::socket socket) {
+  std::size_t open;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    open = sessions.size();
+  }
+  beast::error_code ignored;
+  if (open >= opt.max_connections) {
+    socket.close(ignored);
+    return;
+  }
+  socket.set_option(tcp::no_delay(true), ignored);
+  if (ssl) {
+    auto s = std::make_shared<Session<TlsStream>>(this, std::move(socket), ssl);
+    s->Begin(Register(s));
+  } else {
+    auto s = std::make_shared<Session<tcp::socket>>(this, std::move(socket));
+    s->Begin(Register(s));
+  }
+}
+
+void Listener::Impl::CloseAcceptor() {
+  // The connections the kernel has completed but not handed over yet would be reset by the
+  // close: take them first; their clients may have sent a request already.
+  beast::error_code ec;
+  acceptor.non_blocking(true, ec);
+  while (!ec) {
+    tcp::socket socket(NextLoop().get_executor());
+    acceptor.accept(socket, ec);
+    if (!ec) Adopt(std::move(socket));
+  }
+  acceptor.close(ec);
 }
 
 Listener::Listener(ListenerOptions options, std::vector<HttpRoute> routes)
@@ -972,8 +998,8 @@ std::size_t Listener::connections() const {
 
 void Listener::BeginDrain() {
   Impl& m = *impl_;
-  if (!m.started || m.draining.exchange(true)) return;
-  m.ForEachSession([](SessionBase& s) { s.Drain(); });
+  if (!m.started) return;
+  m.draining.store(true);
 }
 
 void Listener::Stop() {
@@ -987,8 +1013,7 @@ void Listener::Stop() {
     std::condition_variable done_cv;
     bool done = false;
     asio::post(m.acceptor.get_executor(), [&] {
-      beast::error_code ignored;
-      m.acceptor.close(ignored);
+      m.CloseAcceptor();
       if (m.accept_retry) m.accept_retry->cancel();
       asio::post(m.trim_timer->get_executor(), [&m] { m.trim_timer->cancel(); });
       std::lock_guard<std::mutex> lock(done_mu);

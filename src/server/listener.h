@@ -101,11 +101,14 @@ class Listener {
   Status Start();
   /// The bound port (after Start()).
   int port() const;
-  /// From now on every response carries `Connection: close` and idle keep-alive connections are
-  /// closed; new connections are still accepted.
+  /// From now on every response carries `Connection: close`, so each keep-alive connection
+  /// closes after its next answer (HTTP/1.1 gives a server no race-free way to close an idle
+  /// one: a request may be on its way); new connections are still accepted.
   void BeginDrain();
-  /// Stops accepting, closes connections that have no request in progress, waits for the
-  /// requests in progress to be answered, then stops the threads. Idempotent.
+  /// Takes the connections the kernel has queued and stops accepting; closes the idle ones that
+  /// have been answered; gives the others a short grace (2 s) to deliver their request, which is
+  /// answered with `Connection: close`; waits for the requests in progress to be answered, then
+  /// stops the threads. Idempotent.
   void Stop();
   /// Open connections now (for tests and metrics).
   std::size_t connections() const;

@@ -395,6 +395,52 @@ TEST_F(ServerTest, OversizedBodyGets413AndServerKeepsServing) {
   Post(*fresh, "/validate", ReviewData("DG001/plain-pod-allowed"));
 }
 
+// An early error answer reaches a client that is still uploading: the server reads and discards
+// the rest of the body (bounded) instead of resetting the connection under the client's writes.
+TEST_F(ServerTest, EarlyErrorAnswersReachAClientStillUploading) {
+  opt_.max_body = 1024 * 1024;
+  opt_.body_budget = 1536 * 1024;
+  Start();
+  {
+    // Announced larger than the cap: 413 at the header, while 8 MiB are still on their way.
+    auto c = Connect();
+    std::string huge(8 * 1024 * 1024, ' ');
+    ASSERT_TRUE(c->Write(testing::BuildRequest("POST", "/validate", huge)));
+    HttpResponse r;
+    ASSERT_TRUE(c->ReadResponse(&r));
+    EXPECT_EQ(r.status, 413) << r.body;
+    EXPECT_EQ(r.headers["connection"], "close");
+    EXPECT_TRUE(c->WaitForClose());
+  }
+  {
+    // 429 from the body budget while the client is uploading a body the budget cannot hold now.
+    auto holder = Connect();
+    std::string held = testing::BuildRequest("POST", "/validate", std::string(1000 * 1000, ' '));
+    ASSERT_TRUE(holder->Write(held.substr(0, held.size() - 10)));
+    ASSERT_TRUE(Eventually([&] { return metrics_.inflight.Value({}) >= 1; }));
+    auto c = Connect();
+    ASSERT_TRUE(c->Write(testing::BuildRequest("POST", "/validate", std::string(1000 * 1000, ' '))));
+    HttpResponse r;
+    ASSERT_TRUE(c->ReadResponse(&r));
+    EXPECT_EQ(r.status, 429) << r.body;
+    EXPECT_EQ(r.headers["retry-after"], "1");
+    ASSERT_TRUE(holder->Write(held.substr(held.size() - 10)));
+    ASSERT_TRUE(holder->ReadResponse(&r));
+    EXPECT_EQ(r.status, 400) << r.body;  // a body of spaces is no review
+  }
+  {
+    // The discarding is bounded: a client that never stops sending is cut off.
+    auto c = Connect();
+    ASSERT_TRUE(c->Write(testing::BuildRequest("POST", "/validate", std::string(2 * 1024 * 1024, ' '))));
+    const std::string chunk(1024 * 1024, ' ');
+    bool cut = false;
+    for (int i = 0; i < 1024 && !cut; ++i) cut = !c->Write(chunk);
+    EXPECT_TRUE(cut) << "the server kept reading 1 GiB after its answer";
+  }
+  auto fresh = Connect();
+  Post(*fresh, "/validate", ReviewData("DG001/plain-pod-allowed"));
+}
+
 struct BadRequest {
   const char* name;
   std::string body;
@@ -788,23 +834,70 @@ TEST_F(ServerTest, BodyBudgetAnswers429WithRetryAfter) {
   Post(*again, "/validate", ReviewData("DG001/plain-pod-allowed"));
 }
 
-TEST_F(ServerTest, DrainClosesKeepAliveConnectionsAndAnswersWithConnectionClose) {
+TEST_F(ServerTest, DrainAnswersKeepAliveConnectionsWithConnectionCloseAndClosesIdleOnesAtTheEnd) {
   opt_.shutdown_delay = std::chrono::minutes(5);  // ended explicitly below
   Start();
+  auto busy = Connect();
+  Post(*busy, "/validate", ReviewData("DG001/plain-pod-allowed"));
   auto idle = Connect();
   Post(*idle, "/validate", ReviewData("DG001/plain-pod-allowed"));
   server_->BeginShutdown();
-  // The idle keep-alive connection is closed at once, not after the keep-alive timeout.
-  EXPECT_TRUE(idle->WaitForClose());
+  // A keep-alive connection's next request is answered, with `Connection: close`, then closed.
+  HttpResponse r;
+  ASSERT_TRUE(busy->Request("POST", "/validate", ReviewData("DG001/legacy-limit"), &r));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.headers["connection"], "close");
+  EXPECT_TRUE(busy->WaitForClose());
   // A new connection during the delay is served, told to close, and closed.
   auto late = Connect();
-  HttpResponse r;
   ASSERT_TRUE(late->Request("POST", "/validate", ReviewData("DG001/legacy-limit"), &r));
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.headers["connection"], "close");
   EXPECT_TRUE(late->WaitForClose());
+  // A connection that stays idle through the delay is closed when it ends.
   server_->SkipShutdownDelay();
+  EXPECT_TRUE(idle->WaitForClose());
   server_->Wait();
+}
+
+// The end of the drain loses nothing: keep-alive clients under load, each honouring
+// `Connection: close` by reconnecting, as kube-apiserver does. Every request written on a
+// connection the server accepted is answered, also on connections accepted just before the
+// listener closes; a client whose connection is refused has sent nothing.
+TEST_F(ServerTest, DrainEndLosesNoRequestOfKeepAliveClients) {
+  opt_.shutdown_delay = std::chrono::seconds(2);
+  Start();
+  const std::string body = ReviewData("DG001/plain-pod-allowed");
+  std::atomic<int> answered{0}, lost{0}, after_drain{0};
+  std::atomic<bool> draining{false};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 16; ++i) {
+    clients.emplace_back([&] {
+      for (;;) {
+        std::string err;
+        auto c = TlsConnection::Connect(server_->port(), client_, &err);
+        if (c == nullptr) return;  // refused (or reset in the handshake): nothing was sent
+        for (;;) {
+          HttpResponse r;
+          if (!c->Request("POST", "/validate", body, &r)) {
+            ++lost;
+            return;
+          }
+          if (r.status != 200) ++lost;
+          ++answered;
+          if (draining.load()) ++after_drain;
+          if (r.headers["connection"] == "close") break;
+        }
+      }
+    });
+  }
+  ASSERT_TRUE(Eventually([&] { return answered.load() >= 200; }));
+  draining = true;
+  server_->BeginShutdown();
+  for (auto& t : clients) t.join();
+  server_->Wait();
+  EXPECT_EQ(lost.load(), 0) << answered.load() << " answered";
+  EXPECT_GT(after_drain.load(), 16);
 }
 
 TEST_F(ServerTest, StartThenImmediateShutdownNeverHangs) {
@@ -955,13 +1048,14 @@ TEST_F(ServerTest, HostileLoadLosesNoValidRequestAndDrainLosesNothing) {
           << message;
     }
   }
-  // SIGTERM in the middle: readiness off, keep-alives closed, probes still answered.
+  // SIGTERM in the middle: readiness off, probes still answered; when the delay ends the idle
+  // keep-alives are closed.
   server_->BeginShutdown();
   EXPECT_FALSE(server_->Ready());
   for (int i = 0; i < 20; ++i) probe(true);
   EXPECT_EQ(lost, 0);
-  for (int i = 0; i < 10; ++i) EXPECT_TRUE(idle[static_cast<std::size_t>(i)]->WaitForClose());
   server_->SkipShutdownDelay();
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(idle[static_cast<std::size_t>(i)]->WaitForClose());
   server_->Wait();  // slow bodies are in progress: they end at their deadline
 }
 
