@@ -237,12 +237,14 @@ Status ParseAudit(const Flags& f, ServeConfig* cfg) {
 // --tls-required-names (repeatable, comma-separated; "" = no check); by default the name the API
 // server dials, <service>.<namespace>.svc, when --service-name is given (as the chart does).
 Status ParseRequiredNames(const Flags& f, ServeConfig* cfg) {
-  auto& names = cfg->server.tls_required_names;
   auto it = f.values.find("--tls-required-names");
   if (it == f.values.end()) {
-    if (f.Has("--service-name")) names.push_back(cfg->service_name + "." + cfg->namespace_name + ".svc");
+    if (f.Has("--service-name")) {
+      cfg->server.tls_required_names = {cfg->service_name + "." + cfg->namespace_name + ".svc"};
+    }
     return Status::Ok();
   }
+  auto& names = cfg->server.tls_required_names.emplace();
   for (const auto& v : it->second) {
     std::size_t start = 0;
     for (;;) {

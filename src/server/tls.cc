@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -112,6 +114,26 @@ std::string JoinSans(const std::vector<std::string>& sans) {
   std::string out;
   for (const auto& s : sans) out += (out.empty() ? "" : ", ") + s;
   return out.empty() ? "none" : out;
+}
+
+// Whether `cert` (with SANs `sans`) still serves `san` ("DNS:x" / "IP:y") of another certificate:
+// the same SAN, or a name its SANs match (the CN never counts).
+bool CoversSan(X509* cert, const std::vector<std::string>& sans, const std::string& san) {
+  for (const auto& s : sans) {
+    if (s.size() == san.size() &&
+        std::equal(s.begin(), s.end(), san.begin(), [](char a, char b) { return std::tolower(a) == std::tolower(b); })) {
+      return true;
+    }
+  }
+  int ok = 0;
+  if (san.rfind("DNS:", 0) == 0 && san.find('*') == std::string::npos) {
+    const std::string name = san.substr(4);
+    ok = X509_check_host(cert, name.data(), name.size(), X509_CHECK_FLAG_NEVER_CHECK_SUBJECT, nullptr);
+  } else if (san.rfind("IP:", 0) == 0) {
+    ok = X509_check_ip_asc(cert, san.c_str() + 3, 0);
+  }
+  ERR_clear_error();
+  return ok == 1;
 }
 
 }  // namespace
@@ -253,7 +275,8 @@ KeyPair::~KeyPair() {
 }
 
 CertificateSource::CertificateSource(std::string cert_path, std::string key_path,
-                                     ReloadCallback on_reload, std::vector<std::string> required_names)
+                                     ReloadCallback on_reload,
+                                     std::optional<std::vector<std::string>> required_names)
     : cert_path_(std::move(cert_path)),
       key_path_(std::move(key_path)),
       on_reload_(std::move(on_reload)),
@@ -301,12 +324,23 @@ Status CertificateSource::Reload() {
     return fail(Status::FailedPrecondition("certificate " + cert_path_ + " is not valid yet (notBefore " +
                                            FormatUnix(info.not_before_unix) + ")"));
   }
-  for (const auto& name : required_names_) {
+  for (const auto& name : required_names_.value_or(std::vector<std::string>{})) {
     // The API server verifies the service name against the DNS SANs only (never the CN).
     if (X509_check_host(pair->cert, name.data(), name.size(), X509_CHECK_FLAG_NEVER_CHECK_SUBJECT, nullptr) != 1) {
       ERR_clear_error();
       return fail(Status::FailedPrecondition("certificate " + cert_path_ + " does not cover " + name +
                                              " (its SANs: " + JoinSans(info.sans) + ")"));
+    }
+  }
+  if (!required_names_) {
+    // No names configured: the names clients verify today are those of the pair in service.
+    const CertificateInfo serving = Info();
+    for (const auto& san : serving.sans) {
+      if (!CoversSan(pair->cert, info.sans, san)) {
+        return fail(Status::FailedPrecondition(
+            "certificate " + cert_path_ + " drops " + san + " of the certificate in service (its SANs: " +
+            JoinSans(info.sans) + "; set --tls-required-names to change the names served)"));
+      }
     }
   }
   {

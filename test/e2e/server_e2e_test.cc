@@ -333,6 +333,39 @@ TEST_F(ServerTest, InvalidNewCertificateIsRefusedAndOldOneKeepsServing) {
   EXPECT_TRUE(server_->Ready());
 }
 
+// Without --tls-required-names, a reload must keep every name of the certificate in service:
+// one for other names only would fail every verified handshake of today's clients.
+TEST_F(ServerTest, AReloadThatDropsANameInServiceIsRefusedAndTheOldCertificateKeepsServing) {
+  Start();
+  auto issue = [&](const std::string& cn, std::vector<std::string> dns, std::vector<std::string> ips) {
+    server::IssueOptions io;
+    io.common_name = cn;
+    io.dns = std::move(dns);
+    io.ips = std::move(ips);
+    auto leaf = server::IssueCertificate(ca_, io);
+    ASSERT_TRUE(leaf.ok());
+    ASSERT_TRUE(server::WriteFileAtomic(Path("tls.key"), leaf->key_pem).ok());
+    ASSERT_TRUE(server::WriteFileAtomic(Path("tls.crt"), leaf->cert_pem).ok());
+  };
+  issue("evil", {"evil.example"}, {});
+  Status st = server_->ReloadCertificates();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("drops DNS:localhost of the certificate in service"), std::string::npos)
+      << st.message();
+  issue("no-ip", {"localhost", "evil.example"}, {});
+  st = server_->ReloadCertificates();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("drops IP:127.0.0.1"), std::string::npos) << st.message();
+  EXPECT_EQ(metrics_.tls_reloads.Value({"failure"}), 2);
+  auto c = Connect();
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->PeerCommonName(), "localhost");
+  // More names than before is fine.
+  issue("more", {"localhost", "extra.example"}, {"127.0.0.1", "::1"});
+  ASSERT_TRUE(server_->ReloadCertificates().ok());
+  EXPECT_EQ(Connect()->PeerCommonName(), "more");
+}
+
 TEST_F(ServerTest, ClientCertificatesRequiredWhenConfigured) {
   IssueClient("kube-apiserver", ca_);
   IssueClient("intruder", ca_);

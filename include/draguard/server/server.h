@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,9 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8443;                        ///< 0 picks an ephemeral port
   std::string tls_cert, tls_key;          ///< PEM files (required)
-  std::vector<std::string> tls_required_names;  ///< DNS names the serving certificate must cover ("" = no check)
+  /// DNS names the serving certificate must cover (empty = no check); not set: a reloaded
+  /// certificate must keep every SAN of the one it replaces.
+  std::optional<std::vector<std::string>> tls_required_names;
   std::string client_ca;                  ///< PEM file; set = client certificates required
   std::vector<std::string> client_cns;    ///< allowed client CNs (empty = any CN from client_ca)
   std::size_t max_body = 7 * 1024 * 1024; ///< bytes; larger bodies get 413

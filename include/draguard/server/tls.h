@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,7 +68,7 @@ struct KeyPair;  // opaque: X509 + EVP_PKEY + chain, defined in tls.cc
 
 /// The serving certificate, loaded from files and replaceable at run time. A new pair is
 /// installed only if it parses, the key matches the certificate, it is valid now (not before
-/// notBefore, not after notAfter) and its DNS SANs cover every required name; otherwise the old
+/// notBefore, not after notAfter) and its SANs cover every required name; otherwise the old
 /// pair keeps serving. Thread-safe.
 class CertificateSource {
  public:
@@ -75,9 +76,11 @@ class CertificateSource {
   using ReloadCallback = std::function<void(const Status&, const CertificateInfo&)>;
 
   /// `required_names`: DNS names the certificate's SANs must cover (RFC 6125 matching, wildcards
-  /// included, the subject CN never counts); empty = no SAN check.
+  /// included, the subject CN never counts); empty = no SAN check. Not given: every SAN (DNS
+  /// and IP) of the certificate being replaced, so that a reload never drops a name that
+  /// clients verify (the first load has no such names).
   CertificateSource(std::string cert_path, std::string key_path, ReloadCallback on_reload = nullptr,
-                    std::vector<std::string> required_names = {});
+                    std::optional<std::vector<std::string>> required_names = std::nullopt);
   ~CertificateSource();
 
   /// (Re)loads the files. On failure the previous pair is kept and the error returned.
@@ -98,7 +101,7 @@ class CertificateSource {
  private:
   std::string cert_path_, key_path_;
   ReloadCallback on_reload_;
-  std::vector<std::string> required_names_;
+  std::optional<std::vector<std::string>> required_names_;
   mutable std::mutex mu_;
   std::shared_ptr<const KeyPair> current_;
   CertificateInfo info_;

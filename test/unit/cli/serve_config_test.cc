@@ -229,14 +229,14 @@ TEST(ParseServeConfig, BackgroundAuditFlags) {
 
 // The certificate must cover the name the API server dials, once the Service is named.
 TEST(ParseServeConfig, RequiredCertificateNames) {
-  EXPECT_TRUE(Parse({}).server.tls_required_names.empty());
+  EXPECT_FALSE(Parse({}).server.tls_required_names.has_value());  // the names in service
   EXPECT_EQ(Parse({"--service-name", "dg", "--namespace", "gpu"}).server.tls_required_names,
             (std::vector<std::string>{"dg.gpu.svc"}));
   EXPECT_EQ(Parse({"--service-name", "dg", "--tls-required-names", "a.example,*.b.example",
                    "--tls-required-names", "c.example"})
-                .server.tls_required_names,
+                .server.tls_required_names.value(),
             (std::vector<std::string>{"a.example", "*.b.example", "c.example"}));
-  EXPECT_TRUE(Parse({"--service-name", "dg", "--tls-required-names", ""}).server.tls_required_names.empty());
+  EXPECT_TRUE(Parse({"--service-name", "dg", "--tls-required-names", ""}).server.tls_required_names->empty());
   auto bad = ParseServeConfig({"--tls-required-names", "https://x"});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("--tls-required-names: https://x is not a DNS name"), std::string::npos);
