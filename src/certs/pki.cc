@@ -11,11 +11,9 @@
 #include <memory>
 
 #include <openssl/bio.h>
-#include <openssl/bn.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
-#include <openssl/rand.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
@@ -25,96 +23,32 @@
 namespace draguard::certs {
 namespace {
 
-using x509util::AddExt;
-using x509util::BioPtr;
 using x509util::OpenSslError;
 using x509util::ParseCert;
 using x509util::ParseKey;
 using x509util::PkeyPtr;
-using x509util::X509Ptr;
 
 time_t ToTimeT(TimePoint t) { return std::chrono::system_clock::to_time_t(t); }
 
-TimePoint FromAsn1(const ASN1_TIME* t) {
-  std::tm tm{};
-  if (t == nullptr || ASN1_TIME_to_tm(t, &tm) != 1) return TimePoint{};
-  return std::chrono::system_clock::from_time_t(timegm(&tm));
-}
-
-// A certificate with a random serial, subject O=draguard/CN=cn, the given validity and key.
-Result<X509Ptr> NewCert(EVP_PKEY* pub, const std::string& cn, TimePoint not_before, TimePoint not_after) {
-  if (not_after <= not_before) return Status::InvalidArgument("certificate validity ends before it starts");
-  X509Ptr x(X509_new());
-  if (!x) return Status::Internal(OpenSslError());
-  X509_set_version(x.get(), 2);
-  unsigned char serial[16];
-  if (RAND_bytes(serial, sizeof serial) != 1) return Status::Internal(OpenSslError());
-  serial[0] &= 0x7F;
-  BIGNUM* bn = BN_bin2bn(serial, sizeof serial, nullptr);
-  ASN1_INTEGER* ai = BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x.get()));
-  BN_free(bn);
-  if (ai == nullptr) return Status::Internal(OpenSslError());
-  if (ASN1_TIME_set(X509_getm_notBefore(x.get()), ToTimeT(not_before)) == nullptr ||
-      ASN1_TIME_set(X509_getm_notAfter(x.get()), ToTimeT(not_after)) == nullptr) {
-    return Status::Internal(OpenSslError());
-  }
-  X509_NAME* name = X509_get_subject_name(x.get());
-  X509_NAME_add_entry_by_txt(name, "O", MBSTRING_UTF8, reinterpret_cast<const unsigned char*>("draguard"), -1, -1,
-                             0);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, reinterpret_cast<const unsigned char*>(cn.c_str()), -1,
-                             -1, 0);
-  if (X509_set_pubkey(x.get(), pub) != 1) return Status::Internal(OpenSslError());
-  return x;
-}
-
-Result<PemPair> Encode(X509* cert, EVP_PKEY* key) {
-  auto c = x509util::CertToPem(cert);
-  if (!c.ok()) return c.status();
-  auto k = x509util::KeyToPem(key);
-  if (!k.ok()) return k.status();
-  return PemPair{*c, *k};
-}
+TimePoint FromAsn1(const ASN1_TIME* t) { return std::chrono::system_clock::from_time_t(x509util::UnixOf(t)); }
 
 }  // namespace
 
 Result<PemPair> GenerateCa(const std::string& common_name, TimePoint not_before, TimePoint not_after) {
-  PkeyPtr key(EVP_EC_gen("P-256"));
-  if (!key) return Status::Internal("EC key generation failed: " + OpenSslError());
-  auto x = NewCert(key.get(), common_name, not_before, not_after);
-  if (!x.ok()) return x.status();
-  X509* cert = x->get();
-  X509_set_issuer_name(cert, X509_get_subject_name(cert));
-  DRAGUARD_RETURN_IF_ERROR(AddExt(cert, cert, NID_basic_constraints, "critical,CA:TRUE,pathlen:0"));
-  DRAGUARD_RETURN_IF_ERROR(AddExt(cert, cert, NID_key_usage, "critical,keyCertSign,cRLSign"));
-  DRAGUARD_RETURN_IF_ERROR(AddExt(cert, cert, NID_subject_key_identifier, "hash"));
-  if (X509_sign(cert, key.get(), EVP_sha256()) == 0) return Status::Internal(OpenSslError());
-  return Encode(cert, key.get());
+  auto ca = x509util::SelfSignedCa(common_name, ToTimeT(not_before), ToTimeT(not_after));
+  if (!ca.ok()) return ca.status();
+  return PemPair{std::move(ca->cert_pem), std::move(ca->key_pem)};
 }
 
 Result<PemPair> IssueServing(const PemPair& ca, const std::vector<std::string>& dns, TimePoint not_before,
                              TimePoint not_after) {
   if (dns.empty()) return Status::InvalidArgument("a serving certificate needs at least one DNS name");
-  auto ca_cert = ParseCert(ca.cert_pem);
-  if (!ca_cert.ok()) return ca_cert.status();
-  auto ca_key = ParseKey(ca.key_pem);
-  if (!ca_key.ok()) return ca_key.status();
-  PkeyPtr key(EVP_EC_gen("P-256"));
-  if (!key) return Status::Internal("EC key generation failed: " + OpenSslError());
-  auto x = NewCert(key.get(), dns.front(), not_before, not_after);
-  if (!x.ok()) return x.status();
-  X509* cert = x->get();
-  X509* issuer = ca_cert->get();
-  X509_set_issuer_name(cert, X509_get_subject_name(issuer));
-  DRAGUARD_RETURN_IF_ERROR(AddExt(cert, issuer, NID_basic_constraints, "critical,CA:FALSE"));
-  DRAGUARD_RETURN_IF_ERROR(AddExt(cert, issuer, NID_key_usage, "critical,digitalSignature"));
-  DRAGUARD_RETURN_IF_ERROR(AddExt(cert, issuer, NID_ext_key_usage, "serverAuth"));
-  std::string san;
-  for (const auto& d : dns) san += (san.empty() ? "DNS:" : ",DNS:") + d;
-  DRAGUARD_RETURN_IF_ERROR(AddExt(cert, issuer, NID_subject_alt_name, san));
-  DRAGUARD_RETURN_IF_ERROR(AddExt(cert, issuer, NID_subject_key_identifier, "hash"));
-  DRAGUARD_RETURN_IF_ERROR(AddExt(cert, issuer, NID_authority_key_identifier, "keyid:always"));
-  if (X509_sign(cert, ca_key->get(), EVP_sha256()) == 0) return Status::Internal(OpenSslError());
-  return Encode(cert, key.get());
+  std::vector<std::string> sans;
+  for (const auto& d : dns) sans.push_back("DNS:" + d);
+  auto leaf = x509util::IssueLeaf(ca.cert_pem, ca.key_pem, dns.front(), sans, "serverAuth", ToTimeT(not_before),
+                                  ToTimeT(not_after));
+  if (!leaf.ok()) return leaf.status();
+  return PemPair{std::move(leaf->cert_pem), std::move(leaf->key_pem)};
 }
 
 Result<CertFacts> Inspect(const std::string& cert_pem) {

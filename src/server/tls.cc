@@ -13,11 +13,9 @@
 #include <memory>
 
 #include <openssl/bio.h>
-#include <openssl/bn.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
-#include <openssl/rand.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
@@ -29,43 +27,13 @@
 namespace draguard::server {
 namespace {
 
-using x509util::AddExt;
 using x509util::BioPtr;
 using x509util::OpenSslError;
 using x509util::ParseCert;
 using x509util::ParseKey;
 using x509util::PkeyPtr;
-using x509util::X509Ptr;
 
-PkeyPtr NewEcKey() { return PkeyPtr(EVP_EC_gen("P-256")); }
-
-Result<X509Ptr> NewCert(EVP_PKEY* pub, const std::string& cn, int days) {
-  X509Ptr x(X509_new());
-  if (!x) return Status::Internal(OpenSslError());
-  X509_set_version(x.get(), 2);
-  unsigned char serial[16];
-  if (RAND_bytes(serial, sizeof serial) != 1) return Status::Internal(OpenSslError());
-  serial[0] &= 0x7F;  // positive
-  BIGNUM* bn = BN_bin2bn(serial, sizeof serial, nullptr);
-  ASN1_INTEGER* ai = BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x.get()));
-  BN_free(bn);
-  if (ai == nullptr) return Status::Internal(OpenSslError());
-  X509_gmtime_adj(X509_getm_notBefore(x.get()), -300);
-  X509_gmtime_adj(X509_getm_notAfter(x.get()), static_cast<long>(days) * 86400L);
-  X509_NAME* name = X509_get_subject_name(x.get());
-  X509_NAME_add_entry_by_txt(name, "O", MBSTRING_UTF8,
-                             reinterpret_cast<const unsigned char*>("draguard"), -1, -1, 0);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8,
-                             reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0);
-  if (X509_set_pubkey(x.get(), pub) != 1) return Status::Internal(OpenSslError());
-  return x;
-}
-
-int64_t UnixOf(const ASN1_TIME* t) {
-  std::tm tm{};
-  if (t == nullptr || ASN1_TIME_to_tm(t, &tm) != 1) return 0;
-  return static_cast<int64_t>(timegm(&tm));
-}
+using x509util::UnixOf;
 
 int64_t NotAfterUnix(X509* x) { return UnixOf(X509_get0_notAfter(x)); }
 
@@ -139,52 +107,24 @@ bool CoversSan(X509* cert, const std::vector<std::string>& sans, const std::stri
 }  // namespace
 
 Result<PemPair> CreateCertificateAuthority(const std::string& common_name, int days) {
-  PkeyPtr key = NewEcKey();
-  if (!key) return Status::Internal("EC key generation failed: " + OpenSslError());
-  auto x = NewCert(key.get(), common_name, days);
-  if (!x.ok()) return x.status();
-  X509* cert = x->get();
-  X509_set_issuer_name(cert, X509_get_subject_name(cert));
-  DRAGUARD_RETURN_IF_ERROR(AddExt(cert, cert, NID_basic_constraints, "critical,CA:TRUE,pathlen:0"));
-  DRAGUARD_RETURN_IF_ERROR(AddExt(cert, cert, NID_key_usage, "critical,keyCertSign,cRLSign"));
-  DRAGUARD_RETURN_IF_ERROR(AddExt(cert, cert, NID_subject_key_identifier, "hash"));
-  if (X509_sign(cert, key.get(), EVP_sha256()) == 0) return Status::Internal(OpenSslError());
-  auto cp = x509util::CertToPem(cert);
-  auto kp = x509util::KeyToPem(key.get());
-  if (!cp.ok()) return cp.status();
-  if (!kp.ok()) return kp.status();
-  return PemPair{*cp, *kp};
+  const std::time_t now = std::time(nullptr);
+  auto ca = x509util::SelfSignedCa(common_name, now - 300, now + static_cast<std::time_t>(days) * 86400);
+  if (!ca.ok()) return ca.status();
+  return PemPair{std::move(ca->cert_pem), std::move(ca->key_pem)};
 }
 
 Result<PemPair> IssueCertificate(const PemPair& ca, const IssueOptions& options) {
-  auto ca_cert = ParseCert(ca.cert_pem);
-  if (!ca_cert.ok()) return ca_cert.status();
-  auto ca_key = ParseKey(ca.key_pem);
-  if (!ca_key.ok()) return ca_key.status();
-  PkeyPtr key = NewEcKey();
-  if (!key) return Status::Internal("EC key generation failed: " + OpenSslError());
-  auto x = NewCert(key.get(), options.common_name, options.days);
-  if (!x.ok()) return x.status();
-  X509* cert = x->get();
-  X509_set_issuer_name(cert, X509_get_subject_name(ca_cert->get()));
-  DRAGUARD_RETURN_IF_ERROR(AddExt(cert, ca_cert->get(), NID_basic_constraints, "critical,CA:FALSE"));
-  DRAGUARD_RETURN_IF_ERROR(AddExt(cert, ca_cert->get(), NID_key_usage, "critical,digitalSignature"));
   std::string eku;
   if (options.server_auth) eku = "serverAuth";
   if (options.client_auth) eku += std::string(eku.empty() ? "" : ",") + "clientAuth";
-  if (!eku.empty()) DRAGUARD_RETURN_IF_ERROR(AddExt(cert, ca_cert->get(), NID_ext_key_usage, eku));
-  std::string san;
-  for (const auto& d : options.dns) san += (san.empty() ? "" : ",") + std::string("DNS:") + d;
-  for (const auto& ip : options.ips) san += (san.empty() ? "" : ",") + std::string("IP:") + ip;
-  if (!san.empty()) DRAGUARD_RETURN_IF_ERROR(AddExt(cert, ca_cert->get(), NID_subject_alt_name, san));
-  DRAGUARD_RETURN_IF_ERROR(AddExt(cert, ca_cert->get(), NID_subject_key_identifier, "hash"));
-  DRAGUARD_RETURN_IF_ERROR(AddExt(cert, ca_cert->get(), NID_authority_key_identifier, "keyid:always"));
-  if (X509_sign(cert, ca_key->get(), EVP_sha256()) == 0) return Status::Internal(OpenSslError());
-  auto cp = x509util::CertToPem(cert);
-  auto kp = x509util::KeyToPem(key.get());
-  if (!cp.ok()) return cp.status();
-  if (!kp.ok()) return kp.status();
-  return PemPair{*cp, *kp};
+  std::vector<std::string> sans;
+  for (const auto& d : options.dns) sans.push_back("DNS:" + d);
+  for (const auto& ip : options.ips) sans.push_back("IP:" + ip);
+  const std::time_t now = std::time(nullptr);
+  auto leaf = x509util::IssueLeaf(ca.cert_pem, ca.key_pem, options.common_name, sans, eku, now - 300,
+                                  now + static_cast<std::time_t>(options.days) * 86400);
+  if (!leaf.ok()) return leaf.status();
+  return PemPair{std::move(leaf->cert_pem), std::move(leaf->key_pem)};
 }
 
 Status WriteFileAtomic(const std::string& path, const std::string& data, unsigned mode) {

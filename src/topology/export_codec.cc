@@ -1,6 +1,9 @@
 // Internal binary encoding of ParsedExport (see export_codec.h).
 #include "export_codec.h"
 
+#include <cstdint>
+#include <optional>
+#include <vector>
 
 namespace draguard::topology::internal {
 namespace {
@@ -80,207 +83,176 @@ class Reader {
 constexpr uint64_t kMagic = 0x31304f5047524447ull;  // "GDRGPO01"
 constexpr uint64_t kMigSection = 0x47494dull;         // "MIG"
 
-void WriteIc(Writer& w, const Interconnect& ic) {
-  w.Str(ic.source);
-  w.U64(ic.via_switch);
-  w.U64(ic.peers.size());
-  for (const GpuLink& l : ic.peers) {
-    w.U64(l.a);
-    w.U64(l.b);
-    w.U64(l.mbps);
+// One list of fields per type, walked by both directions: `io` is a Writer (through Out, const
+// objects) or a Reader (through In). Each field is one call; a Reader's call fails on short or
+// out-of-range input, which ends the walk.
+
+// Writing: every call succeeds.
+struct Out {
+  Writer& w;
+  bool U64(uint64_t v) { return w.U64(v), true; }
+  template <typename T>
+  bool Num(const T& v) { return U64(static_cast<uint64_t>(v)); }
+  bool Str(const std::string& v) { return w.Str(v), true; }
+  bool Idx(const std::vector<uint32_t>& v) { return w.Idx(v), true; }
+  bool Flag(const bool& v) { return U64(v ? 1 : 0); }
+  template <typename E>
+  bool Enum(const E& v, uint64_t /*max*/) { return U64(static_cast<uint64_t>(v)); }
+  template <typename T>
+  bool Optional(const std::optional<T>& v) { return U64(v.has_value()) && U64(v.value_or(0)); }
+  template <typename T, typename F>
+  bool Each(const std::vector<T>& v, F&& f) {
+    U64(v.size());
+    for (const T& x : v) f(x);
+    return true;
   }
-  w.U64(ic.cpu_peers.size());
-  for (const CpuLink& l : ic.cpu_peers) {
-    w.U64(l.gpu);
-    w.U64(l.package_os_index);
-    w.U64(l.mbps);
+};
+
+// Reading: a call fails on short input, a count past the remaining bytes, or a value its field
+// cannot hold.
+struct In {
+  Reader& r;
+  bool U64(uint64_t& v) { return r.U64(v); }
+  template <typename T>
+  bool Num(T& v) { return r.Num(v); }
+  bool Str(std::string& v) { return r.Str(v); }
+  bool Idx(std::vector<uint32_t>& v) { return r.Idx(v); }
+  bool Flag(bool& v) {
+    uint64_t x = 0;
+    if (!r.U64(x)) return false;
+    v = x != 0;
+    return true;
   }
+  template <typename E>
+  bool Enum(E& v, uint64_t max) {
+    uint64_t x = 0;
+    if (!r.U64(x) || x > max) return false;
+    v = static_cast<E>(x);
+    return true;
+  }
+  template <typename T>
+  bool Optional(std::optional<T>& v) {
+    uint64_t has = 0, x = 0;
+    if (!r.U64(has) || !r.U64(x)) return false;
+    if (has != 0) v = static_cast<T>(x);
+    return true;
+  }
+  template <typename T, typename F>
+  bool Each(std::vector<T>& v, F&& f) {
+    size_t n = 0;
+    if (!r.Count(n)) return false;
+    v.resize(n);
+    for (T& x : v) {
+      if (!f(x)) return false;
+    }
+    return true;
+  }
+};
+
+// An index into a list of `size` (kNoIndex allowed when `optional`): checked when reading.
+bool InRange(uint64_t index, size_t size, bool optional = false) {
+  return (optional && index == kNoIndex) || index < size;
 }
 
-bool ReadIc(Reader& r, Interconnect& ic, size_t gpus) {
-  uint64_t via = 0;
-  size_t n = 0;
-  if (!r.Str(ic.source) || !r.U64(via) || !r.Count(n)) return false;
-  ic.via_switch = via != 0;
-  ic.peers.resize(n);
-  for (auto& l : ic.peers) {
-    if (!r.Num(l.a) || !r.Num(l.b) || !r.U64(l.mbps) || l.a >= gpus || l.b >= gpus) return false;
-  }
-  if (!r.Count(n)) return false;
-  ic.cpu_peers.resize(n);
-  for (auto& l : ic.cpu_peers) {
-    if (!r.Num(l.gpu) || !r.Num(l.package_os_index) || !r.U64(l.mbps) || l.gpu >= gpus) return false;
+template <typename Io, typename Ic>
+bool IcFields(Io& io, Ic& ic, size_t gpus) {
+  return io.Str(ic.source) && io.Flag(ic.via_switch) &&
+         io.Each(ic.peers, [&](auto& l) {
+           return io.Num(l.a) && io.Num(l.b) && io.U64(l.mbps) && InRange(l.a, gpus) && InRange(l.b, gpus);
+         }) &&
+         io.Each(ic.cpu_peers, [&](auto& l) {
+           return io.Num(l.gpu) && io.Num(l.package_os_index) && io.U64(l.mbps) && InRange(l.gpu, gpus);
+         });
+}
+
+// MIG: only when an export records it, so the encoding (and fingerprint) of every other shape
+// stays what it was.
+template <typename Io, typename S>
+bool MigFields(Io& io, S& s) {
+  uint64_t marker = kMigSection;
+  if (!io.U64(marker) || marker != kMigSection) return false;
+  for (auto& g : s.gpus) {
+    if (!io.Enum(g.mig_mode, 2) ||
+        !io.Each(g.mig_instances, [&](auto& m) {
+          return io.Str(m.profile) && io.Num(m.id) && io.Num(m.profile_id) && io.Num(m.slices) &&
+                 io.U64(m.memory_bytes) && io.Num(m.placement_start) && io.Num(m.placement_size);
+        })) {
+      return false;
+    }
   }
   return true;
 }
 
-// The hardware fields of a shape, in a fixed order (also the input of the shape fingerprint).
-void WriteShape(Writer& w, const Shape& s) {
-  w.U64(s.numa_nodes.size());
-  for (const NumaNode& n : s.numa_nodes) {
-    w.U64(n.os_index);
-    w.U64(n.memory_bytes);
-    w.U64(n.cpus);
-    w.Str(n.subtype);
-  }
-  w.U64(s.pcie_roots.size());
-  for (const PcieRoot& r : s.pcie_roots) {
-    w.Str(r.id);
-    w.U64(r.domain);
-    w.U64(r.bus_first);
-    w.U64(r.bus_last);
-    w.Idx(r.numa_nodes);
-  }
-  w.U64(s.gpus.size());
-  for (const Gpu& g : s.gpus) {
-    w.Str(g.pci_bus_id);
-    w.U64(static_cast<uint64_t>(g.vendor));
-    w.U64(g.vendor_id);
-    w.U64(g.device_id);
-    w.U64(g.pci_class);
-    w.Str(g.model);
-    w.U64(g.memory_bytes.has_value());
-    w.U64(g.memory_bytes.value_or(0));
-    w.U64(static_cast<uint64_t>(g.memory_source));
-    w.U64(g.sm_count.has_value());
-    w.U64(g.sm_count.value_or(0));
-    w.U64(g.pcie_root);
-    w.Idx(g.numa_nodes);
-    w.U64(g.os_devices.size());
-    for (const auto& d : g.os_devices) w.Str(d);
-    w.U64(g.partitions);
-  }
-  w.U64(s.nics.size());
-  for (const Nic& n : s.nics) {
-    w.Str(n.name);
-    w.Str(n.pci_bus_id);
-    w.U64(n.pcie_root);
-    w.Idx(n.numa_nodes);
-    w.U64(n.rdma);
-  }
-  WriteIc(w, s.nvlink);
-  WriteIc(w, s.xgmi);
-  // MIG: only when an export records it, so the encoding (and fingerprint) of every other shape
-  // stays what it was.
+// The hardware fields of a shape, in a fixed order (also the input of the shape fingerprint),
+// without the MIG section.
+template <typename Io, typename S>
+bool ShapeFields(Io& io, S& s) {
+  const auto& roots = s.pcie_roots;
+  return io.Each(s.numa_nodes,
+                 [&](auto& n) { return io.Num(n.os_index) && io.U64(n.memory_bytes) && io.Num(n.cpus) && io.Str(n.subtype); }) &&
+         io.Each(s.pcie_roots,
+                 [&](auto& r) {
+                   return io.Str(r.id) && io.Num(r.domain) && io.Num(r.bus_first) && io.Num(r.bus_last) &&
+                          io.Idx(r.numa_nodes);
+                 }) &&
+         io.Each(s.gpus,
+                 [&](auto& g) {
+                   return io.Str(g.pci_bus_id) && io.Enum(g.vendor, 1) && io.Num(g.vendor_id) && io.Num(g.device_id) &&
+                          io.Num(g.pci_class) && io.Str(g.model) && io.Optional(g.memory_bytes) &&
+                          io.Enum(g.memory_source, 4) && io.Optional(g.sm_count) && io.Num(g.pcie_root) &&
+                          io.Idx(g.numa_nodes) && io.Each(g.os_devices, [&](auto& d) { return io.Str(d); }) &&
+                          io.Num(g.partitions) && InRange(g.pcie_root, roots.size(), true);
+                 }) &&
+         io.Each(s.nics,
+                 [&](auto& n) {
+                   return io.Str(n.name) && io.Str(n.pci_bus_id) && io.Num(n.pcie_root) && io.Idx(n.numa_nodes) &&
+                          io.Flag(n.rdma) && InRange(n.pcie_root, roots.size(), true);
+                 }) &&
+         IcFields(io, s.nvlink, s.gpus.size()) && IcFields(io, s.xgmi, s.gpus.size());
+}
+
+void WriteShape(Out& out, const Shape& s) {
+  ShapeFields(out, s);
   bool mig = false;
   for (const Gpu& g : s.gpus) mig = mig || g.mig_mode != MigMode::kUnknown;
-  if (!mig) return;
-  w.U64(kMigSection);
-  for (const Gpu& g : s.gpus) {
-    w.U64(static_cast<uint64_t>(g.mig_mode));
-    w.U64(g.mig_instances.size());
-    for (const MigInstance& m : g.mig_instances) {
-      w.Str(m.profile);
-      w.U64(m.id);
-      w.U64(m.profile_id);
-      w.U64(m.slices);
-      w.U64(m.memory_bytes);
-      w.U64(m.placement_start);
-      w.U64(m.placement_size);
-    }
-  }
+  if (mig) MigFields(out, s);
 }
 
-bool ReadMig(Reader& r, Shape& s) {
-  uint64_t marker = 0;
-  if (!r.U64(marker) || marker != kMigSection) return false;
-  for (Gpu& g : s.gpus) {
-    uint64_t mode = 0;
-    size_t n = 0;
-    if (!r.U64(mode) || mode > 2 || !r.Count(n)) return false;
-    g.mig_mode = static_cast<MigMode>(mode);
-    g.mig_instances.resize(n);
-    for (MigInstance& m : g.mig_instances) {
-      if (!r.Str(m.profile) || !r.Num(m.id) || !r.Num(m.profile_id) || !r.Num(m.slices) || !r.U64(m.memory_bytes) ||
-          !r.Num(m.placement_start) || !r.Num(m.placement_size)) {
-        return false;
-      }
-    }
-  }
-  return true;
+// The identity of an export (its shape follows).
+template <typename Io, typename P>
+bool ExportFields(Io& io, P& p) {
+  uint64_t magic = kMagic;
+  return io.U64(magic) && magic == kMagic && io.Str(p.host_name) && io.Str(p.hwloc_version) &&
+         io.Str(p.xml_format) && io.Each(p.gpu_uuids, [&](auto& u) { return io.Str(u); });
 }
 
 }  // namespace
 
 std::string EncodeShape(const Shape& s) {
   Writer w;
-  WriteShape(w, s);
+  Out out{w};
+  WriteShape(out, s);
   return w.Take();
 }
 
 std::string EncodeExport(const ParsedExport& p) {
   Writer w;
-  w.U64(kMagic);
-  w.Str(p.host_name);
-  w.Str(p.hwloc_version);
-  w.Str(p.xml_format);
-  w.U64(p.gpu_uuids.size());
-  for (const auto& u : p.gpu_uuids) w.Str(u);
-  WriteShape(w, p.shape);
+  Out out{w};
+  ExportFields(out, p);
+  WriteShape(out, p.shape);
   return w.Take();
 }
 
 Result<ParsedExport> DecodeExport(std::string_view bytes) {
   Reader r(bytes);
+  In in{r};
   ParsedExport p;
-  Shape& s = p.shape;
-  uint64_t magic = 0;
-  size_t n = 0;
   auto bad = [] { return Status::Internal("isolated hwloc import returned a malformed result"); };
-  if (!r.U64(magic) || magic != kMagic) return bad();
-  if (!r.Str(p.host_name) || !r.Str(p.hwloc_version) || !r.Str(p.xml_format) || !r.Count(n)) return bad();
-  p.gpu_uuids.resize(n);
-  for (auto& u : p.gpu_uuids) {
-    if (!r.Str(u)) return bad();
-  }
-  if (!r.Count(n)) return bad();
-  s.numa_nodes.resize(n);
-  for (NumaNode& m : s.numa_nodes) {
-    if (!r.Num(m.os_index) || !r.U64(m.memory_bytes) || !r.Num(m.cpus) || !r.Str(m.subtype)) return bad();
-  }
-  if (!r.Count(n)) return bad();
-  s.pcie_roots.resize(n);
-  for (PcieRoot& x : s.pcie_roots) {
-    if (!r.Str(x.id) || !r.Num(x.domain) || !r.Num(x.bus_first) || !r.Num(x.bus_last) || !r.Idx(x.numa_nodes)) {
-      return bad();
-    }
-  }
-  if (!r.Count(n)) return bad();
-  s.gpus.resize(n);
-  for (Gpu& g : s.gpus) {
-    uint64_t vendor = 0, has_mem = 0, mem = 0, src = 0, has_sm = 0, sm = 0;
-    size_t devs = 0;
-    if (!r.Str(g.pci_bus_id) || !r.U64(vendor) || !r.Num(g.vendor_id) || !r.Num(g.device_id) || !r.Num(g.pci_class) ||
-        !r.Str(g.model) || !r.U64(has_mem) || !r.U64(mem) || !r.U64(src) || !r.U64(has_sm) || !r.U64(sm) ||
-        !r.Num(g.pcie_root) || !r.Idx(g.numa_nodes) || !r.Count(devs) || vendor > 1 || src > 4) {
-      return bad();
-    }
-    g.vendor = static_cast<GpuVendor>(vendor);
-    if (has_mem != 0) g.memory_bytes = mem;
-    g.memory_source = static_cast<MemorySource>(src);
-    if (has_sm != 0) g.sm_count = static_cast<uint32_t>(sm);
-    g.os_devices.resize(devs);
-    for (auto& d : g.os_devices) {
-      if (!r.Str(d)) return bad();
-    }
-    if (!r.Num(g.partitions)) return bad();
-    if (g.pcie_root != kNoIndex && g.pcie_root >= s.pcie_roots.size()) return bad();
-  }
-  if (!r.Count(n)) return bad();
-  s.nics.resize(n);
-  for (Nic& x : s.nics) {
-    uint64_t rdma = 0;
-    if (!r.Str(x.name) || !r.Str(x.pci_bus_id) || !r.Num(x.pcie_root) || !r.Idx(x.numa_nodes) || !r.U64(rdma)) {
-      return bad();
-    }
-    x.rdma = rdma != 0;
-    if (x.pcie_root != kNoIndex && x.pcie_root >= s.pcie_roots.size()) return bad();
-  }
-  if (!ReadIc(r, s.nvlink, s.gpus.size()) || !ReadIc(r, s.xgmi, s.gpus.size())) return bad();
-  if (r.ok() && !r.at_end() && !ReadMig(r, s)) return bad();
+  if (!ExportFields(in, p) || !ShapeFields(in, p.shape)) return bad();
+  if (r.ok() && !r.at_end() && !MigFields(in, p.shape)) return bad();
   if (!r.done()) return bad();
-  if (p.gpu_uuids.size() != s.gpus.size()) return bad();
-  FinalizeShape(s);
+  if (p.gpu_uuids.size() != p.shape.gpus.size()) return bad();
+  FinalizeShape(p.shape);
   return p;
 }
 

@@ -12,24 +12,16 @@ class NoAdminAccess final : public Rule {
   policy::Action default_action() const override { return policy::Action::kDeny; }
 
   RuleResult Evaluate(const RuleInput& input) const override {
-    auto claim = FindClaim(input.request);
-    if (!claim) return Skip();
     const std::string& ns = input.request.namespace_;
-    std::vector<Finding> findings;
-    for (const auto& req : claim->requests) {
-      for (const auto& alt : req.alternatives) {
-        if (!alt.admin_access) continue;
-        if (NamespaceAllowed(input.policy.admin_access_namespaces, ns)) continue;
-        Finding f;
-        f.pointer = alt.pointer + "/adminAccess";
-        f.message = claim->owner + " " + Describe(alt) + " sets adminAccess: true in namespace \"" + ns +
-                    "\", which gives access to devices already allocated to other workloads";
-        f.fix = "remove adminAccess, or list the namespace in the policy's adminAccess.allowedNamespaces "
-                "(it also needs the label resource.kubernetes.io/admin-access: \"true\")";
-        findings.push_back(std::move(f));
-      }
-    }
-    return Fail(std::move(findings));
+    return NamespaceGatedFindings(
+        input, input.policy.admin_access_namespaces, [](const Alternative& alt) { return alt.admin_access; },
+        [&ns](const ClaimRef& claim, const Alternative& alt) {
+          return GatedFinding{"adminAccess",
+                              claim.owner + " " + Describe(alt) + " sets adminAccess: true in namespace \"" + ns +
+                                  "\", which gives access to devices already allocated to other workloads",
+                              "remove adminAccess, or list the namespace in the policy's adminAccess.allowedNamespaces "
+                              "(it also needs the label resource.kubernetes.io/admin-access: \"true\")"};
+        });
   }
 };
 

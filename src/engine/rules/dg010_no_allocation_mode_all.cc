@@ -12,24 +12,17 @@ class NoAllocationModeAll final : public Rule {
   policy::Action default_action() const override { return policy::Action::kDeny; }
 
   RuleResult Evaluate(const RuleInput& input) const override {
-    auto claim = FindClaim(input.request);
-    if (!claim) return Skip();
-    const std::string& ns = input.request.namespace_;
-    std::vector<Finding> findings;
-    for (const auto& req : claim->requests) {
-      for (const auto& alt : req.alternatives) {
-        if (!alt.all || !input.policy.device_classes.IsGpuClass(alt.device_class)) continue;
-        if (NamespaceAllowed(input.policy.allocation_mode_all_namespaces, ns)) continue;
-        Finding f;
-        f.pointer = alt.pointer + "/allocationMode";
-        f.message = claim->owner + " " + Describe(alt) + " uses allocationMode: All on class " +
-                    alt.device_class + ", which takes every matching GPU on the node";
-        f.fix = "use allocationMode: ExactCount with the count you need, or list the namespace in "
-                "allocationModeAll.allowedNamespaces";
-        findings.push_back(std::move(f));
-      }
-    }
-    return Fail(std::move(findings));
+    const auto& classes = input.policy.device_classes;
+    return NamespaceGatedFindings(
+        input, input.policy.allocation_mode_all_namespaces,
+        [&classes](const Alternative& alt) { return alt.all && classes.IsGpuClass(alt.device_class); },
+        [](const ClaimRef& claim, const Alternative& alt) {
+          return GatedFinding{"allocationMode",
+                              claim.owner + " " + Describe(alt) + " uses allocationMode: All on class " +
+                                  alt.device_class + ", which takes every matching GPU on the node",
+                              "use allocationMode: ExactCount with the count you need, or list the namespace in "
+                              "allocationModeAll.allowedNamespaces"};
+        });
   }
 };
 

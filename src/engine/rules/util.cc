@@ -7,6 +7,27 @@
 
 namespace draguard::engine::rules {
 
+RuleResult NamespaceGatedFindings(const RuleInput& input, const std::vector<std::string>& allowed,
+                                  const std::function<bool(const Alternative&)>& flagged,
+                                  const std::function<GatedFinding(const ClaimRef&, const Alternative&)>& describe) {
+  auto claim = FindClaim(input.request);
+  if (!claim) return Skip();
+  std::vector<Finding> findings;
+  if (NamespaceAllowed(allowed, input.request.namespace_)) return Fail(std::move(findings));
+  for (const auto& req : claim->requests) {
+    for (const auto& alt : req.alternatives) {
+      if (!flagged(alt)) continue;
+      GatedFinding g = describe(*claim, alt);
+      Finding f;
+      f.pointer = alt.pointer + "/" + g.field;
+      f.message = std::move(g.message);
+      f.fix = std::move(g.fix);
+      findings.push_back(std::move(f));
+    }
+  }
+  return Fail(std::move(findings));
+}
+
 bool IsDnsLabel(const std::string& s) {
   if (s.empty() || s.size() > 63) return false;
   for (std::size_t i = 0; i < s.size(); ++i) {

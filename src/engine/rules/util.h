@@ -11,6 +11,7 @@
 #include "draguard/dra/pod_specs.h"
 #include "draguard/dra/satisfiability.h"
 #include "draguard/dra/selector_analysis.h"
+#include "draguard/engine/rule.h"
 #include "draguard/glob.h"
 #include "draguard/policy/policy.h"
 
@@ -59,6 +60,21 @@ inline bool NamespaceAllowed(const std::vector<std::string>& patterns, const std
   }
   return false;
 }
+
+/// What a namespace-gated rule says of one alternative it flags.
+struct GatedFinding {
+  std::string field;    ///< the member of the alternative that is set ("adminAccess")
+  std::string message;
+  std::string fix;
+};
+
+/// A rule that allows a request setting only in the namespaces the policy lists: for each
+/// alternative of the claim under review that `flagged` selects, in a namespace no glob of
+/// `allowed` matches, the finding `describe` gives, at the alternative's `field`. Skip when the
+/// object is not a claim.
+RuleResult NamespaceGatedFindings(const RuleInput& input, const std::vector<std::string>& allowed,
+                                  const std::function<bool(const Alternative&)>& flagged,
+                                  const std::function<GatedFinding(const ClaimRef&, const Alternative&)>& describe);
 
 /// RFC 1123 DNS label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 characters.
 bool IsDnsLabel(const std::string& s);
