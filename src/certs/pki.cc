@@ -1,5 +1,6 @@
 #include "draguard/certs/pki.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -40,13 +41,29 @@ Result<PemPair> GenerateCa(const std::string& common_name, TimePoint not_before,
   return PemPair{std::move(ca->cert_pem), std::move(ca->key_pem)};
 }
 
-Result<PemPair> IssueServing(const PemPair& ca, const std::vector<std::string>& dns, TimePoint not_before,
+std::string CanonicalIp(const std::string& name) {
+  unsigned char addr[sizeof(struct in6_addr)];
+  char text[INET6_ADDRSTRLEN];
+  for (int family : {AF_INET, AF_INET6}) {
+    if (inet_pton(family, name.c_str(), addr) == 1 && inet_ntop(family, addr, text, sizeof text) != nullptr) {
+      return text;
+    }
+  }
+  return "";
+}
+
+Result<PemPair> IssueServing(const PemPair& ca, const std::vector<std::string>& names, TimePoint not_before,
                              TimePoint not_after) {
-  if (dns.empty()) return Status::InvalidArgument("a serving certificate needs at least one DNS name");
+  if (names.empty()) return Status::InvalidArgument("a serving certificate needs at least one name");
   std::vector<std::string> sans;
-  for (const auto& d : dns) sans.push_back("DNS:" + d);
-  auto leaf = x509util::IssueLeaf(ca.cert_pem, ca.key_pem, dns.front(), sans, "serverAuth", ToTimeT(not_before),
-                                  ToTimeT(not_after));
+  std::string cn;
+  for (const auto& n : names) {
+    const std::string ip = CanonicalIp(n);
+    sans.push_back(ip.empty() ? "DNS:" + n : "IP:" + ip);
+    if (ip.empty() && cn.empty()) cn = n;
+  }
+  auto leaf = x509util::IssueLeaf(ca.cert_pem, ca.key_pem, cn.empty() ? names.front() : cn, sans, "serverAuth",
+                                  ToTimeT(not_before), ToTimeT(not_after));
   if (!leaf.ok()) return leaf.status();
   return PemPair{std::move(leaf->cert_pem), std::move(leaf->key_pem)};
 }
@@ -62,6 +79,15 @@ Result<CertFacts> Inspect(const std::string& cert_pem) {
   if (names != nullptr) {
     for (int i = 0; i < sk_GENERAL_NAME_num(names); ++i) {
       const GENERAL_NAME* gn = sk_GENERAL_NAME_value(names, i);
+      if (gn->type == GEN_IPADD) {
+        const int len = ASN1_STRING_length(gn->d.iPAddress);
+        char text[INET6_ADDRSTRLEN];
+        if ((len == 4 || len == 16) &&
+            inet_ntop(len == 4 ? AF_INET : AF_INET6, ASN1_STRING_get0_data(gn->d.iPAddress), text, sizeof text) != nullptr) {
+          f.ips.emplace_back(text);
+        }
+        continue;
+      }
       if (gn->type != GEN_DNS) continue;
       const auto* s = ASN1_STRING_get0_data(gn->d.dNSName);
       f.dns.emplace_back(reinterpret_cast<const char*>(s), static_cast<std::size_t>(ASN1_STRING_length(gn->d.dNSName)));

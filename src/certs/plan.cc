@@ -47,7 +47,9 @@ Decision Decide(const Material& m, const std::vector<std::string>& dns, TimePoin
   if (!leaf.ok()) return D(Action::kRenewLeaf, "tls.crt: " + leaf.status().message());
   if (!KeyMatches(m.tls_crt, m.tls_key)) return D(Action::kRenewLeaf, "tls.key does not match tls.crt");
   for (const auto& name : dns) {
-    if (std::find(leaf->dns.begin(), leaf->dns.end(), name) == leaf->dns.end()) {
+    const std::string ip = CanonicalIp(name);
+    const auto& have = ip.empty() ? leaf->dns : leaf->ips;
+    if (std::find(have.begin(), have.end(), ip.empty() ? name : ip) == have.end()) {
       return D(Action::kRenewLeaf, "tls.crt does not cover " + name);
     }
   }

@@ -58,7 +58,9 @@ SelfTls::SelfTls(const kube::Client& client, SelfTlsOptions options, ServingCall
       options_(std::move(options)),
       dns_(ServiceDnsNames(options_.service_name, options_.namespace_name)),
       on_serving_(std::move(on_serving)),
-      logger_(logger ? std::move(logger) : logging::Logger::Null()) {}
+      logger_(logger ? std::move(logger) : logging::Logger::Null()) {
+  dns_.insert(dns_.end(), options_.extra_names.begin(), options_.extra_names.end());
+}
 
 SelfTls::~SelfTls() { Stop(); }
 

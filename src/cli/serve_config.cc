@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <tuple>
 
+#include "draguard/certs/pki.h"
 #include "flags.h"
 
 namespace draguard::cli {
@@ -166,7 +167,7 @@ Status ParseTls(const Flags& f, ServeConfig* cfg) {
 // --tls-self-secret and its companions (tls.mode=self): needs API access, excludes --tls-cert.
 Status ParseSelfTls(const Flags& f, ServeConfig* cfg) {
   const bool any = f.Has("--tls-self-validating") || f.Has("--tls-self-mutating") || f.Has("--tls-self-ca-days") ||
-                   f.Has("--tls-self-cert-days") || f.Has("--tls-self-resync");
+                   f.Has("--tls-self-cert-days") || f.Has("--tls-self-resync") || f.Has("--tls-self-extra-sans");
   if (!f.Has("--tls-self-secret")) {
     if (any) return Status::InvalidArgument("--tls-self-* flags need --tls-self-secret");
     return Status::Ok();
@@ -195,6 +196,26 @@ Status ParseSelfTls(const Flags& f, ServeConfig* cfg) {
   }
   if (self.cert_days > self.ca_days) {
     return Status::InvalidArgument("--tls-self-cert-days must not exceed --tls-self-ca-days");
+  }
+  if (auto it = f.values.find("--tls-self-extra-sans"); it != f.values.end()) {
+    for (const auto& v : it->second) {
+      std::size_t start = 0;
+      for (;;) {
+        const std::size_t comma = v.find(',', start);
+        std::string name = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        if (!name.empty()) {
+          const bool dns = name.size() <= 253 && name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-.") ==
+                                                     std::string::npos;
+          if (!dns && certs::CanonicalIp(name).empty()) {
+            return Status::InvalidArgument("--tls-self-extra-sans: " + name +
+                                           " is neither a lower-case DNS name nor an IP address");
+          }
+          self.extra_sans.push_back(name);
+        }
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+    }
   }
   if (f.Has("--tls-self-resync")) {
     double secs = 0;
@@ -272,7 +293,7 @@ const std::set<std::string>& ServeFlagNames() {
       "--log-level", "--max-body", "--read-timeout", "--request-timeout", "--keep-alive-timeout", "--workers",
       "--io-threads", "--inline-review-max-body", "--body-budget", "--max-connections", "--max-queued", "--reload-interval", "--kube", "--kube-timeout", "--topology-configmaps",
       "--tls-self-secret", "--tls-self-validating", "--tls-self-mutating", "--tls-self-ca-days",
-      "--tls-self-cert-days", "--tls-self-resync", "--audit-interval", "--audit-page-size", "--audit-max-results",
+      "--tls-self-cert-days", "--tls-self-resync", "--tls-self-extra-sans", "--audit-interval", "--audit-page-size", "--audit-max-results",
       "--audit-policy-reports", "--audit-lease"};
   return kNames;
 }

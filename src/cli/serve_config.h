@@ -26,6 +26,7 @@ struct SelfTlsConfig {
   int ca_days = 3650;                   ///< --tls-self-ca-days: a new CA's lifetime
   int cert_days = 365;                  ///< --tls-self-cert-days: a new serving certificate's lifetime
   std::chrono::milliseconds resync{60000};  ///< --tls-self-resync seconds (plus up to 10 % jitter)
+  std::vector<std::string> extra_sans;  ///< --tls-self-extra-sans: DNS names / IPs besides the Service's
 };
 
 /// The background audit of `serve` (--audit-*); off while `interval` is zero.

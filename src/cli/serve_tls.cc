@@ -33,6 +33,7 @@ SelfTlsServing::SelfTlsServing(const ServeConfig& cfg, const kube::Client& clien
   o.namespace_name = client.config().namespace_name.empty() ? cfg.namespace_name : client.config().namespace_name;
   o.secret_name = self.secret;
   o.service_name = cfg.service_name;
+  o.extra_names = self.extra_sans;
   o.validating_webhooks = self.validating;
   o.mutating_webhooks = self.mutating;
   o.rotation.ca_validity = std::chrono::hours(24) * self.ca_days;

@@ -70,6 +70,8 @@ serve flags:
   --tls-self-ca-days N       lifetime of a generated CA (default 3650)
   --tls-self-cert-days N     lifetime of an issued serving certificate (default 365)
   --tls-self-resync SECONDS  Secret and CA bundle check period (default 60)
+  --tls-self-extra-sans NAMES  more names of the serving certificate besides the Service's: DNS
+                             names or IP addresses, comma-separated or repeatable
   --audit-interval SECONDS   background audit period (default 0 = off; needs API access)
   --audit-page-size N        objects per list call of the background audit (default 500)
   --audit-max-results N      results per PolicyReport (default 1000)

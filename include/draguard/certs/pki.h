@@ -26,15 +26,21 @@ struct CertFacts {
   TimePoint not_after;            ///< end of validity
   bool is_ca = false;             ///< basicConstraints CA:TRUE
   std::vector<std::string> dns;   ///< DNS subjectAltNames
+  std::vector<std::string> ips;   ///< IP subjectAltNames, in CanonicalIp form
   std::string fingerprint;        ///< SHA-256 of the DER, lower-case hex
 };
 
 /// A self-signed EC P-256 CA valid from `not_before` to `not_after`.
 Result<PemPair> GenerateCa(const std::string& common_name, TimePoint not_before, TimePoint not_after);
 
-/// An EC P-256 serving certificate (serverAuth) for `dns` signed by `ca`; CN = dns.front().
-Result<PemPair> IssueServing(const PemPair& ca, const std::vector<std::string>& dns, TimePoint not_before,
+/// An EC P-256 serving certificate (serverAuth) for `names` signed by `ca`: IP address literals
+/// become IP SANs, the others DNS SANs; CN = the first DNS name (else the first name).
+Result<PemPair> IssueServing(const PemPair& ca, const std::vector<std::string>& names, TimePoint not_before,
                              TimePoint not_after);
+
+/// The text form of an IPv4 or IPv6 address literal as inet_ntop writes it ("::1",
+/// "127.0.0.1"); "" when `name` is not one (a DNS name).
+std::string CanonicalIp(const std::string& name);
 
 /// Facts of one PEM certificate. InvalidArgument when it does not parse.
 Result<CertFacts> Inspect(const std::string& cert_pem);

@@ -54,7 +54,8 @@ struct Decision {
   std::string reason;             ///< why, for logs
 };
 
-/// Decides the next step for `m` at `now` for a serving certificate covering `dns`. Pure.
+/// Decides the next step for `m` at `now` for a serving certificate covering `dns` (DNS names
+/// and IP address literals; see IssueServing). Pure.
 Decision Decide(const Material& m, const std::vector<std::string>& dns, TimePoint now, const RotationPolicy& p);
 
 /// Performs `action` on `m` (validity relative to `now`) and returns the new contents.

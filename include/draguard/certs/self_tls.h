@@ -25,6 +25,7 @@ struct SelfTlsOptions {
   std::string namespace_name;                    ///< namespace of the Secret and the Service
   std::string secret_name;                       ///< the Secret (type kubernetes.io/tls + ca.crt, ca.key)
   std::string service_name;                      ///< the Service: the certificate's DNS names
+  std::vector<std::string> extra_names;          ///< more SANs: DNS names or IP address literals
   std::vector<std::string> validating_webhooks;  ///< ValidatingWebhookConfiguration names to inject
   std::vector<std::string> mutating_webhooks;    ///< MutatingWebhookConfiguration names to inject
   RotationPolicy rotation;                       ///< lifetimes and thresholds

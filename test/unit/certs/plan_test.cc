@@ -124,6 +124,27 @@ TEST(PlanTest, BrokenSecretsAreReplacedOrRepaired) {
   }
 }
 
+// Extra names (the host of an out-of-cluster webhook URL) may be IP addresses: IP SANs, checked
+// as such, and a certificate without one is renewed.
+TEST(PlanTest, IpAddressNamesBecomeIpSans) {
+  std::vector<std::string> names = kDns;
+  names.push_back("127.0.0.1");
+  names.push_back("0:0::1");
+  Material m = Fresh();
+  Decision d = Decide(m, names, kT0, Policy());
+  ASSERT_EQ(d.action, Action::kRenewLeaf) << d.reason;
+  EXPECT_EQ(d.reason, "tls.crt does not cover 127.0.0.1");
+  auto next = Apply(d.action, m, names, kT0, Policy());
+  ASSERT_TRUE(next.ok()) << next.status().message();
+  auto leaf = Inspect(next->tls_crt);
+  ASSERT_TRUE(leaf.ok());
+  EXPECT_EQ(leaf->dns, kDns);
+  EXPECT_EQ(leaf->ips, (std::vector<std::string>{"127.0.0.1", "::1"}));
+  EXPECT_EQ(Decide(*next, names, kT0, Policy()).action, Action::kNone);
+  EXPECT_EQ(CanonicalIp("dg.ns.svc"), "");
+  EXPECT_EQ(CanonicalIp("0:0::1"), "::1");
+}
+
 TEST(PlanTest, ServiceDnsNames) {
   EXPECT_EQ(ServiceDnsNames("s", "n"),
             (std::vector<std::string>{"s", "s.n", "s.n.svc", "s.n.svc.cluster.local"}));

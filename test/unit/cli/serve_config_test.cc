@@ -117,7 +117,8 @@ TEST(ParseServeConfig, SelfTls) {
   EXPECT_FALSE(Parse({}).tls_self.has_value());
   const ServeConfig c = Parse({"--tls-self-secret", "dg-tls", "--tls-self-validating", "dg", "--tls-self-mutating",
                                "dg", "--tls-self-mutating", "dg2", "--tls-self-ca-days", "100",
-                               "--tls-self-cert-days", "10", "--tls-self-resync", "30"});
+                               "--tls-self-cert-days", "10", "--tls-self-resync", "30", "--tls-self-extra-sans",
+                               "127.0.0.1,localhost", "--tls-self-extra-sans", "::1"});
   ASSERT_TRUE(c.tls_self.has_value());
   EXPECT_EQ(c.tls_self->secret, "dg-tls");
   EXPECT_EQ(c.tls_self->validating, std::vector<std::string>{"dg"});
@@ -125,6 +126,7 @@ TEST(ParseServeConfig, SelfTls) {
   EXPECT_EQ(c.tls_self->ca_days, 100);
   EXPECT_EQ(c.tls_self->cert_days, 10);
   EXPECT_EQ(c.tls_self->resync, milliseconds(30000));
+  EXPECT_EQ(c.tls_self->extra_sans, (std::vector<std::string>{"127.0.0.1", "localhost", "::1"}));
   const ServeConfig d = Parse({"--tls-self-secret", "s"});
   EXPECT_EQ(d.tls_self->ca_days, 3650);
   EXPECT_EQ(d.tls_self->cert_days, 365);
@@ -187,6 +189,9 @@ TEST(ParseServeConfig, EveryBadValueIsRefusedNamingItsFlag) {
        "--tls-self-cert-days must not exceed --tls-self-ca-days"},
       {{"--tls-self-secret", "s", "--tls-self-resync", "0.5"}, "--tls-self-resync",
        "--tls-self-resync must be a number of seconds (at least 1)"},
+      {{"--tls-self-secret", "s", "--tls-self-extra-sans", "https://x"}, "--tls-self-extra-sans",
+       "--tls-self-extra-sans: https://x is neither a lower-case DNS name nor an IP address"},
+      {{"--tls-self-extra-sans", "x"}, "--tls-self", "--tls-self-* flags need --tls-self-secret"},
   };
   for (const BadCase& c : cases) {
     auto cfg = ParseServeConfig(c.args);
