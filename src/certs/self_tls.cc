@@ -82,10 +82,21 @@ Result<SyncResult> SelfTls::SyncSecret() {
     }
     SyncResult result;
     const TimePoint now = Now();
-    auto next = Converge(current, dns_, now, options_.rotation, &result.steps);
+    Material start = current;
+    if (!current.exists && in_service_) {
+      // Deleted while serving: recreate it with the material in service (a new CA would fail every
+      // call until each webhook configuration and every replica had caught up).
+      start = *in_service_;
+      start.exists = true;
+      result.steps.push_back(Decision{Action::kCreate, "the Secret was deleted; recreated with the CA in service"});
+    }
+    auto next = Converge(start, dns_, now, options_.rotation, &result.steps);
     if (!next.ok()) return next.status();
     result.material = *next;
-    if (result.steps.empty()) return result;
+    if (result.steps.empty()) {
+      in_service_ = result.material;
+      return result;
+    }
 
     kube::ApiResult wrote;
     if (!current.exists) {
@@ -104,6 +115,7 @@ Result<SyncResult> SelfTls::SyncSecret() {
     }
     if (wrote.ok()) {
       result.wrote_secret = true;
+      in_service_ = result.material;
       for (const auto& s : result.steps) {
         logger_->Info("TLS Secret updated",
                       {{"secret", options_.secret_name}, {"action", std::string(ActionName(s.action))}, {"reason", s.reason}});

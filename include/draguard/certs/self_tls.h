@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -78,6 +79,9 @@ class SelfTls {
   std::shared_ptr<logging::Logger> logger_;
   std::mutex sync_mu_;            // one SyncOnce at a time
   std::string served_fingerprint_;  // guarded by sync_mu_
+  // The Secret's contents after the last successful sync (guarded by sync_mu_): a deleted Secret
+  // is recreated from them, so that the CA the webhook configurations trust stays the same.
+  std::optional<Material> in_service_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;  // guarded by mu_

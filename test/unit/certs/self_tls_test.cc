@@ -232,15 +232,30 @@ TEST_F(SelfTlsTest, DeletedSecretIsRecreatedAndStrippedBundleReinjected) {
   EXPECT_EQ(r->configurations_updated, 1);
   ExpectBundles(first_ca);
 
+  // Deleted while serving: recreated with the CA and certificate in service, so that neither the
+  // bundles nor what any replica serves changes.
+  const std::string first_crt = SecretKey("tls.crt");
   server_->RemoveObject(kSecretPath);
   auto r2 = a->tls->SyncOnce();
   ASSERT_TRUE(r2.ok());
   EXPECT_TRUE(r2->wrote_secret);
+  ASSERT_FALSE(r2->steps.empty());
+  EXPECT_EQ(r2->steps[0].reason, "the Secret was deleted; recreated with the CA in service");
+  EXPECT_EQ(SecretKey("ca.crt"), first_ca);
+  EXPECT_EQ(SecretKey("tls.crt"), first_crt);
+  EXPECT_EQ(r2->configurations_updated, 0);
+  ExpectBundles(first_ca);
+  EXPECT_EQ(a->served.size(), 1u);
+
+  // A replica that has served nothing yet finds no Secret: it creates a new CA.
+  server_->RemoveObject(kSecretPath);
+  auto fresh = NewReplica();
+  auto r3 = fresh->tls->SyncOnce();
+  ASSERT_TRUE(r3.ok());
+  EXPECT_TRUE(r3->wrote_secret);
   EXPECT_NE(SecretKey("ca.crt"), first_ca);
-  EXPECT_EQ(r2->configurations_updated, 2);
+  EXPECT_EQ(r3->configurations_updated, 2);
   ExpectBundles(SecretKey("ca.crt"));
-  ASSERT_EQ(a->served.size(), 2u);
-  EXPECT_EQ(a->served[1].cert_pem, SecretKey("tls.crt"));
 }
 
 TEST_F(SelfTlsTest, WebhookConflictIsRetriedAndMissingConfigurationReported) {
