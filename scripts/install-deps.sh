@@ -5,7 +5,7 @@ set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config git ca-certificates curl
   libcpp-httplib-dev libboost-dev nlohmann-json3-dev libyaml-cpp-dev libssl-dev openssl
-  libsimdjson-dev libhwloc-dev hwloc-nox libre2-dev
+  libsimdjson-dev libhwloc-dev hwloc-nox libre2-dev libxml2-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   clang libclang-rt-14-dev
   wrk nginx-light python3 python3-jsonpatch

@@ -64,6 +64,10 @@ int Topology(const std::vector<std::string>& args, std::ostream& out, std::ostre
 /// `draguard topology export [-o FILE] [--nvml-library PATH] [--no-nvml]` (args[0] == "export").
 /// Exit codes: 0 ok (also without NVML), 1 usage error, 2 libhwloc or write failure.
 int TopologyExport(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+/// `draguard topology draw -f FILE|DIR [-o FILE.svg|DIR] [--node NAME]` (args[0] == "draw"): one
+/// SVG per node (topology/draw.h). Exit codes: 0 ok, 1 usage error (also several nodes without
+/// -o DIR), 2 nothing loadable, an unknown --node or a write failure.
+int TopologyDraw(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 /// `draguard backstop [--config F] [--name NAME] [--namespace NS] [-o yaml|json]`: the
 /// ValidatingAdmissionPolicy + binding that enforce DG001 in-tree. Exit codes: 0 ok (nothing
@@ -107,6 +111,9 @@ std::string CliOutputFormat(const Flags& f, const std::string& command, std::ost
 /// "---" and, where `comments[i]` is not empty, a "# comments[i]" line.
 void PrintObjects(std::ostream& out, const std::string& format, std::vector<nlohmann::json> objects,
                   const std::vector<std::string>& comments = {});
+/// Writes `svg` to DIR/<name>.svg (DIR is created when missing; characters of `name` other than
+/// letters, digits, '.', '_' and '-' become '_'). Returns the path written.
+Result<std::string> WriteSvgFile(const std::string& dir, const std::string& name, const std::string& svg);
 
 
 }  // namespace draguard::cli

@@ -1,5 +1,6 @@
 // Input, policy, topology and output handling shared by the offline commands (review, convert,
 // render): see commands.h.
+#include <cctype>
 #include <filesystem>
 #include <iterator>
 #include <utility>
@@ -8,6 +9,7 @@
 
 #include "commands.h"
 #include "draguard/read_file.h"
+#include "draguard/write_file.h"
 #include "draguard/policy/store.h"
 #include "draguard/topology/store.h"
 #include "draguard/yamljson/yamljson.h"
@@ -83,6 +85,18 @@ void PrintObjects(std::ostream& out, const std::string& format, std::vector<nloh
     if (i < comments.size() && !comments[i].empty()) out << "# " << comments[i] << "\n";
     out << yamljson::ToYaml(objects[i]);
   }
+}
+
+Result<std::string> WriteSvgFile(const std::string& dir, const std::string& name, const std::string& svg) {
+  std::string file;
+  for (char c : name) file += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ? c : '_';
+  if (file.empty() || file == "." || file == "..") file = "_" + file;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::InvalidArgument("cannot create directory " + dir + ": " + ec.message());
+  const std::string path = (std::filesystem::path(dir) / (file + ".svg")).string();
+  if (Status st = WriteFileAtomic(path, svg, 0644); !st.ok()) return st;
+  return path;
 }
 
 }  // namespace draguard::cli

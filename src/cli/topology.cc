@@ -1,11 +1,14 @@
 // `draguard topology show`: the topology model of hwloc exports as JSON or a table.
 // `draguard topology slices`: the ResourceSlices (or DeviceClasses) the DRA drivers would publish.
+// `draguard topology draw`: an SVG picture per node.
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "draguard/dra/resource_slices.h"
+#include "draguard/topology/draw.h"
+#include "draguard/write_file.h"
 #include "draguard/topology/format.h"
 #include "draguard/topology/snapshot.h"
 
@@ -18,7 +21,9 @@ constexpr const char* kUsage =
     "  -o, --output FORMAT   json (default) or table\n"
     "      --node NAME       show only this node\n"
     "usage: draguard topology export [-o FILE] [--nvml-library PATH] [--no-nvml]   (see export --help)\n"
-    "usage: draguard topology slices -f FILE|DIR [--node NAME] [-o yaml|json] [--device-classes]   (see slices --help)\n";
+    "usage: draguard topology slices -f FILE|DIR [--node NAME] [-o yaml|json] [--device-classes]   (see slices --help)\n"
+    "usage: draguard topology draw -f FILE|DIR [-o FILE.svg|DIR] [--node NAME]\n"
+    "  one SVG per node: to stdout (one node), to FILE.svg (one node), or DIR/<node>.svg\n";
 
 // The flags `topology show` and `topology slices` share (-f, -o, --node, -h), and `switch_flag`
 // (empty: none), a flag without a value. Returns -1 to go on, else the exit code to return.
@@ -212,6 +217,53 @@ int Slices(const std::vector<std::string>& args, std::ostream& out, std::ostream
 
 }  // namespace
 
+int TopologyDraw(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  FileFlags f;
+  if (const int rc = ParseFileFlags(args, "topology draw", "", f, out, err); rc >= 0) return rc;
+  if (f.path.empty()) {
+    err << "topology draw: -f FILE|DIR is required\n" << kUsage;
+    return kExitUsage;
+  }
+  const std::shared_ptr<const topology::Snapshot> snap = Load(f.path, "topology draw", err);
+  if (snap == nullptr) return kExitRuntime;
+  std::vector<const topology::NodeTopology*> nodes;
+  for (const auto& n : snap->nodes()) {
+    if (f.node.empty() || n->name == f.node) nodes.push_back(n.get());
+  }
+  if (nodes.empty()) {
+    err << "topology draw: " << (f.node.empty() ? "no loadable hwloc export" : "node \"" + f.node + "\" not found")
+        << " in " << f.path << "\n";
+    return kExitRuntime;
+  }
+  const bool to_file = f.output.size() > 4 && f.output.ends_with(".svg");
+  if (f.output.empty() || to_file) {
+    if (nodes.size() > 1) {
+      err << "topology draw: " << nodes.size() << " nodes in " << f.path
+          << ": pass -o DIR for one file per node, or --node NAME\n";
+      return kExitUsage;
+    }
+    const std::string svg = topology::DrawSvg(*nodes.front());
+    if (!to_file) {
+      out << svg;
+      return kExitOk;
+    }
+    if (const Status st = WriteFileAtomic(f.output, svg, 0644); !st.ok()) {
+      err << "topology draw: " << st.message() << "\n";
+      return kExitRuntime;
+    }
+    return kExitOk;
+  }
+  for (const topology::NodeTopology* n : nodes) {
+    auto written = WriteSvgFile(f.output, n->name, topology::DrawSvg(*n));
+    if (!written.ok()) {
+      err << "topology draw: node \"" << n->name << "\": " << written.status().message() << "\n";
+      return kExitRuntime;
+    }
+    out << *written << "\n";
+  }
+  return kExitOk;
+}
+
 int Topology(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
     (args.empty() ? err : out) << kUsage;
@@ -220,6 +272,7 @@ int Topology(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (args[0] == "show") return Show(args, out, err);
   if (args[0] == "export") return TopologyExport(args, out, err);
   if (args[0] == "slices") return Slices(args, out, err);
+  if (args[0] == "draw") return TopologyDraw(args, out, err);
   err << "topology: unknown subcommand \"" << args[0] << "\"\n" << kUsage;
   return kExitUsage;
 }

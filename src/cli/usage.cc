@@ -18,6 +18,8 @@ Usage:
   draguard topology export [-o FILE] [--publish]  this machine's hwloc export (NVML-enriched)
   draguard topology slices -f FILE|DIR [--node NAME] [-o yaml|json] [--device-classes]
                                               the ResourceSlices the DRA drivers would publish
+  draguard topology draw -f FILE|DIR [-o FILE.svg|DIR] [--node NAME]
+                                              an SVG picture of each node's topology
   draguard cel check EXPR                      parse and type-check a DRA selector
   draguard cel eval EXPR --device JSON         evaluate a DRA selector against a device
   draguard cel eval EXPR --topology F --node N evaluate it against every simulated GPU of a node

@@ -238,3 +238,56 @@ TEST(TopologySlicesCliTest, DeviceClasses) {
 
 }  // namespace
 }  // namespace draguard::cli
+
+namespace draguard::cli {
+namespace {
+
+// `topology draw`: stdout for one node, FILE.svg, DIR/<node>.svg per node, and the errors.
+TEST(TopologyDrawCliTest, OutputsAndErrors) {
+  EXPECT_EQ(Cli({"draw"}).code, 1);
+  EXPECT_EQ(Cli({"draw", "-f", kPower8, "--bogus"}).code, 1);
+  EXPECT_EQ(Cli({"draw", "-f", kDir + "does-not-exist.xml"}).code, 2);
+  EXPECT_EQ(Cli({"draw", "-f", kPower8, "--node", "nope"}).code, 2);
+  CliRun help = Cli({"draw", "--help"});
+  EXPECT_EQ(help.code, 0);
+  EXPECT_NE(help.out.find("topology draw"), std::string::npos);
+
+  CliRun one = Cli({"draw", "-f", kPower8});
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_EQ(one.out.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg ", 0), 0u);
+  EXPECT_TRUE(one.out.ends_with("</svg>\n"));
+  EXPECT_NE(one.out.find("GPU0 – CPU package P#0"), std::string::npos);  // POWER8 GPU-CPU NVLink
+  EXPECT_EQ(Cli({"draw", "-f", kPower8}).out, one.out);
+
+  const fs::path dir = fs::temp_directory_path() / ("draguard-cli-draw-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "in");
+  fs::copy_file(kDgx2, dir / "in" / "dgx-a.xml");
+  fs::copy_file(kTioga, dir / "in" / "tioga-1.hwloc.xml");
+  CliRun several = Cli({"draw", "-f", (dir / "in").string()});
+  EXPECT_EQ(several.code, 1);
+  EXPECT_NE(several.err.find("-o DIR"), std::string::npos);
+  EXPECT_EQ(Cli({"draw", "-f", (dir / "in").string(), "-o", (dir / "x.svg").string()}).code, 1);
+
+  CliRun file = Cli({"draw", "-f", (dir / "in").string(), "--node", "tioga-1", "-o", (dir / "t.svg").string()});
+  ASSERT_EQ(file.code, 0) << file.err;
+  std::ifstream t(dir / "t.svg");
+  const std::string tioga((std::istreambuf_iterator<char>(t)), std::istreambuf_iterator<char>());
+  EXPECT_NE(tioga.find("XGMI: 28 GPU pairs"), std::string::npos);
+
+  CliRun all = Cli({"draw", "-f", (dir / "in").string(), "-o", (dir / "out").string()});
+  ASSERT_EQ(all.code, 0) << all.err;
+  EXPECT_EQ(all.out, (dir / "out" / "dgx-a.svg").string() + "\n" + (dir / "out" / "tioga-1.svg").string() + "\n");
+  std::ifstream d(dir / "out" / "tioga-1.svg");
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(d)), std::istreambuf_iterator<char>()), tioga);
+
+  // A file where the output directory should be: the write error names it.
+  { std::ofstream(dir / "blocked") << "x"; }
+  CliRun blocked = Cli({"draw", "-f", (dir / "in").string(), "-o", (dir / "blocked").string()});
+  EXPECT_EQ(blocked.code, 2);
+  EXPECT_NE(blocked.err.find("blocked"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace draguard::cli
