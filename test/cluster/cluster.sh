@@ -233,10 +233,13 @@ serve_args() {
   done
 }
 
-# serving DIR PORT: draguard serve answers /readyz; 125 once the process is gone.
+# serving DIR PORT: draguard serve answers /readyz, verified against the harness CA or, with
+# tls.mode=self, the CA the server wrote into its state directory; 125 once the process is gone.
 serving() {
+  local ca=$1/pki/ca.crt
   alive "$1" draguard || return 125
-  curl -sf --cacert "$1/pki/ca.crt" "https://127.0.0.1:$2/readyz"
+  [ -f "$1/serve/state/self-tls/ca.crt" ] && ca=$1/serve/state/self-tls/ca.crt
+  curl -sf --cacert "$ca" "https://127.0.0.1:$2/readyz"
 }
 
 install() {
