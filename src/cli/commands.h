@@ -4,6 +4,7 @@
 #include <istream>
 #include <memory>
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -13,9 +14,11 @@
 
 namespace draguard::policy {
 class PolicyStore;
+struct Policy;
 }  // namespace draguard::policy
 namespace draguard::topology {
 class Store;
+class Snapshot;
 }  // namespace draguard::topology
 namespace draguard::kube {
 class Client;
@@ -111,6 +114,13 @@ std::string CliOutputFormat(const Flags& f, const std::string& command, std::ost
 /// "---" and, where `comments[i]` is not empty, a "# comments[i]" line.
 void PrintObjects(std::ostream& out, const std::string& format, std::vector<nlohmann::json> objects,
                   const std::vector<std::string>& comments = {});
+/// `--draw DIR` of convert and review --mutate: writes mutation::DrawPlacements(object, ...) to
+/// DIR/<picture name>.svg, a name already in `written` getting "-2", "-3", ...; prints
+/// "draguard COMMAND: drew PATH" per file to `err`. False (error printed) when a file cannot be
+/// written.
+bool WritePlacementPictures(const std::string& dir, const nlohmann::json& object, const std::string& namespace_name,
+                            const policy::Policy& policy, const topology::Snapshot* topology,
+                            const std::string& command, std::set<std::string>& written, std::ostream& err);
 /// Writes `svg` to DIR/<name>.svg (DIR is created when missing; characters of `name` other than
 /// letters, digits, '.', '_' and '-' become '_'). Returns the path written.
 Result<std::string> WriteSvgFile(const std::string& dir, const std::string& name, const std::string& svg);

@@ -30,7 +30,7 @@ constexpr int kConvertUsage = 2;
 
 constexpr const char* kConvertUsageText =
     "usage: draguard convert -f FILE|- [--config POLICY] [--topology-dir DIR|FILE] [--namespace NS] "
-    "[-o yaml|json]\n";
+    "[-o yaml|json] [--draw DIR]\n";
 
 // "Kind/name" of a document, for messages.
 std::string Describe(const json& doc) {
@@ -52,7 +52,7 @@ struct Document {
 }  // namespace
 
 int Convert(const std::vector<std::string>& args, std::istream& in, std::ostream& out, std::ostream& err) {
-  Flags f = ParseFlags(args, {"-f", "--file", "--config", "--topology-dir", "--namespace", "-o", "--output"}, {});
+  Flags f = ParseFlags(args, {"-f", "--file", "--config", "--topology-dir", "--namespace", "-o", "--output", "--draw"}, {});
   if (!f.error.empty() || !f.positional.empty()) {
     err << "draguard convert: " << (f.error.empty() ? "unexpected argument " + f.positional.front() : f.error)
         << "\n" << kConvertUsageText;
@@ -101,6 +101,12 @@ int Convert(const std::vector<std::string>& args, std::istream& in, std::ostream
     }
   }
 
+  const std::string draw_dir = f.Get("--draw");
+  if (f.Has("--draw") && draw_dir.empty()) {
+    err << "draguard convert: --draw needs a directory\n" << kConvertUsageText;
+    return kConvertUsage;
+  }
+  std::set<std::string> drawn;
   std::vector<json> objects;
   std::vector<json> templates;
   std::set<std::pair<std::string, std::string>> seen;  // (namespace, name)
@@ -112,6 +118,10 @@ int Convert(const std::vector<std::string>& args, std::istream& in, std::ostream
     }
     const std::string where = doc.label + " (" + Describe(doc.value) + ")";
     mutation::ObjectConversion c = mutation::ConvertObject(doc.value, default_ns, *pol, topo.get());
+    if (!draw_dir.empty() && (c.changed || !c.errors.empty()) &&
+        !WritePlacementPictures(draw_dir, doc.value, default_ns, *pol, topo.get(), "convert", drawn, err)) {
+      return kConvertUsage;
+    }
     for (const auto& w : c.warnings) err << "draguard convert: warning: " << where << ": " << w << "\n";
     if (!c.errors.empty()) {
       for (const auto& e : c.errors) err << "draguard convert: error: " << where << ": " << e << "\n";

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "draguard/mutation/pictures.h"
 #include "draguard/read_file.h"
 #include "draguard/write_file.h"
 #include "draguard/policy/store.h"
@@ -97,6 +98,22 @@ Result<std::string> WriteSvgFile(const std::string& dir, const std::string& name
   const std::string path = (std::filesystem::path(dir) / (file + ".svg")).string();
   if (Status st = WriteFileAtomic(path, svg, 0644); !st.ok()) return st;
   return path;
+}
+
+bool WritePlacementPictures(const std::string& dir, const nlohmann::json& object, const std::string& namespace_name,
+                            const policy::Policy& policy, const topology::Snapshot* topology,
+                            const std::string& command, std::set<std::string>& written, std::ostream& err) {
+  for (const mutation::PlacementPicture& p : mutation::DrawPlacements(object, namespace_name, policy, topology)) {
+    std::string name = p.name;
+    for (int n = 2; !written.insert(name).second; ++n) name = p.name + "-" + std::to_string(n);
+    auto path = WriteSvgFile(dir, name, p.svg);
+    if (!path.ok()) {
+      err << "draguard " << command << ": --draw: " << path.status().message() << "\n";
+      return false;
+    }
+    err << "draguard " << command << ": drew " << *path << "\n";
+  }
+  return true;
 }
 
 }  // namespace draguard::cli

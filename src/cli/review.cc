@@ -18,11 +18,14 @@ namespace draguard::cli {
 
 int Review(const std::vector<std::string>& args, std::istream& in, std::ostream& out,
            std::ostream& err) {
-  Flags f = ParseFlags(args, {"-f", "--file", "--config", "--topology-dir", "--namespace"},
+  Flags f = ParseFlags(args, {"-f", "--file", "--config", "--topology-dir", "--namespace", "--draw"},
                        {"--mutate", "--show-patch"});
-  if (!f.error.empty() || !f.positional.empty()) {
-    err << "draguard review: " << (f.error.empty() ? "unexpected argument " + f.positional.front() : f.error)
-        << "\nusage: draguard review [--mutate [--show-patch]] -f FILE|- [--config FILE]\n";
+  if (!f.error.empty() || !f.positional.empty() || (f.Has("--draw") && (!f.Has("--mutate") || f.Get("--draw").empty()))) {
+    err << "draguard review: "
+        << (!f.error.empty()        ? f.error
+            : !f.positional.empty() ? "unexpected argument " + f.positional.front()
+                                    : std::string("--draw DIR needs --mutate and a directory"))
+        << "\nusage: draguard review [--mutate [--show-patch] [--draw DIR]] -f FILE|- [--config FILE]\n";
     return kExitUsage;
   }
   std::string file = f.Has("-f") ? f.Get("-f") : f.Get("--file");
@@ -83,6 +86,19 @@ int Review(const std::vector<std::string>& args, std::istream& in, std::ostream&
   if (doc.is_object()) {
     if (auto r = doc.find("response"); r != doc.end() && r->is_object()) {
       if (auto p = r->find("patch"); p != r->end() && p->is_string()) patch = &*p;
+    }
+  }
+  if (f.Has("--draw")) {
+    // The object the review converted, as /mutate saw it.
+    const nlohmann::json review = nlohmann::json::parse(body, nullptr, false);
+    const nlohmann::json* request = review.is_object() && review.contains("request") ? &review["request"] : nullptr;
+    if (request != nullptr && request->is_object() && request->contains("object")) {
+      std::set<std::string> drawn;
+      const std::string ns = request->value("namespace", "");
+      if (!WritePlacementPictures(f.Get("--draw"), (*request)["object"], ns.empty() ? "default" : ns,
+                                  *policies.Current(), topo.get(), "review", drawn, err)) {
+        return kExitRuntime;
+      }
     }
   }
   if (patch != nullptr) {

@@ -91,6 +91,7 @@ review flags:
   --mutate                   answer as /mutate; a response patch is also printed decoded
                              (pretty JSON) on stderr after "# patch (decoded from response.patch):"
   --show-patch               with --mutate: print that decoded patch on stdout, after the response
+  --draw DIR                 with --mutate: the placement pictures of convert --draw in DIR
 
 convert: reads Pods, workloads (Deployment, Job, ...) and custom resources of the policy from a
 multi-document YAML or JSON file (a kind: List is expanded into its items) and converts every pod
@@ -101,6 +102,8 @@ then the ResourceClaimTemplates they reference. Warnings, errors and a summary g
                              multi-GPU Pods are refused; bundled:examples = the demo machines)
   --namespace NS             namespace of objects without metadata.namespace (default "default")
   -o yaml|json               multi-document YAML (default) or one JSON List
+  --draw DIR                 an SVG per converted or refused pod spec and node shape in DIR: the
+                             devices its claim can receive, or the refusal and its nearest miss
   Exit codes: 0 converted or nothing to convert, 1 some pod spec could not be converted (printed
   unchanged), 2 usage error, unreadable input, bad policy or topology.
 

@@ -439,6 +439,12 @@ class Solver {
         used_(u.devices().size(), 0), stack_(p.constraints.size()) {}
 
   bool Run() { return Solve(0); }
+  /// Only allocations in which request `r` receives device `d` count.
+  void Force(std::size_t r, std::size_t d) {
+    forced_ = true;
+    forced_r_ = r;
+    forced_d_ = d;
+  }
   bool exceeded() const { return exceeded_; }
   /// True when the solution assumed a MIG request fits because the export lacks the MIG mode.
   bool assumed_mig() const { return assumed_mig_; }
@@ -497,6 +503,10 @@ class Solver {
   }
 
   bool Solve(std::size_t r) {
+    if (forced_ && r == forced_r_ + 1 &&
+        std::none_of(taken_.begin(), taken_.end(), [&](const Taken& t) { return t.r == forced_r_ && t.d == forced_d_; })) {
+      return false;
+    }
     if (r == p_.requests.size()) {
       Record();
       return true;
@@ -577,6 +587,8 @@ class Solver {
   int64_t steps_ = 0;
   bool exceeded_ = false;
   bool assumed_mig_ = false;
+  bool forced_ = false;
+  std::size_t forced_r_ = 0, forced_d_ = 0;
 };
 
 // ---- Nearest miss ----------------------------------------------------------------------------
@@ -1002,6 +1014,41 @@ SatisfiabilityReport CheckSatisfiable(const admission::Json& object, const polic
   rep.pointer = miss->pointer;
   rep.hint = miss->hint;
   return rep;
+}
+
+ClaimPlacement PlaceClaim(const admission::Json& object, const policy::Policy& policy,
+                          const topology::Snapshot& topology, const topology::NodeTopology& node) {
+  ClaimPlacement out;
+  admission::AdmissionRequest req = admission::CreateRequestFor(object);
+  auto claim = FindClaim(req);
+  if (!claim) return out;
+  Plan plan = MakePlan(*claim, policy);
+  Unit u;
+  u.nodes = {node.name};
+  EvaluateUnit(plan, policy, topology, node, u);
+  out.devices = u.own_devices;
+  const std::vector<bool> all_requests(plan.requests.size(), true);
+  const std::vector<bool> all_constraints(plan.constraints.size(), true);
+  Solver whole(plan, u, all_requests, all_constraints);
+  out.satisfiable = whole.Run();
+  out.exceeded = whole.exceeded();
+  for (std::size_t r = 0; r < plan.requests.size(); ++r) {
+    ClaimPlacement::Request pr;
+    pr.name = plan.requests[r].req->name;
+    for (std::size_t d = 0; out.satisfiable && d < u.own_devices->size(); ++d) {
+      bool candidate = false;
+      for (std::size_t a = 0; a < plan.requests[r].alts.size() && !candidate; ++a) {
+        candidate = plan.requests[r].alts[a].simulated && u.eval[r][a]->match[d] != Match::kNo;
+      }
+      if (!candidate) continue;
+      Solver s(plan, u, all_requests, all_constraints);
+      s.Force(r, d);
+      if (s.Run()) pr.devices.push_back(d);
+      out.exceeded = out.exceeded || s.exceeded();
+    }
+    out.requests.push_back(std::move(pr));
+  }
+  return out;
 }
 
 }  // namespace draguard::dra

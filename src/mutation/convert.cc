@@ -372,16 +372,8 @@ ObjectConversion ConvertObject(const admission::Json& object, std::string_view n
   const std::string ns = req.namespace_;
   std::set<std::string> names;
   for (const auto& loc : dra::LocatePodSpecs(req, policy)) {
-    Json pod;
     const Json::json_pointer spec_ptr(loc.spec_pointer);
-    if (!loc.workload) {
-      pod = out.object;
-    } else {
-      pod = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"spec", out.object.at(spec_ptr)}};
-      if (!loc.metadata_pointer.empty() && out.object.contains(Json::json_pointer(loc.metadata_pointer))) {
-        pod["metadata"] = out.object.at(Json::json_pointer(loc.metadata_pointer));
-      }
-    }
+    const Json pod = internal::PodAt(out.object, loc);
     PodConversion c = ConvertPod(pod, ns, policy, topology);
     for (const auto& w : c.warnings) out.warnings.push_back(loc.spec_pointer + ": " + w);
     if (c.outcome == PodConversion::Outcome::kRefused) {
@@ -462,5 +454,18 @@ ObjectConversion ConvertObject(const admission::Json& object, std::string_view n
   }
   return out;
 }
+
+namespace internal {
+
+Json PodAt(const Json& object, const dra::PodSpecLocation& loc) {
+  if (!loc.workload) return object;
+  Json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"spec", object.at(Json::json_pointer(loc.spec_pointer))}};
+  if (!loc.metadata_pointer.empty() && object.contains(Json::json_pointer(loc.metadata_pointer))) {
+    pod["metadata"] = object.at(Json::json_pointer(loc.metadata_pointer));
+  }
+  return pod;
+}
+
+}  // namespace internal
 
 }  // namespace draguard::mutation

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "draguard/admission/review.h"
+#include "draguard/dra/pod_specs.h"
 #include "draguard/mutation/mutation.h"
 #include "draguard/policy/policy.h"
 
@@ -46,6 +47,10 @@ std::string NicSelector(const policy::Policy& policy);
 
 /// Profile in words: "2x full GPU >= 80G", "1x MIG 3g.40gb".
 std::string DescribeProfile(const RequestProfile& profile);
+
+/// The Pod that pod spec `loc` of `object` stands for: `object` itself for a Pod, else a Pod with
+/// the template's spec and metadata (converted as a Pod created from it would be).
+admission::Json PodAt(const admission::Json& object, const dra::PodSpecLocation& loc);
 
 /// Lower-case hex of the first `bytes` bytes of SHA-256(`data`).
 std::string Sha256Hex(std::string_view data, std::size_t bytes);

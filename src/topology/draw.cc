@@ -30,13 +30,14 @@ void AppendEscaped(std::string& out, std::string_view s) {
   for (std::size_t i = 0; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);
     if (c < 0x80) {
-      switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&quot;"; break;
-        case '\'': out += "&#39;"; break;
-        default: out += (c < 0x20 || c == 0x7f) ? "\xEF\xBF\xBD" : std::string(1, static_cast<char>(c));
+      constexpr std::pair<char, const char*> kEntities[] = {
+          {'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&quot;"}, {'\'', "&#39;"}};
+      const auto* e = std::find_if(std::begin(kEntities), std::end(kEntities),
+                                   [c](const auto& kv) { return kv.first == static_cast<char>(c); });
+      if (e != std::end(kEntities)) {
+        out += e->second;
+      } else {
+        out += (c < 0x20 || c == 0x7f) ? "\xEF\xBF\xBD" : std::string(1, static_cast<char>(c));
       }
       ++i;
       continue;
@@ -436,15 +437,40 @@ std::string DrawSvg(const NodeTopology& node, const DrawMarks& marks) {
   int width = machine.x + machine.w;
   // Banner, legend and panels below the tree.
   if (!marks.miss.empty()) {
-    const int lines_w = (Chars(marks.miss) + 10) * kCharWidth;
-    width = std::max(width, lines_w + 2 * kPad);
+    // Wrapped at word boundaries to the width of the machine box.
+    const std::size_t chars = static_cast<std::size_t>(std::max(60, machine.w / kCharWidth - 4));
+    std::vector<std::string> lines;
+    std::string line = "refused:";
+    std::size_t at = 0;
+    while (at < marks.miss.size()) {
+      std::size_t end = marks.miss.find(' ', at);
+      if (end == std::string::npos) end = marks.miss.size();
+      const std::string word = marks.miss.substr(at, end - at);
+      if (static_cast<std::size_t>(Chars(line) + 1 + Chars(word)) > chars && !line.empty()) {
+        lines.push_back(line);
+        line = word;
+      } else {
+        line += (line.empty() ? "" : " ") + word;
+      }
+      at = end + 1;
+    }
+    lines.push_back(line);
+    int text_w = 0;
+    for (const auto& l : lines) text_w = std::max(text_w, Chars(l) * kCharWidth);
+    const int box_h = static_cast<int>(lines.size()) * kLineHeight + kPad;
+    width = std::max(width, text_w + 4 * kPad);
     body += "<g class=\"miss\"><rect x=\"" + std::to_string(kPad) + "\" y=\"" + std::to_string(height + kGap) +
-            "\" width=\"" + std::to_string(lines_w) + "\" height=\"26\" fill=\"#fde0dd\" stroke=\"" + kMissColour +
-            "\" stroke-width=\"2\"/><text x=\"" + std::to_string(2 * kPad) + "\" y=\"" + std::to_string(height + kGap + 18) +
-            "\" fill=\"" + kMissColour + "\" font-weight=\"bold\">refused: ";
-    AppendEscaped(body, marks.miss);
-    body += "</text></g>\n";
-    height += kGap + 26;
+            "\" width=\"" + std::to_string(text_w + 2 * kPad) + "\" height=\"" + std::to_string(box_h) +
+            "\" fill=\"#fde0dd\" stroke=\"" + kMissColour + "\" stroke-width=\"2\"/>";
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      body += "<text x=\"" + std::to_string(2 * kPad) + "\" y=\"" +
+              std::to_string(height + kGap + static_cast<int>(i + 1) * kLineHeight) + "\" fill=\"" + kMissColour +
+              "\" font-weight=\"bold\">";
+      AppendEscaped(body, lines[i]);
+      body += "</text>";
+    }
+    body += "</g>\n";
+    height += kGap + box_h;
   }
   if (!order.empty()) {
     int x = kPad;

@@ -17,6 +17,8 @@
 // Used by rule DG014 (unsatisfiable-claim) and by the claim generator. Pure; thread-safe.
 #pragma once
 
+#include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,7 @@
 
 namespace draguard::topology {
 class Snapshot;
+struct NodeTopology;
 }  // namespace draguard::topology
 
 namespace draguard::cel {
@@ -63,5 +66,30 @@ struct SatisfiabilityReport {
 /// stops and reports kSkipped with `budget_exhausted`.
 SatisfiabilityReport CheckSatisfiable(const admission::Json& object, const policy::Policy& policy,
                                       const topology::Snapshot& topology, cel::Budget* budget = nullptr);
+
+struct Device;  // devices.h
+
+/// Where one claim can go on one node (`draguard convert --draw`): per request, the simulated
+/// devices that belong to at least one allocation of the whole claim honouring every constraint.
+struct ClaimPlacement {
+  /// One request of the claim (in claim order) and what it can receive.
+  struct Request {
+    std::string name;                  ///< the request's name
+    std::vector<std::size_t> devices;  ///< indexes into `devices`, ascending
+  };
+  bool satisfiable = false;  ///< some allocation of the whole claim exists on the node
+  /// The search budget ran out for some device, which then counts as receivable (as in
+  /// CheckSatisfiable, what cannot be decided never excludes).
+  bool exceeded = false;
+  std::vector<Request> requests;
+  /// dra::SimulateNode(node) for the policy's NIC driver; GPU devices name shape GPUs by index.
+  std::shared_ptr<const std::vector<Device>> devices;
+};
+
+/// Where the claim `object` (as CheckSatisfiable reads it) can go on `node`, a node of `topology`.
+/// Requests that are not simulated (other drivers, MIG on an export without MIG mode) list no
+/// devices. No CEL budget: an offline answer.
+ClaimPlacement PlaceClaim(const admission::Json& object, const policy::Policy& policy,
+                          const topology::Snapshot& topology, const topology::NodeTopology& node);
 
 }  // namespace draguard::dra

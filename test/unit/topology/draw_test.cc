@@ -293,6 +293,23 @@ TEST(DrawTest, MarksColourRequestsAndOutlineTheMiss) {
             std::vector<std::string>{"refused: needs 4 NVLink-connected GPUs, the node has 2"});
   EXPECT_EQ(miss.Strings("//*[@data-miss='true']/@data-bus-id"), std::vector<std::string>{"0000:19:00.0"});
   EXPECT_NE(DrawSvg(*node, refused), plain);
+
+  // A long reason wraps at word boundaries to the width of the picture; no word is lost.
+  refused.miss.clear();
+  for (int i = 0; i < 40; ++i) refused.miss += "word" + std::to_string(i) + " ";
+  refused.miss += "end";
+  Svg wrapped(DrawSvg(*node, refused));
+  ASSERT_TRUE(wrapped.ok());
+  const auto lines = wrapped.Strings("//*[@class='miss']/*[local-name()='text']");
+  ASSERT_GT(lines.size(), 1u);
+  std::string joined;
+  for (const auto& l : lines) {
+    EXPECT_LE(l.size(), 120u) << l;
+    joined += (joined.empty() ? "" : " ") + l;
+  }
+  EXPECT_EQ(joined, "refused: " + refused.miss);
+  const int width = std::stoi(wrapped.Strings("/*[local-name()='svg']/@width").front());
+  EXPECT_LT(width, 1000);
 }
 
 }  // namespace
