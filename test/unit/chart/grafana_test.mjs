@@ -16,6 +16,9 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { createRequire } from "node:module";
+import readline from "node:readline";
+
+import { checks } from "../../tools/checks.mjs";
 
 const argv = process.argv.slice(2);
 const arg = (name) => {
@@ -30,19 +33,7 @@ const require = createRequire(path.join(ROOT, "test/tools/package.json"));
 const yaml = require("js-yaml");
 const { parser } = require("@prometheus-io/lezer-promql");
 
-let failures = 0;
-function check(name, fn) {
-  try {
-    fn();
-    console.log(`ok   ${name}`);
-  } catch (e) {
-    failures++;
-    console.log(`FAIL ${name}: ${e.message}`);
-  }
-}
-function assert(cond, msg) {
-  if (!cond) throw new Error(msg);
-}
+const { check, assert, finish } = checks("chart_grafana");
 
 // ---- The dashboard ConfigMap ----------------------------------------------------------------
 function render(extra) {
@@ -162,26 +153,23 @@ const child = spawn(BIN, ["serve", "--listen", "127.0.0.1:0", "--metrics-listen"
   env: { ...process.env, KUBERNETES_SERVICE_HOST: "127.0.0.1", KUBERNETES_SERVICE_PORT: String(api.address().port),
     DRAGUARD_SERVICEACCOUNT_DIR: sa },
 });
-let log = "";
 const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
-const listening = new Promise((resolve, reject) => {
-  const timer = setTimeout(() => reject(new Error(`no "listening" log line within 30 s: ${log.slice(-800)}`)), 30000);
-  const onData = (chunk) => {
-    log += chunk;
-    for (const line of log.split("\n")) {
+child.stderr.resume();
+// The metrics port from the "listening" log line (JSON lines on stdout), within 30 s.
+async function metricsPort() {
+  const seen = [];
+  const deadline = new Promise((_, reject) => setTimeout(() => reject(new Error(`no "listening" line in 30 s: ${seen.slice(-5).join("\n")}`)), 30000).unref());
+  const scan = (async () => {
+    for await (const line of readline.createInterface({ input: child.stdout })) {
+      seen.push(line);
       if (!line.includes('"listening"')) continue;
-      try {
-        const j = JSON.parse(line);
-        clearTimeout(timer);
-        resolve(Number(String(j.metrics).split(":").pop()));
-        return;
-      } catch { /* partial line */ }
+      const metrics = JSON.parse(line).metrics;
+      return Number(String(metrics).split(":").pop());
     }
-  };
-  child.stdout.on("data", onData);
-  child.stderr.on("data", onData);
-  exited.then((e) => { clearTimeout(timer); reject(new Error(`server exited (${JSON.stringify(e)}): ${log.slice(-800)}`)); });
-});
+    throw new Error(`server exited (${JSON.stringify(await exited)}): ${seen.slice(-5).join("\n")}`);
+  })();
+  return Promise.race([scan, deadline]);
+}
 const get = (port, p) => new Promise((resolve, reject) => {
   http.get({ host: "127.0.0.1", port, path: p, timeout: 5000 }, (res) => {
     let body = "";
@@ -193,7 +181,8 @@ const get = (port, p) => new Promise((resolve, reject) => {
 
 let exposition = "";
 try {
-  const port = await listening;
+  const port = await metricsPort();
+  child.stdout.resume();  // keep draining the log
   const r = await get(port, "/metrics");
   exposition = r.status === 200 ? r.body : "";
   check("server: /metrics answers 200", () => assert(r.status === 200, `status ${r.status}`));
@@ -226,5 +215,4 @@ for (const [name, where] of [...named.entries()].sort()) {
 check("the metric check can fail: an unknown name is not exported", () =>
   assert(!exported("draguard_no_such_metric") && !exported("draguard_ready_bucket"), "accepted"));
 
-console.log(failures === 0 ? "chart_grafana: all checks passed" : `chart_grafana: ${failures} check(s) failed`);
-process.exit(failures === 0 ? 0 : 1);
+finish();

@@ -13,6 +13,8 @@ import os from "node:os";
 import path from "node:path";
 import zlib from "node:zlib";
 
+import { checks } from "../../tools/checks.mjs";
+
 const argv = process.argv.slice(2);
 const opt = (name, required = true) => {
   const i = argv.indexOf(name);
@@ -36,19 +38,7 @@ const SCALED_WIDTH = 640;
 const MARGIN = 24;
 const GREY = [128, 128, 128];
 
-let failures = 0;
-function check(name, fn) {
-  try {
-    fn();
-    console.log(`ok   ${name}`);
-  } catch (e) {
-    failures++;
-    console.log(`FAIL ${name}: ${e.message}`);
-  }
-}
-function assert(cond, msg) {
-  if (!cond) throw new Error(msg);
-}
+const { check, assert, finish } = checks("topology_draw_render");
 
 // Decodes an 8-bit RGB or RGBA, non-interlaced PNG into {width, height, channels, pixels}.
 function decodePng(buf) {
@@ -133,7 +123,8 @@ try {
   for (const [name, rel] of Object.entries(EXPORTS)) {
     const svgPath = path.join(tmp, `${name}.svg`);
     const draw = spawnSync(BIN, ["topology", "draw", "-f", path.join(DATA, rel), "-o", svgPath], { encoding: "utf8" });
-    check(`${name}: draguard topology draw`, () => assert(draw.status === 0, `exit ${draw.status}: ${draw.stderr}`));
+    check(`${name}: draguard topology draw`, () =>
+      assert(draw.status === 0, `exit ${draw.status}${draw.error ? ` (${draw.error.message})` : ""}: ${draw.stderr}`));
     if (draw.status !== 0) continue;
     const svg = fs.readFileSync(svgPath, "utf8");
     const m = /<svg [^>]*width="(\d+)" height="(\d+)" viewBox="0 0 (\d+) (\d+)"/.exec(svg);
@@ -195,5 +186,4 @@ try {
 } finally {
   fs.rmSync(tmp, { recursive: true, force: true });
 }
-console.log(failures === 0 ? "topology_draw_render: all checks passed" : `topology_draw_render: ${failures} check(s) failed`);
-process.exit(failures === 0 ? 0 : 1);
+finish();
