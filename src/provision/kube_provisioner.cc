@@ -2,6 +2,7 @@
 #include "draguard/provision/kube_provisioner.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "draguard/metrics/metrics.h"
 
@@ -55,7 +56,17 @@ Status ErrorStatus(const char* verb, const std::string& key, const kube::ApiErro
   return Status(s.code(), std::string(verb) + " ResourceClaimTemplate " + key + ": " + s.message());
 }
 
+// The first pause after a transient error; doubled after each retry, at most kMaxPause.
+constexpr milliseconds kFirstPause{100};
+constexpr milliseconds kMaxPause{1000};
+
 }  // namespace
+
+bool IsTransient(const kube::ApiError& e, bool after_outage) {
+  if (e.code == 0) return e.reason != "Timeout" && e.reason != "Canceled";
+  if (e.code == 401 || e.code == 403) return after_outage;
+  return e.code == 429 || e.code >= 500;
+}
 
 bool SpecMatches(const Json& ours, const Json& theirs) {
   if (ours.is_object()) {
@@ -223,8 +234,23 @@ Status KubeTemplateProvisioner::Exchange(std::string_view ns, const mutation::Ge
     return std::max(left, milliseconds(1));
   };
   const std::string body = tmpl.object.dump();
+  // After a transient error: pause and return true while the deadline leaves room for another try.
+  milliseconds pause = kFirstPause;
+  bool outage = false;  // an API call of this exchange got no answer at all
+  auto retry = [&](const kube::ApiError& e) {
+    outage = outage || e.code == 0;
+    if (!IsTransient(e, outage) || remaining() <= pause + milliseconds(50)) return false;
+    std::this_thread::sleep_for(pause);  // a backoff between API calls, not synchronisation
+    pause = std::min(pause * 2, kMaxPause);
+    std::lock_guard<std::mutex> lock(mu_);
+    ++counters_.retries;
+    return true;
+  };
   for (int attempt = 0; attempt < 2; ++attempt) {
     kube::CreateResult created = client_.CreateResourceClaimTemplate(ns, body, remaining());
+    while (created.outcome == kube::CreateResult::Outcome::kError && retry(created.error)) {
+      created = client_.CreateResourceClaimTemplate(ns, body, remaining());
+    }
     if (created.outcome == kube::CreateResult::Outcome::kCreated) {
       *outcome = "created";
       return Status::Ok();
@@ -235,6 +261,9 @@ Status KubeTemplateProvisioner::Exchange(std::string_view ns, const mutation::Ge
     }
     // 409: someone (another replica, or someone else) holds the name. Compare.
     kube::GetResult got = client_.GetResourceClaimTemplate(ns, tmpl.name, remaining());
+    while (got.outcome == kube::GetResult::Outcome::kError && retry(got.error)) {
+      got = client_.GetResourceClaimTemplate(ns, tmpl.name, remaining());
+    }
     if (got.outcome == kube::GetResult::Outcome::kNotFound) continue;  // deleted in between: POST again
     if (got.outcome == kube::GetResult::Outcome::kError) {
       *error_reason = ReasonOf(got.error);
@@ -283,15 +312,18 @@ void KubeTemplateProvisioner::RegisterMetrics(metrics::Registry& registry) {
                                  "Ensure calls for generated ResourceClaimTemplates by outcome.", {"outcome"});
   auto& errors = registry.Counter("draguard_template_provision_errors_total",
                                   "Failed template provisioning by reason.", {"reason"});
+  auto& retries = registry.Counter("draguard_template_provision_retries_total",
+                                   "Template API calls repeated after a transient error (no answer, 429, 5xx).", {});
   latency_ = &registry.Histogram("draguard_template_provision_duration_seconds",
                                  "Duration of template provisioning API exchanges (cache hits excluded).",
                                  {"outcome"}, {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
-  registry.AddCollector([this, &total, &errors] {
+  registry.AddCollector([this, &total, &errors, &retries] {
     ProvisionerCounters c = Counters();
     total.SetTotal({"created"}, static_cast<double>(c.created));
     total.SetTotal({"exists"}, static_cast<double>(c.already_exists));
     total.SetTotal({"cached"}, static_cast<double>(c.cache_hits));
     total.SetTotal({"error"}, static_cast<double>(c.errors));
+    retries.SetTotal({}, static_cast<double>(c.retries));
     for (const auto& [reason, n] : c.errors_by_reason) errors.SetTotal({reason}, static_cast<double>(n));
   });
 }

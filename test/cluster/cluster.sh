@@ -6,6 +6,8 @@
 #   cluster.sh install DIR [HELM_ARGS...] helm install (or upgrade) of charts/draguard into namespace
 #                                         draguard, and `draguard serve` started on the host with
 #                                         the chart's TLS, policy and ServiceAccount token
+#   cluster.sh restart-apiserver DIR      kill kube-apiserver (SIGKILL, a crash) and start it again
+#                                         with the same flags and port; returns once it is ready
 #   cluster.sh down DIR                   stop everything up and install started; DIR may be deleted
 # After up: DIR/kubeconfig (cluster-admin) and DIR/bin/kubectl (same release). Logs in DIR/logs/.
 # Environment: DRAGUARD (the draguard binary; default build/src/cli/draguard of this checkout),
@@ -131,13 +133,17 @@ up() {
     kubeconfig "$dir" "$port" admin > "$dir/kubeconfig"
     kubeconfig "$dir" "$port" kcm > "$dir/kcm.kubeconfig"
     kubeconfig "$dir" "$port" scheduler > "$dir/scheduler.kubeconfig"
-    start "$dir" kube-apiserver --etcd-servers="$(cat "$dir/etcd.url")" --secure-port="$port" \
+    # Its flags, one per line, for restart-apiserver.
+    printf '%s\n' --etcd-servers="$(cat "$dir/etcd.url")" --secure-port="$port" \
       --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --endpoint-reconciler-type=none \
       --tls-cert-file="$dir/pki/apiserver.crt" --tls-private-key-file="$dir/pki/apiserver.key" \
       --client-ca-file="$dir/pki/ca.crt" --authorization-mode=Node,RBAC --allow-privileged=true \
       --service-account-issuer=https://kubernetes.default.svc \
       --service-account-key-file="$dir/pki/sa.key" --service-account-signing-key-file="$dir/pki/sa.key" \
-      --service-cluster-ip-range=10.96.0.0/16 --cert-dir="$dir/pki/apiserver-generated"
+      --service-cluster-ip-range=10.96.0.0/16 --cert-dir="$dir/pki/apiserver-generated" > "$dir/apiserver.args"
+    local api_args=()
+    mapfile -t api_args < "$dir/apiserver.args"
+    start "$dir" kube-apiserver "${api_args[@]}"
     if wait_for 120 kube-apiserver apiserver_ready "$dir"; then
       echo "$port" > "$dir/apiserver.port"
       break
@@ -293,6 +299,18 @@ install() {
   die "install: no free port for draguard serve after 3 attempts"
 }
 
+restart_apiserver() {
+  local dir=$1 api_args=()
+  [ -f "$dir/apiserver.args" ] && alive "$dir" kube-apiserver || die "restart-apiserver: no cluster in $dir"
+  kill -KILL "$(cat "$dir/pids/kube-apiserver")" 2>/dev/null || true
+  wait_for 20 "kube-apiserver gone" sh -c '! kill -0 "$1" 2>/dev/null' sh "$(cat "$dir/pids/kube-apiserver")" ||
+    die "restart-apiserver: kube-apiserver survived SIGKILL"
+  mapfile -t api_args < "$dir/apiserver.args"
+  start "$dir" kube-apiserver "${api_args[@]}"
+  wait_for 120 kube-apiserver apiserver_ready "$dir" ||
+    die "restart-apiserver: kube-apiserver not ready after 120 s (see $dir/logs/kube-apiserver.log)"
+}
+
 down() {
   local dir=$1 c
   [ -d "$dir/pids" ] || return 0
@@ -305,6 +323,7 @@ case "$cmd" in
   # In a subshell each, so that a failing step (die, or set -e) stops what the command started.
   up) set +e; (set -e; up "$dir" "$@"); rc=$?; set -e; [ "$rc" -eq 0 ] || { down "$dir"; exit 1; } ;;
   install) set +e; (set -e; install "$dir" "$@"); rc=$?; set -e; [ "$rc" -eq 0 ] || { stop "$dir" draguard; exit 1; } ;;
+  restart-apiserver) restart_apiserver "$dir" ;;
   down) down "$dir" ;;
   *) usage ;;
 esac

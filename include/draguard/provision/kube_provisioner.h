@@ -57,9 +57,17 @@ struct ProvisionerCounters {
   uint64_t cache_hits = 0;      ///< answered from the cache without an API call
   uint64_t shared = 0;          ///< waited for a concurrent caller's exchange (single flight)
   uint64_t errors = 0;          ///< calls that returned an error
+  uint64_t retries = 0;         ///< API calls repeated after a transient error (refused, 429, 5xx)
   /// errors by reason: "Timeout", "Forbidden", "Conflict" (different content), "InternalError", ...
   std::map<std::string, uint64_t> errors_by_reason;
 };
+
+/// Whether a failed template API call is worth another try within the review's deadline: no
+/// answer at all (refused, reset, TLS: an apiserver restarting or a connection cut), 429 and 5xx;
+/// 401 and 403 only `after_outage` (an earlier call of the same exchange got no answer): a
+/// restarted apiserver refuses requests until its RBAC caches have synced, while a real RBAC gap
+/// must fail at once. The deadline itself ("Timeout", "Canceled") and every other answer are final.
+bool IsTransient(const kube::ApiError& error, bool after_outage);
 
 /// True when `theirs` (a spec read from the API server) matches `ours` (the generated spec):
 /// every field we set is present and equal in theirs (numbers compared by value, arrays element

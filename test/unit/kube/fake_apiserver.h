@@ -348,8 +348,24 @@ class FakeApiServer {
     return ok;
   }
 
+  // Answers with the first injected fault matching the request, if any (and removes it).
+  bool TakeFault(const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto it = faults_.begin(); it != faults_.end(); ++it) {
+      if (it->method == req.method && std::regex_match(req.path, it->path)) {
+        Reply r = std::move(it->reply);
+        faults_.erase(it);
+        res.status = r.status;
+        res.set_content(r.body, "application/json");
+        return true;
+      }
+    }
+    return false;
+  }
+
   void Create(const httplib::Request& req, httplib::Response& res) {
     if (!Admit(req, res)) return;
+    if (TakeFault(req, res)) return;
     std::string ns = req.matches[1];
     auto obj = json::parse(req.body, nullptr, false);
     std::string name = obj.is_discarded() ? "" : obj["metadata"].value("name", "");
@@ -533,16 +549,8 @@ class FakeApiServer {
 
   void Generic(const httplib::Request& req, httplib::Response& res) {
     if (!Admit(req, res)) return;
+    if (TakeFault(req, res)) return;
     std::unique_lock<std::mutex> l(mu_);
-    for (auto it = faults_.begin(); it != faults_.end(); ++it) {
-      if (it->method == req.method && std::regex_match(req.path, it->path)) {
-        Reply r = std::move(it->reply);
-        faults_.erase(it);
-        res.status = r.status;
-        res.set_content(r.body, "application/json");
-        return;
-      }
-    }
     auto segs = Split(req.path);
     if (segs.size() < 3 || (segs[0] != "api" && segs[0] != "apis")) {
       Reject(res, 404, "NotFound", "the server could not find the requested resource");

@@ -133,18 +133,58 @@ TEST_F(ProvisionerTest, ForbiddenAndServerErrors) {
       << forbidden.message();
   EXPECT_NE(forbidden.message().find("403"), std::string::npos) << forbidden.message();
 
-  Status broken = p.Ensure("broken", Template("broken", "draguard-b"), milliseconds(5000));
+  EXPECT_EQ(Count(server_->seen(), "POST"), 1);  // a 403 is final: no retry
+
+  // A 500 is retried with a growing pause (0.1 s, 0.2 s, ...) while the deadline allows.
+  const auto t0 = std::chrono::steady_clock::now();
+  Status broken = p.Ensure("broken", Template("broken", "draguard-b"), milliseconds(1500));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
   EXPECT_EQ(broken.code(), StatusCode::kUnavailable);
   EXPECT_NE(broken.message().find("500"), std::string::npos) << broken.message();
+  const int posts = Count(server_->seen(), "POST");
+  EXPECT_GE(posts, 3);  // the first try and at least two retries (after 0.1 s and 0.3 s) within 1.5 s
 
   auto c = p.Counters();
   EXPECT_EQ(c.errors, 2u);
+  EXPECT_EQ(c.retries, static_cast<uint64_t>(posts - 2));
   EXPECT_EQ(c.errors_by_reason["Forbidden"], 1u);
   EXPECT_EQ(c.errors_by_reason["InternalError"], 1u);
   EXPECT_EQ(p.cache_size(), 0u);
   // Errors are not cached: the next call asks again.
-  (void)p.Ensure("broken", Template("broken", "draguard-b"), milliseconds(5000));
-  EXPECT_EQ(Count(server_->seen(), "POST"), 3);
+  (void)p.Ensure("broken", Template("broken", "draguard-b"), milliseconds(1));
+  EXPECT_EQ(Count(server_->seen(), "POST"), posts + 1);
+}
+
+// Transient failures within the deadline (an apiserver restarting answers 503, then nothing, then
+// 429) end in the template being created: the review that needed it is not refused.
+TEST_F(ProvisionerTest, TransientErrorsAreRetriedWithinTheDeadline) {
+  KubeTemplateProvisioner p(*client_);
+  const std::string path = "^/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaimtemplates$";
+  server_->InjectFault("POST", path, kubetest::Reply(503, kubetest::StatusBody(503, "ServiceUnavailable", "starting")));
+  server_->InjectFault("POST", path, kubetest::Reply(429, kubetest::StatusBody(429, "TooManyRequests", "slow down")));
+  Status s = p.Ensure("team-a", Template("team-a", "draguard-r"), milliseconds(5000));
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(p.Counters().retries, 2u);
+  EXPECT_EQ(p.Counters().created, 1u);
+  EXPECT_EQ(p.Counters().errors, 0u);
+}
+
+TEST(IsTransient, WhatIsRetried) {
+  auto err = [](int code, std::string reason) { return kube::ApiError{code, std::move(reason), ""}; };
+  EXPECT_TRUE(IsTransient(err(0, "Connection"), false));
+  EXPECT_TRUE(IsTransient(err(0, "TLS"), false));
+  EXPECT_FALSE(IsTransient(err(0, "Timeout"), false));  // the deadline has passed
+  EXPECT_FALSE(IsTransient(err(0, "Canceled"), true));
+  EXPECT_TRUE(IsTransient(err(429, "TooManyRequests"), false));
+  EXPECT_TRUE(IsTransient(err(500, "InternalError"), false));
+  EXPECT_TRUE(IsTransient(err(503, "ServiceUnavailable"), false));
+  // 403/401: final, except right after an apiserver that did not answer (its RBAC caches warming).
+  EXPECT_FALSE(IsTransient(err(403, "Forbidden"), false));
+  EXPECT_TRUE(IsTransient(err(403, "Forbidden"), true));
+  EXPECT_TRUE(IsTransient(err(401, "Unauthorized"), true));
+  EXPECT_FALSE(IsTransient(err(404, "NotFound"), true));
+  EXPECT_FALSE(IsTransient(err(422, "Invalid"), true));
+  EXPECT_FALSE(IsTransient(err(409, "Conflict"), true));
 }
 
 TEST_F(ProvisionerTest, TimeoutHonoursDeadline) {
