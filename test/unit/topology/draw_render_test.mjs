@@ -1,12 +1,13 @@
-// topology_draw_render: `draguard topology draw` pictures as a browser shows them. For three
-// exports (the 16-GPU NVSwitch DGX-2H, the 8-GPU g4dn with its EFA NIC, the POWER8 Minsky with
-// GPU pairs and GPU-CPU NVLinks), headless Chromium renders the SVG to PNG twice: at its own size
-// (the picture must fill the page, not be blank) and scaled into a 640-pixel-wide <img> on a grey
-// page (the picture's rectangle must keep the SVG's aspect ratio). The PNGs are decoded here
-// (zlib, PNG filters) and measured pixel by pixel.
+// topology_draw_render: draguard's pictures as a browser shows them. For three exports (the
+// 16-GPU NVSwitch DGX-2H, the 8-GPU g4dn with its EFA NIC, the POWER8 Minsky with GPU pairs and
+// GPU-CPU NVLinks; `topology draw`) and two placements (`convert --draw`: rails converted on the
+// XE8640-like node, an NVLink pair refused on the g4dn), headless Chromium renders the SVG to PNG
+// twice: at its own size (the picture must fill the page, not be blank) and scaled into a
+// 640-pixel-wide <img> on a grey page (the picture's rectangle must keep the SVG's aspect ratio).
+// The PNGs are decoded here (zlib, PNG filters) and measured pixel by pixel.
 //
 // Usage: node draw_render_test.mjs --bin DRAGUARD --chromium CHROMIUM --data TESTDATA [--keep DIR]
-// (--keep copies the natural-size PNGs to DIR/topology-<name>.png: docs/img).
+// (--keep copies the natural-size PNGs to DIR/<name>.png: docs/img).
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
@@ -29,11 +30,27 @@ const CHROMIUM = opt("--chromium");
 const DATA = opt("--data");
 const KEEP = opt("--keep", false);
 
-const EXPORTS = {
-  dgx2h: "hwloc/hwloc_nvidia-dgx2h_2s-xeon8174_16xV100-SXM3_12xNVSwitch_nvlink-hetero.xml",
-  g4dn: "hwloc/aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa.xml",
-  minsky: "hwloc/hwloc_ibm-power8-minsky_2s_4xP100-SXM2_nvlink-gpu-cpu-hetero.xml",
-};
+const G4DN = "hwloc/aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa.xml";
+const XE8640 = "hwloc-synthetic/xe8640-like_4xH100-SXM_4numa_nvlink-all_3xmlx5.xml";
+// A Pod asking for two GPUs with `annotations` (draguard.io/...), as `convert --draw` input.
+const pod = (name, annotations) => `apiVersion: v1\nkind: Pod\nmetadata: {name: ${name}, namespace: ml, ` +
+  `annotations: {${annotations}}}\nspec:\n  containers:\n  - {name: c, image: x, resources: {limits: {nvidia.com/gpu: 2}}}\n`;
+// The pictures: name (the PNG is docs/img/<name>.png), the draguard arguments that draw it into
+// DIR, and the file they write there.
+const PICTURES = [
+  ["topology-dgx2h", "hwloc/hwloc_nvidia-dgx2h_2s-xeon8174_16xV100-SXM3_12xNVSwitch_nvlink-hetero.xml"],
+  ["topology-g4dn", G4DN],
+  ["topology-minsky", "hwloc/hwloc_ibm-power8-minsky_2s_4xP100-SXM2_nvlink-gpu-cpu-hetero.xml"],
+].map(([name, rel]) => ({ name, args: (dir) => ["topology", "draw", "-f", path.join(DATA, rel), "-o", path.join(dir, "out.svg")],
+  file: "out.svg" })).concat([
+  // Rails (two GPUs, each with an RDMA NIC under its root) on the XE8640-like node: converted.
+  { name: "placement-rails-xe8640", input: pod("rails", '"draguard.io/nic": rdma'), file: "pod-rails-xe8640.svg",
+    args: (dir) => ["convert", "-f", path.join(dir, "in.yaml"), "--topology-dir", path.join(dir, "topo"), "--draw", dir] },
+  // Two NVLink-connected GPUs on the g4dn, which has no NVLink: refused, the nearest miss outlined.
+  { name: "placement-refused-g4dn", input: pod("nvlink", '"draguard.io/interconnect": nvlink'), file: "pod-nvlink-g4dn.svg",
+    args: (dir) => ["convert", "-f", path.join(dir, "in.yaml"), "--topology-dir", path.join(dir, "topo"), "--draw", dir] },
+]);
+const TOPOLOGY = { "placement-rails-xe8640": [XE8640, "xe8640.xml"], "placement-refused-g4dn": [G4DN, "g4dn.xml"] };
 const SCALED_WIDTH = 640;
 const MARGIN = 24;
 const GREY = [128, 128, 128];
@@ -120,12 +137,17 @@ function screenshot(page, png, w, h, profile) {
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "draguard-draw-render-"));
 try {
-  for (const [name, rel] of Object.entries(EXPORTS)) {
-    const svgPath = path.join(tmp, `${name}.svg`);
-    const draw = spawnSync(BIN, ["topology", "draw", "-f", path.join(DATA, rel), "-o", svgPath], { encoding: "utf8" });
-    check(`${name}: draguard topology draw`, () =>
-      assert(draw.status === 0, `exit ${draw.status}${draw.error ? ` (${draw.error.message})` : ""}: ${draw.stderr}`));
-    if (draw.status !== 0) continue;
+  for (const pic of PICTURES) {
+    const name = pic.name;
+    const dir = path.join(tmp, name);
+    fs.mkdirSync(path.join(dir, "topo"), { recursive: true });
+    if (pic.input) fs.writeFileSync(path.join(dir, "in.yaml"), pic.input);
+    if (TOPOLOGY[name]) fs.copyFileSync(path.join(DATA, TOPOLOGY[name][0]), path.join(dir, "topo", TOPOLOGY[name][1]));
+    const svgPath = path.join(dir, pic.file);
+    const draw = spawnSync(BIN, pic.args(dir), { encoding: "utf8" });
+    check(`${name}: draguard ${pic.args(dir)[0]} writes ${pic.file}`, () =>
+      assert(fs.existsSync(svgPath), `exit ${draw.status}${draw.error ? ` (${draw.error.message})` : ""}: ${draw.stderr}`));
+    if (!fs.existsSync(svgPath)) continue;
     const svg = fs.readFileSync(svgPath, "utf8");
     const m = /<svg [^>]*width="(\d+)" height="(\d+)" viewBox="0 0 (\d+) (\d+)"/.exec(svg);
     check(`${name}: the SVG states its size and viewBox`, () => assert(m && m[1] === m[3] && m[2] === m[4], svg.slice(0, 300)));
@@ -133,7 +155,7 @@ try {
     const W = Number(m[1]), H = Number(m[2]);
 
     // At its own size: the picture fills the window and shows something.
-    const natural = path.join(tmp, `${name}.png`);
+    const natural = path.join(dir, `${name}.png`);
     let img;
     check(`${name}: rendered at ${W}x${H}, not blank`, () => {
       img = screenshot(svgPath, natural, W, H, path.join(tmp, "profile"));
@@ -158,16 +180,16 @@ try {
     });
     if (KEEP && img) {
       fs.mkdirSync(KEEP, { recursive: true });
-      fs.copyFileSync(natural, path.join(KEEP, `topology-${name}.png`));
+      fs.copyFileSync(natural, path.join(KEEP, `${name}.png`));
     }
 
     // Scaled into a 640-pixel-wide <img> on a grey page: the picture keeps its aspect ratio.
-    const page = path.join(tmp, `${name}.html`);
+    const page = path.join(dir, `${name}.html`);
     fs.writeFileSync(page, `<!DOCTYPE html><html><body style="margin:${MARGIN}px;background:rgb(${GREY})">` +
-      `<img src="${name}.svg" style="display:block;width:${SCALED_WIDTH}px;height:auto"></body></html>`);
+      `<img src="${pic.file}" style="display:block;width:${SCALED_WIDTH}px;height:auto"></body></html>`);
     const winH = Math.ceil((SCALED_WIDTH * H) / W) + 2 * MARGIN;
     check(`${name}: scaled to ${SCALED_WIDTH} px wide, aspect kept`, () => {
-      const s = screenshot(page, path.join(tmp, `${name}-scaled.png`), SCALED_WIDTH + 2 * MARGIN, winH, path.join(tmp, "profile"));
+      const s = screenshot(page, path.join(dir, `${name}-scaled.png`), SCALED_WIDTH + 2 * MARGIN, winH, path.join(tmp, "profile"));
       const frame = bbox(s, (p) => !same(p, GREY));
       assert(frame !== null, "nothing but the grey page");
       assert(Math.abs(frame.w - SCALED_WIDTH) <= 1, `picture ${frame.w} px wide, not ${SCALED_WIDTH}`);
