@@ -118,6 +118,7 @@ std::vector<PlacementPicture> DrawPlacements(const admission::Json& object, std:
           marks.caption = {who + ": converted, ResourceClaimTemplate " + t.name,
                            t.description,
                            "may land on " + NodeList(nodes) + (t.nodes.empty() && t.shapes.empty() ? " (not pinned)" : "")};
+          if (placement.exceeded) marks.caption.push_back("(the search ran out of budget: some devices are marked unproven)");
           if (!placement.satisfiable) marks.miss = "the claim cannot be allocated on this shape";
           picture(*node, std::move(marks));
         }
