@@ -987,7 +987,17 @@ function exporterChecks() {
     eq(find(r.docs, "RoleBinding", "draguard-exporter")[0].subjects, [{ kind: "ServiceAccount", name: "draguard-exporter", namespace: "draguard-system" }], "RoleBinding");
     eq(find(r.docs, "ClusterRoleBinding", "draguard-exporter")[0].subjects[0].name, "draguard-exporter", "ClusterRoleBinding");
   });
-  check("exporter: the label policy allows only the shape label", () => {
+  // Requests as the API server builds them: subResource absent for the object itself, userInfo.extra
+  // absent for an unbound token; a Pod- or Node-bound token names its node in extra.
+  const unbound = { userInfo: { username: sa } };
+  const boundTo = (node) => ({ userInfo: { username: sa, extra: { "authentication.kubernetes.io/node-name": [node] } } });
+  const admits = (vap, request, oldObject, object) => {
+    const vars = { request, object, oldObject };
+    const variables = {};
+    for (const v of vap.spec.variables) variables[v.name] = celEvaluate(v.expression, { ...vars, variables });
+    return vap.spec.validations.every((v) => celEvaluate(v.expression, { ...vars, variables }) === true);
+  };
+  check("exporter: the label policy allows only the shape label, of the node a bound token names", () => {
     const vap = find(r.docs, "ValidatingAdmissionPolicy", "draguard-exporter-node-label")[0];
     eq(vap.apiVersion, "admissionregistration.k8s.io/v1", "apiVersion");
     eq(find(r.docs, "ValidatingAdmissionPolicyBinding", "draguard-exporter-node-label")[0].spec, { policyName: vap.metadata.name, validationActions: ["Deny"] }, "binding");
@@ -995,20 +1005,33 @@ function exporterChecks() {
     eq(user(sa), true, "matches the exporter");
     eq(user("system:serviceaccount:kube-system:node-controller"), false, "not others");
     const node = (labels, extra = {}) => ({ metadata: { name: "n", labels, ...extra }, spec: { podCIDR: "10.0.0.0/24" } });
-    const run = (oldObject, object) => {
-      const vars = { request: { subResource: "" }, object, oldObject };
-      const variables = {};
-      for (const v of vap.spec.variables) variables[v.name] = celEvaluate(v.expression, { ...vars, variables });
-      return vap.spec.validations.every((v) => celEvaluate(v.expression, { ...vars, variables }) === true);
-    };
+    const run = (oldObject, object, request = unbound) => admits(vap, request, oldObject, object);
     const base = node({ zone: "a" });
-    eq(run(base, node({ zone: "a", "draguard.io/topology-shape": "0123456789abcdef" })), true, "adding the shape label");
+    const shaped = node({ zone: "a", "draguard.io/topology-shape": "0123456789abcdef" });
+    eq(run(base, shaped), true, "adding the shape label");
     eq(run(node({ zone: "a", "draguard.io/topology-shape": "x" }), node({ zone: "a", "draguard.io/topology-shape": "y" })), true, "changing it");
     eq(run(base, node({ zone: "b" })), false, "changing another label");
     eq(run(base, node({})), false, "removing a label");
     eq(run(base, node({ zone: "a", extra: "1" })), false, "adding another label");
     eq(run(base, node({ zone: "a" }, { annotations: { a: "b" } })), false, "adding an annotation");
     eq(run(base, { ...base, spec: { unschedulable: true } }), false, "changing the spec");
+    eq(run(base, shaped, { ...unbound, subResource: "status" }), false, "through the status subresource");
+    eq(run(base, shaped, boundTo("n")), true, "the shape label of the node the token is bound to");
+    eq(run(base, shaped, boundTo("m")), false, "the shape label of another node");
+  });
+  check("exporter: the ConfigMap policy allows only topology ConfigMaps, of the node a bound token names", () => {
+    const vap = find(r.docs, "ValidatingAdmissionPolicy", "draguard-exporter-configmaps")[0];
+    eq(vap.spec.matchConstraints.resourceRules, [{ apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE", "UPDATE"], resources: ["configmaps"] }], "matches ConfigMap writes");
+    eq(celEvaluate(vap.spec.matchConditions[0].expression, { request: unbound }), true, "matches the exporter");
+    eq(find(r.docs, "ValidatingAdmissionPolicyBinding", "draguard-exporter-configmaps")[0].spec, { policyName: vap.metadata.name, validationActions: ["Deny"] }, "binding");
+    const cm = (name, labels) => ({ metadata: labels ? { name, labels } : { name }, data: { "topology.xml": "<topology/>" } });
+    const topo = (node) => cm(`draguard-topology-${node}`, { "draguard.io/topology": "hwloc", "draguard.io/node": node });
+    eq(admits(vap, unbound, null, topo("n")), true, "a topology ConfigMap");
+    eq(admits(vap, boundTo("n"), topo("n"), topo("n")), true, "the bound node's topology ConfigMap");
+    eq(admits(vap, boundTo("m"), topo("n"), topo("n")), false, "another node's, with a bound token");
+    eq(admits(vap, unbound, cm("draguard-policy"), cm("draguard-policy")), false, "the webhook's policy ConfigMap");
+    eq(admits(vap, unbound, null, cm("draguard-topology-n")), false, "without the topology labels");
+    eq(admits(vap, unbound, null, cm("draguard-topology-m", { "draguard.io/topology": "hwloc", "draguard.io/node": "n" })), false, "name and node label disagree");
   });
   check("exporter: off by values, no label policy when disabled", () => {
     const noVap = render(["--set", "exporter.labelPolicy=false"]);

@@ -1,0 +1,425 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+const (
+	exporterSA = "draguard-exporter" // <fullname>-exporter
+	shapeLabel = "draguard.io/topology-shape"
+)
+
+// exporterToken is a token of the exporter's ServiceAccount bound to an object: a Pod (what the
+// kubelet projects into a DaemonSet pod) or a Node (`kubectl create token --bound-object-kind
+// Node`), which the API server then names in the user's extra; unbound when bound is nil (plain
+// `kubectl create token`).
+func exporterToken(t *testing.T, c *Cluster, bound *authenticationv1.BoundObjectReference) string {
+	t.Helper()
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(3600)), BoundObjectRef: bound}}
+	tr, err := c.Kube.CoreV1().ServiceAccounts(releaseNS).CreateToken(context.Background(), exporterSA, req, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token of %s: %v", exporterSA, err)
+	}
+	return tr.Status.Token
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// serviceAccountDir writes token, ca.crt and namespace as a pod has them mounted
+// (DRAGUARD_SERVICEACCOUNT_DIR).
+func serviceAccountDir(t *testing.T, c *Cluster, token string) string {
+	t.Helper()
+	dir := t.TempDir()
+	ca, err := os.ReadFile(filepath.Join(c.Dir, "pki", "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string][]byte{"token": []byte(token), "ca.crt": ca, "namespace": []byte(releaseNS)} {
+		if err := os.WriteFile(filepath.Join(dir, name), content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// clientFor is a client of the cluster authenticated by a bearer token only.
+func clientFor(t *testing.T, c *Cluster, token string) *kubernetes.Clientset {
+	cfg := &rest.Config{Host: c.Config.Host, BearerToken: token, WarningHandler: rest.NoWarnings{},
+		TLSClientConfig: rest.TLSClientConfig{CAFile: filepath.Join(c.Dir, "pki", "ca.crt")}}
+	return kubernetes.NewForConfigOrDie(cfg)
+}
+
+// exporterPods makes the chart's exporter DaemonSet place a pod on each Node, as on GPU nodes
+// with the GPU operator: the nodes get GPU feature discovery's label, the RuntimeClass the pods
+// name is created. No kubelet runs them; they exist to bind the exporter's tokens to a node.
+func exporterPods(t *testing.T, c *Cluster, nodes ...string) map[string]*corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	_, err := c.Kube.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "nvidia"}, Handler: "nvidia"}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		patch := `{"metadata":{"labels":{"nvidia.com/gpu.present":"true"}}}`
+		if _, err := c.Kube.CoreV1().Nodes().Patch(ctx, n, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pods := map[string]*corev1.Pod{}
+	Eventually(t, 60*time.Second, "an exporter pod bound to every node", func() error {
+		list, err := c.Kube.CoreV1().Pods(releaseNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=draguard-topology-exporter"})
+		if err != nil {
+			return err
+		}
+		for i := range list.Items {
+			if p := &list.Items[i]; p.Spec.NodeName != "" && p.Spec.ServiceAccountName == exporterSA {
+				pods[p.Spec.NodeName] = p
+			}
+		}
+		for _, n := range nodes {
+			if pods[n] == nil {
+				return fmt.Errorf("no exporter pod on %s (%d pods)", n, len(list.Items))
+			}
+		}
+		return nil
+	})
+	return pods
+}
+
+// exporter is one `draguard topology export --publish` process with the DaemonSet's arguments
+// and environment, an export file instead of the machine, and an exporter token's API access.
+type exporter struct {
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+}
+
+func startExporter(t *testing.T, c *Cluster, node, file, saDir string) *exporter {
+	t.Helper()
+	port, err := os.ReadFile(filepath.Join(c.Dir, "apiserver.port"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &exporter{log: filepath.Join(c.Dir, "logs", "exporter-"+node+".log"), done: make(chan struct{})}
+	logf, err := os.Create(e.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	e.cmd = exec.Command(draguardBin(t), "topology", "export", "--publish", "--interval", "10m",
+		"--probe-listen", "127.0.0.1:0", "-f", file)
+	e.cmd.Env = append(os.Environ(), "NODE_NAME="+node, "POD_NAMESPACE="+releaseNS,
+		"KUBERNETES_SERVICE_HOST=127.0.0.1", "KUBERNETES_SERVICE_PORT="+strings.TrimSpace(string(port)),
+		"DRAGUARD_SERVICEACCOUNT_DIR="+saDir)
+	e.cmd.Stdout, e.cmd.Stderr = logf, logf
+	if err := e.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = e.cmd.Wait(); close(e.done) }()
+	t.Cleanup(func() {
+		_ = e.cmd.Process.Kill()
+		<-e.done
+		if t.Failed() {
+			b, _ := os.ReadFile(e.log)
+			t.Logf("--- tail of %s ---\n%s", filepath.Base(e.log), tail(string(b), 20))
+		}
+	})
+	return e
+}
+
+// reexport sends SIGHUP (re-export now) after checking that the exporter still runs.
+func (e *exporter) reexport(t *testing.T) {
+	t.Helper()
+	select {
+	case <-e.done:
+		b, _ := os.ReadFile(e.log)
+		t.Fatalf("the exporter exited:\n%s", tail(string(b), 20))
+	default:
+	}
+	if err := e.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// copyFile replaces dst by src's content (through a rename, as a ConfigMap volume update does).
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst+".tmp", b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(dst+".tmp", dst); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// published checks the topology ConfigMap of node (labels, the Node as owner with its uid) and
+// the Node's shape label.
+func published(c *Cluster, node, shape string) error {
+	ctx := context.Background()
+	n, err := c.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	cm, err := c.Kube.CoreV1().ConfigMaps(releaseNS).Get(ctx, "draguard-topology-"+node, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if cm.Labels["draguard.io/topology"] != "hwloc" || cm.Labels["draguard.io/node"] != node {
+		return fmt.Errorf("ConfigMap labels %v", cm.Labels)
+	}
+	owned := false
+	for _, o := range cm.OwnerReferences {
+		owned = owned || (o.APIVersion == "v1" && o.Kind == "Node" && o.Name == node && o.UID == n.UID)
+	}
+	if !owned {
+		return fmt.Errorf("ConfigMap not owned by Node %s (uid %s): %v", node, n.UID, cm.OwnerReferences)
+	}
+	if cm.Data["topology.xml"] == "" {
+		return fmt.Errorf("ConfigMap has no topology.xml")
+	}
+	if got := n.Labels[shapeLabel]; got != shape {
+		return fmt.Errorf("Node label %s=%q, want %q", shapeLabel, got, shape)
+	}
+	return nil
+}
+
+// gauges waits until serve's topology model has `nodes` nodes in `shapes` shapes.
+func gauges(t *testing.T, c *Cluster, nodes, shapes float64) {
+	t.Helper()
+	Eventually(t, 30*time.Second, fmt.Sprintf("serve's topology at %v nodes, %v shapes", nodes, shapes), func() error {
+		n, err := metricValue(t, c, "draguard_topology_nodes")
+		if err != nil {
+			return err
+		}
+		s, err := metricValue(t, c, "draguard_topology_shapes")
+		if err != nil {
+			return err
+		}
+		if n != nodes || s != shapes {
+			return fmt.Errorf("%v nodes, %v shapes", n, s)
+		}
+		return nil
+	})
+}
+
+// TestExporterUnderItsServiceAccount: `draguard topology export --publish -f` under the exporter
+// ServiceAccount of the chart, with a token bound to its DaemonSet pod as the kubelet projects
+// it: it creates the topology ConfigMap (owned by the Node) and the shape label, a changed export
+// reaches draguard serve through its ConfigMap watch (metrics and the conversion of a 16-GPU
+// Pod), and the chart's ValidatingAdmissionPolicies refuse every other Node or ConfigMap write
+// the exporter's identity attempts.
+func TestExporterUnderItsServiceAccount(t *testing.T) {
+	dgxExport := "hwloc/hwloc_nvidia-dgx2h_2s-xeon8174_16xV100-SXM3_12xNVSwitch_nvlink-hetero.xml"
+	g4dnExport := "hwloc/aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa.xml"
+	c := Up(t, dgxExport, g4dnExport)
+	c.Install() // the chart's defaults: exporter and its policies on
+	ctx := context.Background()
+	dgx, g4dn := NodeName(dgxExport), NodeName(g4dnExport)
+	shapeOf := map[string]string{}
+	for _, n := range []string{dgx, g4dn} {
+		node, err := c.Kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		shapeOf[n] = node.Labels[shapeLabel] // published by cluster.sh up as cluster-admin
+	}
+	if shapeOf[dgx] == "" || shapeOf[g4dn] == "" || shapeOf[dgx] == shapeOf[g4dn] {
+		t.Fatalf("up published shapes %v, want two distinct", shapeOf)
+	}
+	pods := exporterPods(t, c, dgx, g4dn)
+	podToken := exporterToken(t, c, &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pods[dgx].Name, UID: pods[dgx].UID})
+	ns := "exporter-test"
+	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitServiceAccount(ns)
+	// Only the DGX-2H has 16 GPUs: a legacy 16-GPU Pod converts while serve knows its shape.
+	converts := func(want bool) func() error {
+		return func() error {
+			out := c.Create(ctx, legacyPod("gpu16", ns, 16, map[string]any{}), true)
+			switch {
+			case want && !out.Admitted():
+				return fmt.Errorf("refused: %v", out.Err)
+			case want:
+				if claims, _, _ := unstructured.NestedSlice(out.Object.Object, "spec", "resourceClaims"); len(claims) == 0 {
+					return fmt.Errorf("admitted unconverted")
+				}
+			case out.Admitted():
+				return fmt.Errorf("converted, want refused")
+			case !strings.Contains(out.Err.Error(), "DG001") || !strings.Contains(out.Err.Error(), "no node has 16 GPUs"):
+				return fmt.Errorf("refused, but not for want of 16 GPUs: %v", out.Err)
+			}
+			return nil
+		}
+	}
+	gauges(t, c, 2, 2)
+	Eventually(t, 30*time.Second, "16-GPU Pod converted with the DGX-2H's topology", converts(true))
+
+	// The exporter takes over the DGX-2H's publication: its ConfigMap and label are gone first,
+	// so that what is there afterwards is the exporter's own create and label patch.
+	if err := c.Kube.CoreV1().ConfigMaps(releaseNS).Delete(ctx, "draguard-topology-"+dgx, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	unlabel := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, shapeLabel)
+	if _, err := c.Kube.CoreV1().Nodes().Patch(ctx, dgx, types.MergePatchType, []byte(unlabel), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gauges(t, c, 1, 1)
+	file := filepath.Join(t.TempDir(), "export.xml")
+	copyFile(t, exportPath(t, dgxExport), file)
+	start := time.Now()
+	e := startExporter(t, c, dgx, file, serviceAccountDir(t, c, podToken))
+	Eventually(t, 30*time.Second, "ConfigMap and shape label created by the exporter", func() error { return published(c, dgx, shapeOf[dgx]) })
+	gauges(t, c, 2, 2)
+	t.Logf("created and labelled, seen by serve: %v", time.Since(start).Round(time.Millisecond))
+
+	// A changed export (the g4dn's hardware on the DGX-2H's node) replaces the ConfigMap and the
+	// label; serve's watch drops the 16-GPU shape, and the 16-GPU Pod no longer converts.
+	copyFile(t, exportPath(t, g4dnExport), file)
+	start = time.Now()
+	e.reexport(t)
+	Eventually(t, 30*time.Second, "ConfigMap and label updated", func() error { return published(c, dgx, shapeOf[g4dn]) })
+	gauges(t, c, 2, 1)
+	Eventually(t, 30*time.Second, "16-GPU Pod refused with the changed topology", converts(false))
+	t.Logf("changed export seen by serve: %v", time.Since(start).Round(time.Millisecond))
+	copyFile(t, exportPath(t, dgxExport), file)
+	e.reexport(t)
+	Eventually(t, 30*time.Second, "ConfigMap and label restored", func() error { return published(c, dgx, shapeOf[dgx]) })
+	gauges(t, c, 2, 2)
+	Eventually(t, 30*time.Second, "16-GPU Pod converted again", converts(true))
+
+	// Every other write of the exporter's identity is refused: by the policies (vap) or by RBAC.
+	// The pod-bound and node-bound tokens name the DGX-2H's node, so the g4dn's label and
+	// ConfigMap are refused to them; an unbound token is refused everything else alike.
+	const (
+		onlyLabel  = "may change only the label draguard.io/topology-shape"
+		noSpec     = "may not change a Node's spec"
+		noMeta     = "may not change a Node's annotations, owners or finalizers"
+		boundNode  = "may label only the Node its token is bound to"
+		onlyTopoCM = "may write only topology ConfigMaps"
+		boundCM    = "may write only the topology ConfigMap of the Node its token is bound to"
+		rbac       = "cannot"
+	)
+	type attempt struct {
+		what  string
+		do    func(k *kubernetes.Clientset) error
+		want  string
+		bound bool // refused only to a token bound to the DGX-2H's node
+	}
+	patchNode := func(node, patch string, sub ...string) func(k *kubernetes.Clientset) error {
+		return func(k *kubernetes.Clientset) error {
+			_, err := k.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}, sub...)
+			return err
+		}
+	}
+	topoCM := func(node string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "draguard-topology-" + node, Namespace: releaseNS,
+			Labels: map[string]string{"draguard.io/topology": "hwloc", "draguard.io/node": node}}, Data: map[string]string{"topology.xml": "<topology/>"}}
+	}
+	updateCM := func(name string, change func(*corev1.ConfigMap)) func(k *kubernetes.Clientset) error {
+		return func(k *kubernetes.Clientset) error {
+			cm, err := k.CoreV1().ConfigMaps(releaseNS).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("get (allowed to the exporter): %w", err)
+			}
+			change(cm)
+			_, err = k.CoreV1().ConfigMaps(releaseNS).Update(ctx, cm, metav1.UpdateOptions{})
+			return err
+		}
+	}
+	createCM := func(cm *corev1.ConfigMap) func(k *kubernetes.Clientset) error {
+		return func(k *kubernetes.Clientset) error {
+			_, err := k.CoreV1().ConfigMaps(releaseNS).Create(ctx, cm, metav1.CreateOptions{})
+			return err
+		}
+	}
+	otherCM := topoCM(g4dn)
+	otherCM.Name += "-x"
+	attempts := []attempt{
+		{"another label", patchNode(dgx, `{"metadata":{"labels":{"example.com/rack":"r1"}}}`), onlyLabel, false},
+		{"another label beside the shape label", patchNode(dgx, fmt.Sprintf(`{"metadata":{"labels":{%q:"0000000000000000","example.com/rack":"r1"}}}`, shapeLabel)), onlyLabel, false},
+		{"removing a label", patchNode(dgx, `{"metadata":{"labels":{"kubernetes.io/hostname":null}}}`), onlyLabel, false},
+		{"an annotation", patchNode(dgx, `{"metadata":{"annotations":{"example.com/a":"b"}}}`), noMeta, false},
+		{"a finalizer", patchNode(dgx, `{"metadata":{"finalizers":["example.com/f"]}}`), noMeta, false},
+		{"a taint", patchNode(dgx, `{"spec":{"taints":[{"key":"example.com/t","effect":"NoSchedule"}]}}`), noSpec, false},
+		{"cordoning", patchNode(dgx, `{"spec":{"unschedulable":true}}`), noSpec, false},
+		{"a podCIDR", patchNode(dgx, `{"spec":{"podCIDR":"10.244.0.0/24"}}`), noSpec, false},
+		{"the status", patchNode(dgx, `{"status":{"capacity":{"cpu":"1"}}}`, "status"), rbac, false},
+		{"deleting the Node", func(k *kubernetes.Clientset) error {
+			return k.CoreV1().Nodes().Delete(ctx, dgx, metav1.DeleteOptions{})
+		}, rbac, false},
+		{"another node's shape label", patchNode(g4dn, fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, shapeLabel, shapeOf[dgx])), boundNode, true},
+		{"the webhook's policy ConfigMap", updateCM("draguard-policy", func(cm *corev1.ConfigMap) { cm.Data["policy.yaml"] += "\n# changed\n" }), onlyTopoCM, false},
+		{"a ConfigMap of its own", createCM(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "example", Namespace: releaseNS}}), onlyTopoCM, false},
+		{"a topology ConfigMap named for another node", createCM(otherCM), onlyTopoCM, false},
+		{"dropping the topology label", updateCM("draguard-topology-"+dgx, func(cm *corev1.ConfigMap) { delete(cm.Labels, "draguard.io/topology") }), onlyTopoCM, false},
+		{"another node's topology ConfigMap", updateCM("draguard-topology-"+g4dn, func(cm *corev1.ConfigMap) { cm.Data["topology.xml"] = "<topology/>" }), boundCM, true},
+		{"a topology ConfigMap for a new node", createCM(topoCM("example-node")), boundCM, true},
+		{"deleting a topology ConfigMap", func(k *kubernetes.Clientset) error {
+			return k.CoreV1().ConfigMaps(releaseNS).Delete(ctx, "draguard-topology-"+dgx, metav1.DeleteOptions{})
+		}, rbac, false},
+	}
+	dgxNode, err := c.Kube.CoreV1().Nodes().Get(ctx, dgx, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeToken := exporterToken(t, c, &authenticationv1.BoundObjectReference{Kind: "Node", APIVersion: "v1", Name: dgx, UID: dgxNode.UID})
+	for _, tok := range []struct {
+		name  string
+		token string
+		bound bool
+	}{{"pod-bound", podToken, true}, {"node-bound", nodeToken, true}, {"unbound", exporterToken(t, c, nil), false}} {
+		k := clientFor(t, c, tok.token)
+		for _, a := range attempts {
+			if a.bound && !tok.bound {
+				continue
+			}
+			err := a.do(k)
+			switch {
+			case err == nil:
+				t.Errorf("%s token: %s: allowed", tok.name, a.what)
+			case a.want == rbac && !apierrors.IsForbidden(err):
+				t.Errorf("%s token: %s: want refused by RBAC, got %v", tok.name, a.what, err)
+			case !strings.Contains(err.Error(), a.want):
+				t.Errorf("%s token: %s: want %q, got %v", tok.name, a.what, a.want, err)
+			}
+		}
+	}
+	// Nothing of it got through: the label and the ConfigMaps are the exporter's.
+	if err := published(c, dgx, shapeOf[dgx]); err != nil {
+		t.Errorf("after the refused writes: %v", err)
+	}
+	if err := published(c, g4dn, shapeOf[g4dn]); err != nil {
+		t.Errorf("after the refused writes: %v", err)
+	}
+	node, err := c.Kube.CoreV1().Nodes().Get(ctx, dgx, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if node.Spec.Unschedulable || len(node.Spec.Taints) > 0 || node.Spec.PodCIDR != "" || node.Annotations["example.com/a"] != "" ||
+		len(node.Finalizers) > 0 || node.Labels["example.com/rack"] != "" || node.Labels["kubernetes.io/hostname"] != dgx {
+		t.Errorf("a refused change reached Node %s: %+v %+v", dgx, node.ObjectMeta, node.Spec)
+	}
+}
