@@ -39,11 +39,12 @@ std::string CommandUsage(const std::string& command);
 
 /// `draguard serve [flags]`.
 int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
-/// `draguard review [--mutate] -f FILE|- [--config FILE]`.
+/// `draguard review [--mutate [--show-patch] [--draw DIR]] -f FILE|- [--config FILE]`.
 int Review(const std::vector<std::string>& args, std::istream& in, std::ostream& out,
            std::ostream& err);
 
-/// `draguard convert -f FILE|- [--config F] [--topology-dir DIR|FILE] [--namespace NS] [-o yaml|json]`.
+/// `draguard convert -f FILE|- [--config F] [--topology-dir DIR|FILE] [--namespace NS] [-o yaml|json]
+/// [--draw DIR]` (--draw: the placement pictures, WritePlacementPictures).
 /// Exit codes: 0 converted or nothing to convert, 1 something not convertible, 2 usage/input error.
 int Convert(const std::vector<std::string>& args, std::istream& in, std::ostream& out, std::ostream& err);
 /// `draguard audit -f FILE|DIR|- [-f ...] [--config F] [--topology-dir D] [-o table|json|yaml|policyreport]`.
