@@ -7,11 +7,16 @@ sanitised exports). Hand-written from this specification, not captured from a ma
 
 With --mig it writes xe8640-like_4xH100-SXM_mig.xml instead: the same server with the MIG records
 `draguard topology export` adds from NVML (GPU 0 split into seven 1g.10gb instances, GPU 1 into two
-3g.40gb, GPUs 2 and 3 with MIG disabled)."""
+3g.40gb, GPUs 2 and 3 with MIG disabled).
+
+With --pci-only it writes a100-like_4xA100-SXM_4numa_pci-only_3xmlx5.xml: the same layout with A100
+GPUs as an hwloc 2.2 export without the CUDA and NVML backends shows them: PCI devices only, so no
+GPU memory size, no UUIDs and no NVLink matrix."""
 import sys
 
 MIG = "--mig" in sys.argv[1:]
-ARGS = [a for a in sys.argv[1:] if a != "--mig"]
+PCI_ONLY = "--pci-only" in sys.argv[1:]
+ARGS = [a for a in sys.argv[1:] if a not in ("--mig", "--pci-only")]
 MIG_INSTANCES = {  # GPU -> NVIDIAMIGGPUInstance values (exporter format)
     0: [f"profile=1g.10gb id={7 + i} profile_id=19 slices=1 memory_mib=9856 placement={i}:1" for i in range(7)],
     1: [f"profile=3g.40gb id={1 + i} profile_id=9 slices=3 memory_mib=40448 placement={4 * i}:4" for i in range(2)],
@@ -38,7 +43,8 @@ def bits(i):
 out = ['<?xml version="1.0" encoding="UTF-8"?>', '<!DOCTYPE topology SYSTEM "hwloc2.dtd">', '<topology version="2.0">',
        '  <object type="Machine" os_index="0" cpuset="0x0000000f" complete_cpuset="0x0000000f" allowed_cpuset="0x0000000f" '
        'nodeset="0x0000000f" complete_nodeset="0x0000000f" allowed_nodeset="0x0000000f" gp_index="1">',
-       '    <info name="HostName" value="xe8640-synthetic"/>', '    <info name="hwlocVersion" value="2.9.3"/>']
+       '    <info name="HostName" value="%s"/>' % ("a100-pci-only-synthetic" if PCI_ONLY else "xe8640-synthetic"),
+       '    <info name="hwlocVersion" value="%s"/>' % ("2.2.0" if PCI_ONLY else "2.9.3")]
 nvml_gp = []
 for pkg in range(2):
     pc = "0x%08x" % (3 << (2 * pkg))
@@ -67,7 +73,13 @@ for pkg in range(2):
                    f'pci_type="0604 [1000:c030] [0000:0000] 00" pci_link_speed="31.507692">')
         devs = [(gpu, "gpu")] + ([(nic, "nic")] if nic else [])
         for bus, kind in sorted(devs):
-            if kind == "gpu":
+            if kind == "gpu" and PCI_ONLY:
+                out.append(f'            <object type="PCIDev" gp_index="{nid()}" pci_busid="{bus}" '
+                           f'pci_type="0302 [10de:20b0] [10de:134f] a1" pci_link_speed="15.753846">')
+                out.append('              <info name="PCIVendor" value="NVIDIA Corporation"/>')
+                out.append('              <info name="PCIDevice" value="GA100 [A100 SXM4 40GB]"/>')
+                out.append('            </object>')
+            elif kind == "gpu":
                 out.append(f'            <object type="PCIDev" gp_index="{nid()}" pci_busid="{bus}" '
                            f'pci_type="0302 [10de:2330] [10de:16c1] a1" pci_link_speed="31.507692">')
                 out.append('              <info name="PCIVendor" value="NVIDIA Corporation"/>')
@@ -112,13 +124,15 @@ vals = []
 for a in range(4):
     for b in range(4):
         vals.append("1000000" if a == b else "300000")
-idx = " ".join(f"OSDev:{g}" for g in nvml_gp) + " "
-out.append('  <distances2hetero nbobjs="4" kind="25" name="NVLinkBandwidth">')
-out.append(f'    <indexes length="{len(idx)}">{idx}</indexes>')
-for r in range(4):
-    row = " ".join(vals[4 * r:4 * r + 4]) + " "
-    out.append(f'    <u64values length="{len(row)}">{row}</u64values>')
-out.append('  </distances2hetero>')
+if not PCI_ONLY:
+    idx = " ".join(f"OSDev:{g}" for g in nvml_gp) + " "
+    out.append('  <distances2hetero nbobjs="4" kind="25" name="NVLinkBandwidth">')
+    out.append(f'    <indexes length="{len(idx)}">{idx}</indexes>')
+    for r in range(4):
+        row = " ".join(vals[4 * r:4 * r + 4]) + " "
+        out.append(f'    <u64values length="{len(row)}">{row}</u64values>')
+    out.append('  </distances2hetero>')
 out.append('</topology>')
-default = "xe8640-like_4xH100-SXM_mig.xml" if MIG else "xe8640-like_4xH100-SXM_4numa_nvlink-all_3xmlx5.xml"
+default = ("xe8640-like_4xH100-SXM_mig.xml" if MIG else
+           "a100-like_4xA100-SXM_4numa_pci-only_3xmlx5.xml" if PCI_ONLY else "xe8640-like_4xH100-SXM_4numa_nvlink-all_3xmlx5.xml")
 open(ARGS[0] if ARGS else default, "w").write("\n".join(out) + "\n")

@@ -165,6 +165,21 @@ TEST(ConvertPod, RailsInAMixedClusterArePinnedToTheShapesThatGiveThem) {
   EXPECT_EQ(terms[0]["matchFields"][0]["values"], Json::array({"xe-a"})) << terms.dump();
 }
 
+// A shape whose GPUs have no memory figure (an hwloc 2.2 export with PCI devices only) must not
+// take the rails of the shape that gives them away: the Pod is pinned to the shape that can
+// place it, not refused because the other shape cannot.
+TEST(ConvertPod, RailsBesideAShapeWithoutGpuMemoryArePinnedToTheShapeThatGivesThem) {
+  auto snap = testing::Nodes({{"hwloc-synthetic/xe8640-like_4xH100-SXM_4numa_nvlink-all_3xmlx5.xml", "xe-a"},
+                              {"hwloc-synthetic/a100-like_4xA100-SXM_4numa_pci-only_3xmlx5.xml", "a100-a"}});
+  ASSERT_NE(snap, nullptr);
+  auto c = ConvertPod(PodWith({{"nvidia.com/gpu", 2}}, {{"draguard.io/nic", "rdma"}}), "ml", DefaultPolicy(), snap.get());
+  ASSERT_EQ(c.outcome, PodConversion::Outcome::kConverted) << c.reason;
+  const Json& terms =
+      c.pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+  ASSERT_EQ(terms.size(), 1u) << terms.dump();
+  EXPECT_EQ(terms[0]["matchFields"][0]["values"], Json::array({"xe-a"})) << terms.dump();
+}
+
 TEST(ConvertPod, RefusalsExplain) {
   auto c = ConvertPod(PodWith({{"nvidia.com/gpu", 8}}), "ml", DefaultPolicy(), testing::Topo(testing::kG4dn).get());
   EXPECT_EQ(c.outcome, PodConversion::Outcome::kRefused);
