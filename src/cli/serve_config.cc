@@ -164,6 +164,25 @@ Status ParseTls(const Flags& f, ServeConfig* cfg) {
   return Status::Ok();
 }
 
+// The values of a repeatable flag whose values are comma-separated lists, in order, empty
+// entries dropped.
+std::vector<std::string> ListValues(const Flags& f, const char* flag) {
+  std::vector<std::string> out;
+  auto it = f.values.find(flag);
+  if (it == f.values.end()) return out;
+  for (const auto& v : it->second) {
+    std::size_t start = 0;
+    for (;;) {
+      const std::size_t comma = v.find(',', start);
+      std::string name = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (!name.empty()) out.push_back(std::move(name));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return out;
+}
+
 // --tls-self-secret and its companions (tls.mode=self): needs API access, excludes --tls-cert.
 Status ParseSelfTls(const Flags& f, ServeConfig* cfg) {
   const bool any = f.Has("--tls-self-validating") || f.Has("--tls-self-mutating") || f.Has("--tls-self-ca-days") ||
@@ -197,25 +216,14 @@ Status ParseSelfTls(const Flags& f, ServeConfig* cfg) {
   if (self.cert_days > self.ca_days) {
     return Status::InvalidArgument("--tls-self-cert-days must not exceed --tls-self-ca-days");
   }
-  if (auto it = f.values.find("--tls-self-extra-sans"); it != f.values.end()) {
-    for (const auto& v : it->second) {
-      std::size_t start = 0;
-      for (;;) {
-        const std::size_t comma = v.find(',', start);
-        std::string name = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        if (!name.empty()) {
-          const bool dns = name.size() <= 253 && name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-.") ==
-                                                     std::string::npos;
-          if (!dns && certs::CanonicalIp(name).empty()) {
-            return Status::InvalidArgument("--tls-self-extra-sans: " + name +
-                                           " is neither a lower-case DNS name nor an IP address");
-          }
-          self.extra_sans.push_back(name);
-        }
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-      }
+  for (const auto& name : ListValues(f, "--tls-self-extra-sans")) {
+    const bool dns =
+        name.size() <= 253 && name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-.") == std::string::npos;
+    if (!dns && certs::CanonicalIp(name).empty()) {
+      return Status::InvalidArgument("--tls-self-extra-sans: " + name +
+                                     " is neither a lower-case DNS name nor an IP address");
     }
+    self.extra_sans.push_back(name);
   }
   if (f.Has("--tls-self-resync")) {
     double secs = 0;
@@ -266,20 +274,11 @@ Status ParseRequiredNames(const Flags& f, ServeConfig* cfg) {
     return Status::Ok();
   }
   auto& names = cfg->server.tls_required_names.emplace();
-  for (const auto& v : it->second) {
-    std::size_t start = 0;
-    for (;;) {
-      const std::size_t comma = v.find(',', start);
-      std::string name = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      if (!name.empty()) {
-        if (name.size() > 253 || name.find_first_of(" \t/:") != std::string::npos) {
-          return Status::InvalidArgument("--tls-required-names: " + name + " is not a DNS name");
-        }
-        names.push_back(name);
-      }
-      if (comma == std::string::npos) break;
-      start = comma + 1;
+  for (const auto& name : ListValues(f, "--tls-required-names")) {
+    if (name.size() > 253 || name.find_first_of(" \t/:") != std::string::npos) {
+      return Status::InvalidArgument("--tls-required-names: " + name + " is not a DNS name");
     }
+    names.push_back(name);
   }
   return Status::Ok();
 }
