@@ -188,9 +188,11 @@ std::string Quoted(const std::vector<std::string>& items) {
   return out;
 }
 
-PodConversion Refused(std::string reason) {
+// A Pod refused at step `refusal`, because of `reason`.
+PodConversion Refused(PodConversion::Refusal refusal, std::string reason) {
   PodConversion out;
   out.outcome = PodConversion::Outcome::kRefused;
+  out.refusal = refusal;
   out.reason = std::move(reason);
   return out;
 }
@@ -345,7 +347,7 @@ PodConversion ConvertPod(const admission::Json& pod, std::string_view namespace_
   }
   std::vector<std::vector<std::string>> covered;
   auto profile = ProfilePod(pod, policy, &covered);
-  if (!profile.ok()) return Refused(profile.status().message());
+  if (!profile.ok()) return Refused(PodConversion::Refusal::kUnsupportedRequest, profile.status().message());
   out.warnings = profile->notes;
   out.pod = pod;
   StripLegacy(out.pod["spec"], policy);
@@ -353,7 +355,7 @@ PodConversion ConvertPod(const admission::Json& pod, std::string_view namespace_
     out.summary = "removed legacy GPU entries that request no device";
   } else if (std::string why = ConvertEntries(pod, *profile, covered, namespace_name, policy, topology, out);
              !why.empty()) {
-    return Refused(std::move(why));
+    return Refused(PodConversion::Refusal::kNotPlaceable, std::move(why));
   }
   out.patch = Json::diff(pod, out.pod);
   out.outcome = out.patch.empty() ? PodConversion::Outcome::kUnchanged : PodConversion::Outcome::kConverted;

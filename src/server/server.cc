@@ -1,6 +1,7 @@
 #include "draguard/server/server.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <atomic>
 #include <chrono>
@@ -105,6 +106,8 @@ struct Server::Impl {
   // Hot-path series, found once at Start: the duration of each webhook, the rule results by key.
   metrics::HistogramFamily::Handle validate_duration, mutate_duration;
   std::unique_ptr<metrics::CounterTable> rule_results;
+  // The conversion series by webhook::ConversionReason, created at 0 at Start.
+  std::array<metrics::Counter, webhook::kConversionReasons> conversions;
   std::thread shutdown_thread;
   std::atomic<bool> shutting_down{false};
   bool skip_delay = false;
@@ -193,6 +196,9 @@ void Server::Impl::HandleAdmission(admission::WebhookKind kind, const HttpReques
   for (const auto& m : out.rule_metrics) {
     const std::string_view labels[] = {m.rule, m.action, m.result};
     rule_results->Inc(m.key, labels);
+  }
+  if (out.conversion != webhook::ConversionReason::kNotApplicable) {
+    conversions[static_cast<std::size_t>(out.conversion)].Inc();
   }
   using SV = std::string_view;
   const logging::FieldView fields[] = {{"webhook", SV(webhook)},
@@ -311,6 +317,10 @@ Status Server::Start() {
   m.validate_duration = metrics->duration.Find({"validate"});
   m.mutate_duration = metrics->duration.Find({"mutate"});
   m.rule_results = std::make_unique<metrics::CounterTable>(metrics->rule_results, m.deps.reviewer->RuleMetricKeys());
+  for (std::size_t i = 1; i < webhook::kConversionReasons; ++i) {
+    const std::string_view reason[] = {webhook::ConversionReasonName(static_cast<webhook::ConversionReason>(i))};
+    m.conversions[i] = metrics->conversions.Series(reason);
+  }
   m.certs = std::make_unique<CertificateSource>(
       m.opt.tls_cert, m.opt.tls_key,
       [metrics, logger](const Status& st, const CertificateInfo& info) {

@@ -111,28 +111,61 @@ std::optional<engine::MutationFacts> Reviewer::EnsureTemplates(
 
 engine::Decision Reviewer::Mutate(const admission::AdmissionRequest& req, const policy::Policy& policy,
                                   const topology::Snapshot* topology, std::chrono::system_clock::time_point now, steady_clock::time_point deadline,
-                                  engine::MutationFacts& facts) const {
+                                  engine::MutationFacts& facts, ConversionReason& conversion) const {
   facts = {};
+  conversion = ConversionReason::kNotApplicable;
   const engine::Rule* rule = engine::MutationRule(registry_);
   if (rule == nullptr || !MutationApplies(req, policy)) return engine::DecideMutation(facts, registry_, policy);
+  using Refusal = mutation::PodConversion::Refusal;
   engine::RuleInput input{req, policy, topology, now};
   if (std::string why = engine::ExemptionFrom(input, registry_, rule->id()); !why.empty()) {
     facts.outcome = Outcome::kExempt;
     facts.reason = std::move(why);
+    conversion = ConversionReasonOf(facts, Refusal::kNone);
     return engine::DecideMutation(facts, registry_, policy);
   }
   // `req` may hold the rule fields only: the conversion edits only fields that decode keeps, so its
   // patch (a diff) is the same as against the whole Pod, which is never decoded.
   mutation::PodConversion conv = mutation::ConvertPod(req.object, req.namespace_, policy, topology);
   facts = FactsOf(conv);
+  conversion = ConversionReasonOf(facts, conv.refusal);
   engine::Decision decision = engine::DecideMutation(facts, registry_, policy);
   if (decision.verdict != engine::Verdict::kMutate) return decision;
   // Carrying out the patch needs its templates; a failure is judged like a refusal.
   if (auto failure = EnsureTemplates(req, conv.templates, policy, topology, deadline)) {
     facts = std::move(*failure);
+    conversion = ConversionReasonOf(facts, Refusal::kNone);
     return engine::DecideMutation(facts, registry_, policy);
   }
   return decision;
+}
+
+std::string_view ConversionReasonName(ConversionReason reason) {
+  switch (reason) {
+    case ConversionReason::kNotApplicable: return "not-applicable";
+    case ConversionReason::kUnchanged: return "unchanged";
+    case ConversionReason::kExempt: return "exempt";
+    case ConversionReason::kConverted: return "converted";
+    case ConversionReason::kUnsupportedRequest: return "unsupported-request";
+    case ConversionReason::kNotPlaceable: return "not-placeable";
+    case ConversionReason::kTemplateMissing: return "template-missing";
+    case ConversionReason::kProvisioningFailed: return "provisioning-failed";
+  }
+  return "not-applicable";
+}
+
+ConversionReason ConversionReasonOf(const engine::MutationFacts& facts, mutation::PodConversion::Refusal refusal) {
+  switch (facts.outcome) {
+    case Outcome::kUnchanged: return ConversionReason::kUnchanged;
+    case Outcome::kExempt: return ConversionReason::kExempt;
+    case Outcome::kConverted: return ConversionReason::kConverted;
+    case Outcome::kRefused:
+      return refusal == mutation::PodConversion::Refusal::kUnsupportedRequest ? ConversionReason::kUnsupportedRequest
+                                                                              : ConversionReason::kNotPlaceable;
+    case Outcome::kTemplateMissing: return ConversionReason::kTemplateMissing;
+    case Outcome::kProvisioningFailed: return ConversionReason::kProvisioningFailed;
+  }
+  return ConversionReason::kNotApplicable;
 }
 
 Judgement Reviewer::Judge(const admission::AdmissionRequest& req, admission::WebhookKind webhook,
@@ -145,7 +178,7 @@ Judgement Reviewer::Judge(const admission::AdmissionRequest& req, admission::Web
     j.result = engine::Evaluate(input, registry_);
     j.decision = engine::Decide(j.result, policy);
   } else {
-    j.decision = Mutate(req, policy, topology, now, deadline, j.mutation);
+    j.decision = Mutate(req, policy, topology, now, deadline, j.mutation, j.conversion);
   }
   return j;
 }
@@ -233,6 +266,7 @@ ReviewOutcome Reviewer::Review(std::string_view body, admission::WebhookKind web
           {o.rule->id(), policy::ActionName(action), engine::RuleStatusName(o.result.status), key});
     }
     out.verdict = decision.verdict;
+    out.conversion = judgement.conversion;
     for (const auto* list : {&decision.denied_rules, &decision.warned_rules, &decision.audited_rules}) {
       out.rules.insert(out.rules.end(), list->begin(), list->end());
     }

@@ -118,7 +118,14 @@ struct PodConversion {
   /// Unchanged: nothing to convert (or exempt). Converted: `pod`, `patch` and `templates` are set.
   /// Refused: the Pod cannot be converted; `reason` says why.
   enum class Outcome : uint8_t { kUnchanged, kConverted, kRefused };
+  /// Which step refused a Pod (kRefused), a closed set for metric labels: `reason` says more.
+  enum class Refusal : uint8_t {
+    kNone,                ///< not refused
+    kUnsupportedRequest,  ///< the legacy requests have no claim profile (ProfilePod failed)
+    kNotPlaceable,        ///< no template can place the devices (no topology fits, or no single node holds them all)
+  };
   Outcome outcome = Outcome::kUnchanged;
+  Refusal refusal = Refusal::kNone;         ///< kRefused: which step refused
   admission::Json pod;                      ///< the converted Pod (kConverted)
   admission::Json patch = admission::Json::array();  ///< RFC 6902 operations (kConverted)
   std::vector<GeneratedTemplate> templates; ///< templates the Pod references (kConverted)

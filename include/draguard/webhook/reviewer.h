@@ -16,6 +16,7 @@
 #include "draguard/admission/codec.h"
 #include "draguard/admission/response.h"
 #include "draguard/engine/engine.h"
+#include "draguard/mutation/mutation.h"
 #include "draguard/mutation/provisioner.h"
 #include "draguard/policy/policy.h"
 
@@ -40,6 +41,31 @@ inline constexpr std::size_t kRuleMetricKeysPerRule = 16;
 /// RuleMetric::key of a rule outside the registry: past every table.
 inline constexpr std::size_t kNoRuleMetricKey = static_cast<std::size_t>(-1);
 
+/// How /mutate ended for one request, the `reason` label of draguard_mutate_conversions_total: a
+/// closed set, so request content cannot mint series (the refusal's text goes to the log).
+enum class ConversionReason : uint8_t {
+  kNotApplicable,       ///< not counted: /validate, no mutation rule, mutation off, or not a Pod CREATE
+  kUnchanged,           ///< a Pod CREATE with nothing to convert (no legacy GPU requests)
+  kExempt,              ///< exempt from the mutation rule
+  kConverted,           ///< converted (also in audit mode, where the patch is not applied)
+  kUnsupportedRequest,  ///< refused: the legacy requests have no claim profile
+  kNotPlaceable,        ///< refused: no template can place the devices
+  kTemplateMissing,     ///< refused: reference mode and the catalogue lacks the template
+  kProvisioningFailed,  ///< refused: a template could not be created through the API
+};
+
+/// Number of ConversionReason values (a table index bound).
+inline constexpr std::size_t kConversionReasons = 8;
+
+/// The label of `reason`: "not-applicable", "unchanged", "exempt", "converted",
+/// "unsupported-request", "not-placeable", "template-missing" or "provisioning-failed".
+std::string_view ConversionReasonName(ConversionReason reason);
+
+/// The reason of a /mutate review whose facts are `facts` and whose conversion, when one ran,
+/// refused at `refusal` (kNone otherwise). Pure function.
+ConversionReason ConversionReasonOf(const engine::MutationFacts& facts,
+                                    mutation::PodConversion::Refusal refusal);
+
 /// Everything the server needs to answer and to record one review.
 struct ReviewOutcome {
   int http_status = 200;            ///< 200; 400/413 for requests that could not be reviewed; 500 when the
@@ -56,6 +82,8 @@ struct ReviewOutcome {
   engine::Verdict verdict = engine::Verdict::kAllow;  ///< printed with engine::VerdictName
   std::vector<std::string> rules;   ///< IDs that denied, warned or were audited
   std::vector<RuleMetric> rule_metrics;
+  /// /mutate: how the conversion ended (kNotApplicable for /validate and for requests not judged).
+  ConversionReason conversion = ConversionReason::kNotApplicable;
 };
 
 /// What the webhook decides about one decoded request, with the facts behind the decision.
@@ -63,6 +91,7 @@ struct Judgement {
   engine::EngineResult result;     ///< /validate: every rule's outcome (empty for /mutate)
   engine::MutationFacts mutation;  ///< /mutate: what the conversion found (kUnchanged for /validate)
   engine::Decision decision;       ///< the decision the webhook answers with
+  ConversionReason conversion = ConversionReason::kNotApplicable;  ///< /mutate: how the conversion ended
 };
 
 /// Whether reviewing `body` may evaluate CEL (whose cost only the review's budget bounds): true for
@@ -101,10 +130,12 @@ class Reviewer {
 
  private:
   // The /mutate path: gathers the facts (conversion, templates) into `facts` and lets the engine decide.
+  // `conversion` receives how the conversion ended.
   engine::Decision Mutate(const admission::AdmissionRequest& req, const policy::Policy& policy,
                           const topology::Snapshot* topology,
                           std::chrono::system_clock::time_point now,
-                          std::chrono::steady_clock::time_point deadline, engine::MutationFacts& facts) const;
+                          std::chrono::steady_clock::time_point deadline, engine::MutationFacts& facts,
+                          ConversionReason& conversion) const;
   // Makes the templates of a converted Pod exist; returns the failure as facts, or nullopt.
   std::optional<engine::MutationFacts> EnsureTemplates(const admission::AdmissionRequest& req,
                                                        const std::vector<mutation::GeneratedTemplate>& templates,

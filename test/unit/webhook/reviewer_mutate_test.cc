@@ -1,6 +1,7 @@
 // The /mutate path of the Reviewer: provisioning, dry-run, audit, exemptions, reference mode, the
 // review's deadline and exceptions after decoding.
 #include <mutex>
+#include <set>
 #include <stdexcept>
 
 #include "draguard/admission/response.h"
@@ -63,6 +64,7 @@ struct Answer {
   Json patch;  // decoded, or null
   engine::Verdict verdict = engine::Verdict::kError;
   std::vector<std::string> rules;
+  ConversionReason conversion = ConversionReason::kNotApplicable;
 };
 
 Answer Mutate(const Reviewer& r, const std::string& body, const policy::Policy& pol,
@@ -74,6 +76,7 @@ Answer Mutate(const Reviewer& r, const std::string& body, const policy::Policy& 
   a.response = Json::parse(out.body)["response"];
   a.verdict = out.verdict;
   a.rules = out.rules;
+  a.conversion = out.conversion;
   if (a.response.contains("patch")) {
     auto raw = Base64Decode(a.response["patch"].get<std::string>());
     EXPECT_TRUE(raw.ok());
@@ -196,6 +199,45 @@ TEST(ReviewerMutate, ReferenceModeUsesOnlyTheCatalogue) {
   EXPECT_TRUE(hit.response["allowed"].get<bool>());
   EXPECT_TRUE(hit.patch.is_array());
   EXPECT_TRUE(prov.calls.empty());
+}
+
+TEST(ReviewerMutate, EveryOutcomeHasItsConversionReason) {
+  FakeProvisioner prov;
+  Reviewer r(Rules(), {}, &prov);
+  auto pol = DefaultPolicy();
+  const std::string gpu = Review(PodWith({{"nvidia.com/gpu", 1}}));
+  EXPECT_EQ(Mutate(r, gpu, pol).conversion, ConversionReason::kConverted);
+  EXPECT_EQ(Mutate(r, Review(PodWith({{"example.com/fpga", 1}})), pol).conversion, ConversionReason::kUnchanged);
+  EXPECT_EQ(Mutate(r, Review(PodWith({{"nvidia.com/gpu.shared", 1}})), pol).conversion,
+            ConversionReason::kUnsupportedRequest);
+  // Several GPUs need a topology to be aligned: without one no template places them.
+  EXPECT_EQ(Mutate(r, Review(PodWith({{"nvidia.com/gpu", 2}})), pol).conversion, ConversionReason::kNotPlaceable);
+  EXPECT_EQ(Mutate(r, Review(PodWith({{"nvidia.com/gpu", 1}}), "CREATE", false, "legacy-ns"),
+                   [&] { auto p = pol; p.exemptions.namespaces = {"legacy-*"}; return p; }())
+                .conversion,
+            ConversionReason::kExempt);
+  EXPECT_EQ(Mutate(r, Review(PodWith({{"nvidia.com/gpu", 1}}), "UPDATE"), pol).conversion,
+            ConversionReason::kNotApplicable);
+  auto reference = pol;
+  reference.mutation.templates = policy::TemplateMode::kReference;
+  EXPECT_EQ(Mutate(r, gpu, reference).conversion, ConversionReason::kTemplateMissing);
+  prov.result = Status::Unavailable("connection refused");
+  EXPECT_EQ(Mutate(r, gpu, pol).conversion, ConversionReason::kProvisioningFailed);
+  // /validate never counts a conversion.
+  auto validated = r.Review(gpu, admission::WebhookKind::kValidating, pol, nullptr, std::chrono::system_clock::now(),
+                            steady_clock::now() + kDefaultReviewTimeout);
+  EXPECT_EQ(validated.conversion, ConversionReason::kNotApplicable);
+}
+
+TEST(ConversionReason, NamesAreDistinctLabels) {
+  std::set<std::string_view> names;
+  for (std::size_t i = 0; i < kConversionReasons; ++i) {
+    const std::string_view name = ConversionReasonName(static_cast<ConversionReason>(i));
+    EXPECT_FALSE(name.empty());
+    EXPECT_EQ(name.find_first_not_of("abcdefghijklmnopqrstuvwxyz-"), std::string_view::npos) << name;
+    names.insert(name);
+  }
+  EXPECT_EQ(names.size(), kConversionReasons);
 }
 
 Json TwoContainerPod() {
