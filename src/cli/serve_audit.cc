@@ -23,6 +23,7 @@ Result<std::unique_ptr<audit::BackgroundAudit>> StartBackgroundAudit(
   lease.namespace_name = cfg.namespace_name;
   lease.name = cfg.audit.lease_name.empty() ? cfg.service_name + "-audit" : cfg.audit.lease_name;
   lease.identity = identity;
+  lease.duration = cfg.audit.lease_duration;
   elector = std::make_unique<audit::LeaseElector>(*client, lease);
   audit_metrics = std::make_unique<metrics::AuditMetrics>(registry);
   audit::BackgroundOptions options;

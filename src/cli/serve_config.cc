@@ -236,7 +236,8 @@ Status ParseSelfTls(const Flags& f, ServeConfig* cfg) {
   return Status::Ok();
 }
 
-// --audit-interval, --audit-page-size, --audit-max-results, --audit-policy-reports, --audit-lease.
+// --audit-interval, --audit-page-size, --audit-max-results, --audit-policy-reports, --audit-lease,
+// --audit-lease-duration.
 Status ParseAudit(const Flags& f, ServeConfig* cfg) {
   AuditServeConfig& a = cfg->audit;
   if (f.Has("--audit-interval")) {
@@ -257,6 +258,13 @@ Status ParseAudit(const Flags& f, ServeConfig* cfg) {
   if (reports != "on" && reports != "off") return Status::InvalidArgument("--audit-policy-reports must be on or off");
   a.policy_reports = reports == "on";
   a.lease_name = f.Get("--audit-lease");
+  if (f.Has("--audit-lease-duration")) {
+    double secs = 0;
+    if (!ParseSeconds(f.Get("--audit-lease-duration"), &secs) || secs < 6 || secs > 3600) {
+      return Status::InvalidArgument("--audit-lease-duration must be 6 to 3600 seconds");
+    }
+    a.lease_duration = std::chrono::seconds(static_cast<int64_t>(secs));
+  }
   if (a.interval.count() > 0 && cfg->kube == KubeMode::kOff) {
     return Status::InvalidArgument("--audit-interval needs Kubernetes API access (not --kube=off)");
   }
@@ -293,7 +301,7 @@ const std::set<std::string>& ServeFlagNames() {
       "--io-threads", "--inline-review-max-body", "--body-budget", "--max-connections", "--max-queued", "--reload-interval", "--kube", "--kube-timeout", "--topology-configmaps",
       "--tls-self-secret", "--tls-self-validating", "--tls-self-mutating", "--tls-self-ca-days",
       "--tls-self-cert-days", "--tls-self-resync", "--tls-self-extra-sans", "--audit-interval", "--audit-page-size", "--audit-max-results",
-      "--audit-policy-reports", "--audit-lease"};
+      "--audit-policy-reports", "--audit-lease", "--audit-lease-duration"};
   return kNames;
 }
 

@@ -36,6 +36,7 @@ struct AuditServeConfig {
   std::size_t max_results = 1000;    ///< --audit-max-results (results per PolicyReport)
   bool policy_reports = true;        ///< --audit-policy-reports on|off
   std::string lease_name;            ///< --audit-lease; "" = "<service-name>-audit"
+  std::chrono::seconds lease_duration{60};  ///< --audit-lease-duration (leaseDurationSeconds)
 };
 
 /// Everything `draguard serve` takes from its flags (defaults = the documented defaults).

@@ -79,6 +79,8 @@ serve flags:
   --audit-max-results N      results per PolicyReport (default 1000)
   --audit-policy-reports on|off  write PolicyReports (default on)
   --audit-lease NAME         the audit Lease (default SERVICE-audit)
+  --audit-lease-duration SECONDS  its leaseDurationSeconds: a replica takes over this long after
+                             the holder stopped renewing (6 to 3600, default 60)
   --log-level LEVEL          debug | info | warn | error | off (default info)
   Signals: SIGTERM, SIGINT, SIGQUIT drain (readiness off, --shutdown-delay, in-flight requests
   finish; a second one ends the delay); SIGHUP reloads policy, certificate and topology;

@@ -769,6 +769,7 @@ async function scenarios() {
     eq(arg("--audit-page-size"), "500", "--audit-page-size");
     eq(arg("--audit-max-results"), "1000", "--audit-max-results");
     eq(arg("--audit-policy-reports"), "off", "--audit-policy-reports");
+    eq(arg("--audit-lease-duration"), "60", "--audit-lease-duration");
     const cr = find(aud.docs, "ClusterRole", "draguard-audit")[0];
     assert(cr, "ClusterRole draguard-audit");
     for (const rule of cr.rules) eq(rule.verbs, ["list"], `verbs of ${rule.resources}`);

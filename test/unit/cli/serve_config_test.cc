@@ -212,17 +212,20 @@ TEST(ParseServeConfig, BackgroundAuditFlags) {
   EXPECT_EQ(off->audit.page_size, 500u);
   EXPECT_EQ(off->audit.max_results, 1000u);
   EXPECT_TRUE(off->audit.policy_reports);
+  EXPECT_EQ(off->audit.lease_duration.count(), 60);
   auto on = ParseServeConfig({"--audit-interval", "300", "--audit-page-size", "100", "--audit-max-results", "50",
-                              "--audit-policy-reports", "off", "--audit-lease", "my-lease"});
+                              "--audit-policy-reports", "off", "--audit-lease", "my-lease", "--audit-lease-duration", "15"});
   ASSERT_TRUE(on.ok()) << on.status().message();
   EXPECT_EQ(on->audit.interval.count(), 300);
   EXPECT_EQ(on->audit.page_size, 100u);
   EXPECT_EQ(on->audit.max_results, 50u);
   EXPECT_FALSE(on->audit.policy_reports);
   EXPECT_EQ(on->audit.lease_name, "my-lease");
+  EXPECT_EQ(on->audit.lease_duration.count(), 15);
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"--audit-interval", "5"}, {"--audit-interval", "x"}, {"--audit-page-size", "0"},
            {"--audit-page-size", "5001"}, {"--audit-max-results", "-1"}, {"--audit-policy-reports", "yes"},
+           {"--audit-lease-duration", "5"}, {"--audit-lease-duration", "3601"},
            {"--audit-interval", "60", "--kube", "off"}}) {
     auto bad = ParseServeConfig(args);
     ASSERT_FALSE(bad.ok()) << args[0];
