@@ -73,6 +73,18 @@ void AddMutateFindings(const engine::Decision& d, const engine::Registry& regist
   }
 }
 
+// A ResourceClaim kube-scheduler created for a Pod's extended resources (KEP-5004, the
+// DeviceClass's extendedResourceName): the Pod asked for it and is judged itself.
+bool IsExtendedResourceClaim(const Json& object, const admission::AdmissionRequest& req) {
+  if (req.kind.group != "resource.k8s.io" || req.kind.kind != "ResourceClaim") return false;
+  auto md = object.find("metadata");
+  if (md == object.end() || !md->is_object()) return false;
+  auto ann = md->find("annotations");
+  if (ann == md->end() || !ann->is_object()) return false;
+  auto it = ann->find("resource.kubernetes.io/extended-resource-claim");
+  return it != ann->end() && it->is_string() && *it == "true";
+}
+
 }  // namespace
 
 std::vector<AuditedKind> AuditedKinds(const policy::Policy& policy) {
@@ -139,6 +151,11 @@ ObjectVerdict JudgeObject(Json object, const JudgeContext& ctx) {
   v.namespace_ = req.namespace_;
   const auto deadline = std::chrono::steady_clock::now() + webhook::kDefaultReviewTimeout;
   const bool pod = req.kind.group.empty() && req.kind.kind == "Pod";
+  if (IsExtendedResourceClaim(req.object, req)) {
+    v.verdict = Verdict::kExempt;
+    v.exemption = "a claim kube-scheduler made for the extended resources of its Pod, which is judged itself";
+    return v;
+  }
 
   Verdict mutate_verdict = Verdict::kAllow;
   if (pod) {

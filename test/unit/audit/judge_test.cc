@@ -247,6 +247,33 @@ TEST(Judge, AConvertiblePodIsConvertedAndNotDenied) {
   EXPECT_TRUE(e.findings.empty());
 }
 
+// kube-scheduler's claim for a Pod's extended resources (KEP-5004) is the Pod's request, judged
+// with the Pod: an audit of a real cluster must not report it as a claim without a memory floor.
+TEST(Judge, TheSchedulersExtendedResourceClaimIsJudgedWithItsPod) {
+  engine::Registry registry = engine::DefaultRegistry();
+  webhook::Reviewer reviewer(registry);
+  policy::PolicyStore store;
+  ASSERT_TRUE(store.LoadDefault().ok());
+  JudgeContext ctx{reviewer, registry, *store.Current(), nullptr, {}, "ml"};
+  Json claim = Json::parse(R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim",
+    "metadata":{"name":"train-extended-resources-l5d74","namespace":"ml",
+      "annotations":{"resource.kubernetes.io/extended-resource-claim":"true"},
+      "ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"train","uid":"u","controller":true}]},
+    "spec":{"devices":{"requests":[{"name":"container-0-request-0",
+      "exactly":{"deviceClassName":"gpu.nvidia.com","allocationMode":"ExactCount","count":1}}]}}})");
+  ObjectVerdict v = JudgeObject(claim, ctx);
+  EXPECT_EQ(v.verdict, engine::Verdict::kExempt);
+  EXPECT_TRUE(v.findings.empty());
+  EXPECT_NE(v.exemption.find("extended resources"), std::string::npos) << v.exemption;
+
+  // The same claim written by a user is judged (DG003: no memory floor).
+  claim["metadata"].erase("annotations");
+  ObjectVerdict u = JudgeObject(claim, ctx);
+  EXPECT_EQ(u.verdict, engine::Verdict::kDeny);
+  ASSERT_FALSE(u.findings.empty());
+  EXPECT_EQ(u.findings.front().rule, "DG003");
+}
+
 TEST(Judge, AuditedKindsCoverTheWebhookRulesAndThePolicyResources) {
   policy::Policy pol;
   EXPECT_TRUE(IsAudited("", "Pod", pol));
