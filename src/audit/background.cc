@@ -164,6 +164,50 @@ bool BackgroundAudit::StillLeader() {
   return leader_;
 }
 
+std::string BackgroundAudit::ServingVersion(const AuditedKind& kind, Discovery& discovery, std::string* reason,
+                                           std::string* detail) {
+  auto fetch = [&](const std::string& path) -> const std::pair<int, Json>& {
+    auto it = discovery.find(path);
+    if (it != discovery.end()) return it->second;
+    kube::ApiResult r = client_.Call({"GET", path});
+    Json doc = r.ok() ? Json::parse(r.body, nullptr, false) : Json();
+    if (r.ok() && !doc.is_object()) doc = Json();
+    return discovery[path] = {r.ok() ? 200 : r.status, std::move(doc)};
+  };
+  const std::string group_path = "/apis/" + kube::PathEscape(kind.group);
+  const auto& [status, group] = fetch(group_path);
+  if (!group.is_object() || !group.contains("preferredVersion")) {
+    *reason = status == 404 ? "not-found" : status == 403 ? "forbidden" : "error";
+    *detail = status == 200 ? "discovery without a preferred version" : "GET " + group_path + ": HTTP " + std::to_string(status);
+    return "";
+  }
+  // The preferred version first, then the others in discovery's order: the CRDs of one group
+  // have their own versions, so the preferred one need not serve every kind.
+  std::vector<std::string> versions;
+  if (group["preferredVersion"].is_object()) versions.push_back(group["preferredVersion"].value("version", ""));
+  if (group.contains("versions") && group["versions"].is_array()) {
+    for (const auto& v : group["versions"]) {
+      std::string name = v.is_object() ? v.value("version", "") : "";
+      if (std::find(versions.begin(), versions.end(), name) == versions.end()) versions.push_back(name);
+    }
+  }
+  bool failed = false;
+  for (const std::string& version : versions) {
+    if (version.empty()) continue;
+    const auto& [list_status, list] = fetch(group_path + "/" + kube::PathEscape(version));
+    if (!list.is_object() || !list.contains("resources") || !list["resources"].is_array()) {
+      failed = failed || list_status != 404;
+      continue;
+    }
+    for (const auto& r : list["resources"]) {
+      if (r.is_object() && r.value("name", "") == kind.resource) return version;
+    }
+  }
+  *reason = failed ? "error" : "not-found";
+  if (!failed) *detail = "no version of " + kind.group + " serves " + kind.resource;
+  return "";
+}
+
 RunResult BackgroundAudit::Run() {
   RunResult result;
   result.ran = true;
@@ -178,6 +222,7 @@ RunResult BackgroundAudit::Run() {
   JudgeContext ctx{reviewer_, registry_, *snap.policy, snap.topology.get(), now_(), "default"};
   ReportBuilder reports(options_.max_results);
   std::map<std::vector<std::string>, double> violations;
+  Discovery discovery;
 
   for (const AuditedKind& listed : AuditedKinds(*snap.policy)) {
     AuditedKind kind = listed;
@@ -192,16 +237,11 @@ RunResult BackgroundAudit::Run() {
       }
     };
     if (kind.version.empty()) {
-      // A custom resource: its preferred version from discovery; 404 = the CRD is not installed.
-      kube::ApiResult d = client_.Call({"GET", "/apis/" + kube::PathEscape(kind.group)});
-      Json doc = d.ok() ? Json::parse(d.body, nullptr, false) : Json();
-      if (!d.ok() || !doc.is_object() || !doc.contains("preferredVersion")) {
-        skip(d.status == 404 ? "not-found" : d.status == 403 ? "forbidden" : "error", Describe(d));
-        continue;
-      }
-      kind.version = doc["preferredVersion"].value("version", "");
+      // A custom resource: a version of its group that serves it (discovery); 404 = not installed.
+      std::string reason, detail;
+      kind.version = ServingVersion(kind, discovery, &reason, &detail);
       if (kind.version.empty()) {
-        skip("error", "discovery without a preferred version");
+        skip(reason, detail);
         continue;
       }
     }

@@ -116,7 +116,13 @@ class BackgroundAudit {
 
  private:
   struct KindState;
+  /// Discovery documents of one run by path: HTTP status and body (null unless a JSON object).
+  using Discovery = std::map<std::string, std::pair<int, admission::Json>>;
   bool StillLeader();
+  /// The version of a custom resource's group that serves it: the preferred version when it lists
+  /// the resource, else the first other version of the group that does; "" with `reason`
+  /// (not-found, forbidden, error) and `detail` when none does.
+  std::string ServingVersion(const AuditedKind& kind, Discovery& discovery, std::string* reason, std::string* detail);
   void PublishMetrics(const RunResult& result, const std::map<std::vector<std::string>, double>& violations);
   void PublishReports(const ReportBuilder& reports, RunResult& result);
 

@@ -67,6 +67,38 @@ class BackgroundAuditTest : public kubetest::FakeApiServerTest {
   std::atomic<int> offset_{0};
 };
 
+// The CRDs of one group have their own versions: KServe's InferenceService is served as v1beta1
+// (the group's preferred version), its LLMInferenceService only as v1alpha1. Each kind is listed
+// in a version that serves it, not skipped as not-found.
+TEST_F(BackgroundAuditTest, ListsACustomResourceInAVersionThatServesItNotOnlyThePreferredOne) {
+  policy_->custom_resources.clear();
+  policy_->custom_resources.push_back({"serving.kserve.io", "InferenceService"});
+  policy_->custom_resources.push_back({"serving.kserve.io", "LLMInferenceService"});
+  server_->InjectFault("GET", "/apis/serving\\.kserve\\.io",
+                       {200, R"({"kind":"APIGroup","name":"serving.kserve.io",
+                         "versions":[{"groupVersion":"serving.kserve.io/v1beta1","version":"v1beta1"},
+                                     {"groupVersion":"serving.kserve.io/v1alpha1","version":"v1alpha1"}],
+                         "preferredVersion":{"groupVersion":"serving.kserve.io/v1beta1","version":"v1beta1"}})"});
+  server_->InjectFault("GET", "/apis/serving\\.kserve\\.io/v1beta1",
+                       {200, R"({"kind":"APIResourceList","groupVersion":"serving.kserve.io/v1beta1",
+                         "resources":[{"name":"inferenceservices","namespaced":true,"kind":"InferenceService","verbs":["list"]}]})"});
+  server_->InjectFault("GET", "/apis/serving\\.kserve\\.io/v1alpha1",
+                       {200, R"({"kind":"APIResourceList","groupVersion":"serving.kserve.io/v1alpha1",
+                         "resources":[{"name":"llminferenceservices","namespaced":true,"kind":"LLMInferenceService","verbs":["list"]}]})"});
+  server_->PutObject("/apis/serving.kserve.io/v1alpha1/namespaces/team-0/llminferenceservices/chat",
+                     {{"metadata", {{"name", "chat"}, {"namespace", "team-0"}}}, {"spec", json::object()}});
+  auto audit = Make();
+  RunResult r = audit->Tick();
+  ASSERT_TRUE(r.ran);
+  EXPECT_EQ(r.skipped.count("InferenceService.serving.kserve.io"), 0u);
+  EXPECT_EQ(r.skipped.count("LLMInferenceService.serving.kserve.io"), 0u);
+  EXPECT_EQ(r.summary.objects, 1u);  // the LLMInferenceService
+  EXPECT_GE(server_->Count("GET", "/apis/serving.kserve.io/v1alpha1/llminferenceservices"), 1);
+  EXPECT_EQ(server_->Count("GET", "/apis/serving.kserve.io/v1beta1/llminferenceservices"), 0);
+  // Discovery is read once per run for the two kinds of the group.
+  EXPECT_EQ(server_->Count("GET", "/apis/serving.kserve.io/v1beta1/inferenceservices"), 1);
+}
+
 TEST_F(BackgroundAuditTest, JudgesThousandsOfObjectsOverPagesAndWritesReportsOnlyWhenTheyChange) {
   PutPods(2500, 25, 5);  // 500 legacy Pods, 20 per namespace
   server_->PutObject("/apis/apps/v1/namespaces/team-0/deployments/web",
