@@ -246,8 +246,12 @@ func TestBackgroundAudit(t *testing.T) {
 	kubectlOK(t, c, "", "apply", "--server-side", "-f", filepath.Join(sourceDir(t), "test", "data", "crds", "wgpolicyk8s.io_policyreports.yaml"))
 	kubectlOK(t, c, "", "wait", "--for=condition=Established", "--timeout=60s", "crd/policyreports.wgpolicyk8s.io")
 	// RayCluster is one of the policy's custom resources; the chart below grants list on
-	// kubeflow.org only, so the audit may not list it.
-	standInCRDs(t, c, []*unstructured.Unstructured{{Object: map[string]any{"apiVersion": "ray.io/v1", "kind": "RayCluster"}}})
+	// serving.kserve.io only, so the audit may not list it. KServe's two kinds are served in
+	// different versions of their group, as upstream's CRDs are.
+	standInCRDs(t, c, []*unstructured.Unstructured{
+		{Object: map[string]any{"apiVersion": "ray.io/v1", "kind": "RayCluster"}},
+		{Object: map[string]any{"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService"}},
+		{Object: map[string]any{"apiVersion": "serving.kserve.io/v1alpha1", "kind": "LLMInferenceService"}}})
 	var namespaces []string
 	for i := 0; i < auditNamespaces; i++ {
 		ns := fmt.Sprintf("audit-%d", i)
@@ -267,7 +271,7 @@ func TestBackgroundAudit(t *testing.T) {
 		"--set", "policy.mode=audit", "--set", "mutation.enabled=false",
 		"--set", "audit.enabled=true", "--set", "audit.intervalSeconds=10", "--set", "audit.pageSize=100",
 		"--set", "audit.leaseDurationSeconds="+strconv.Itoa(auditLeaseSeconds),
-		"--set-json", `validating.crds.resources=[{"apiGroup":"kubeflow.org","resources":["pytorchjobs"]}]`)
+		"--set-json", `validating.crds.resources=[{"apiGroup":"serving.kserve.io","resources":["inferenceservices","llminferenceservices"]}]`)
 	c.WaitServiceAccount("default")
 	replicas := startReplicas(t, c, lb, 2)
 	identities := map[string]*replica{"draguard-0": replicas[0], "draguard-1": replicas[1]}
@@ -320,6 +324,10 @@ func TestBackgroundAudit(t *testing.T) {
 			!strings.Contains(series, `.ray.io"`) {
 			t.Errorf("skipped as forbidden: %s", series)
 		}
+	}
+	// Both KServe kinds are listed, each in the version of the group that serves it.
+	if v := sum(m, "draguard_audit_skipped_kinds_total", `.serving.kserve.io"`); v != 0 {
+		t.Errorf("KServe kinds skipped though installed and granted:\n%v", m)
 	}
 	if v := sum(m, "draguard_audit_runs_total", `result="partial"`); v < 1 {
 		t.Errorf("no partial run counted (a kind was skipped): %v", v)
