@@ -4,7 +4,8 @@
 # or requests) on this machine, in one run:
 #   Kyverno    v1.19.1 (cmd/kyverno, the admission controller), a ValidatingPolicy (CEL):
 #              bench/peers/kyverno-policy.yaml
-#   Gatekeeper v3.23.1 (the manager: webhook and generate operations, no ValidatingAdmissionPolicy), a ConstraintTemplate and Constraint:
+#   Gatekeeper v3.23.1 (the manager: webhook and generate operations, no ValidatingAdmissionPolicy
+#              generated), a ConstraintTemplate and Constraint:
 #              bench/peers/gatekeeper-template.yaml; Rego (GATEKEEPER_ENGINE=rego, the default)
 #              or CEL (GATEKEEPER_ENGINE=cel: K8sNativeValidation)
 # Both are built from their Go modules at those releases (Kyverno through the wrapper module
