@@ -358,7 +358,10 @@ void BackgroundAudit::PublishMetrics(const RunResult& result,
   metrics_.violations.Replace(series);
   metrics_.duration.Set({}, result.seconds);
   metrics_.last_run.Set({}, std::chrono::duration<double>(now_().time_since_epoch()).count());
-  metrics_.runs.Inc({result.skipped.empty() ? "complete" : "partial"});
+  // A kind that is not served (its CRD not installed) leaves nothing unaudited.
+  const bool partial = std::any_of(result.skipped.begin(), result.skipped.end(),
+                                   [](const auto& kv) { return kv.second != "not-found"; });
+  metrics_.runs.Inc({partial ? "partial" : "complete"});
 }
 
 void BackgroundAudit::PublishReports(const ReportBuilder& reports, RunResult& result) {

@@ -120,6 +120,9 @@ TEST_F(BackgroundAuditTest, JudgesThousandsOfObjectsOverPagesAndWritesReportsOnl
   // Custom resources whose API is not served are skipped as not-found, not as errors.
   EXPECT_EQ(r.skipped.count("PyTorchJob.kubeflow.org"), 1u);
   EXPECT_EQ(r.skipped["PyTorchJob.kubeflow.org"], "not-found");
+  // ... and leave the run complete: nothing installed went unaudited.
+  EXPECT_EQ(metrics_.runs.Value({"complete"}), 1);
+  EXPECT_EQ(metrics_.runs.Value({"partial"}), 0);
 
   json report = server_->GetObject(std::string(kReports) + "team-0/policyreports/draguard");
   ASSERT_TRUE(report.is_object());
