@@ -322,9 +322,41 @@ Box MakeTree(const NodeTopology& node, DeviceBoxes devices) {
   Box machine;
   machine.cls = "machine";
   machine.max_width = kMachineWidth;
+  // A package's box takes the place of its first NUMA node and holds all of its nodes; a node in
+  // no known package stays where it is.
+  std::map<uint32_t, std::size_t> package_at;              // package OS index -> its box in machine.children
+  std::map<uint32_t, std::vector<uint32_t>> package_numa;  // package OS index -> its NUMA node indexes
   for (uint32_t k = 0; k < numa.size(); ++k) {
     note_empty(numa[k], empty_roots[k]);
-    machine.children.push_back(std::move(numa[k]));
+    const uint32_t package = node.NumaPackage(k);
+    if (package == kNoIndex) {
+      machine.children.push_back(std::move(numa[k]));
+      continue;
+    }
+    if (package_at.try_emplace(package, machine.children.size()).second) {
+      Box b;
+      b.cls = "package";
+      b.fill = "#dde8dd";
+      b.max_width = kMachineWidth - 2 * kPad;
+      b.data = " data-package=\"" + std::to_string(package) + "\"";
+      machine.children.push_back(std::move(b));
+    }
+    package_numa[package].push_back(k);
+    machine.children[package_at[package]].children.push_back(std::move(numa[k]));
+  }
+  for (const auto& [package, nodes] : package_numa) {
+    uint64_t cpus = 0, memory = 0;
+    std::vector<uint32_t> os_indexes;
+    for (uint32_t k : nodes) {
+      cpus += s.numa_nodes[k].cpus;
+      memory += s.numa_nodes[k].memory_bytes;
+      os_indexes.push_back(s.numa_nodes[k].os_index);
+    }
+    Box& b = machine.children[package_at[package]];
+    b.lines.push_back("Package P#" + std::to_string(package));
+    b.lines.push_back(std::to_string(cpus) + " CPUs · " + Bytes(memory));
+    b.tooltip = "Package P#" + std::to_string(package) + ": NUMA node" + (nodes.size() == 1 ? " " : "s ") +
+                JoinNumbers(os_indexes);
   }
   note_empty(no_numa, no_numa_empty);
   if (!no_numa.children.empty() || no_numa_empty > 0) machine.children.push_back(std::move(no_numa));

@@ -223,7 +223,8 @@ template <typename Io, typename P>
 bool ExportFields(Io& io, P& p) {
   uint64_t magic = kMagic;
   return io.U64(magic) && magic == kMagic && io.Str(p.host_name) && io.Str(p.hwloc_version) &&
-         io.Str(p.xml_format) && io.Each(p.gpu_uuids, [&](auto& u) { return io.Str(u); });
+         io.Str(p.xml_format) && io.Each(p.gpu_uuids, [&](auto& u) { return io.Str(u); }) &&
+         io.Each(p.numa_packages, [&](auto& k) { return io.Num(k); });
 }
 
 }  // namespace
@@ -252,6 +253,7 @@ Result<ParsedExport> DecodeExport(std::string_view bytes) {
   if (r.ok() && !r.at_end() && !MigFields(in, p.shape)) return bad();
   if (!r.done()) return bad();
   if (p.gpu_uuids.size() != p.shape.gpus.size()) return bad();
+  if (!p.numa_packages.empty() && p.numa_packages.size() != p.shape.numa_nodes.size()) return bad();
   FinalizeShape(p.shape);
   return p;
 }

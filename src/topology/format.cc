@@ -35,8 +35,13 @@ json NodeJson(const NodeTopology& n) {
   o["hwlocVersion"] = OrNull(n.hwloc_version);
   o["shape"] = s.fingerprint;  // the node's draguard.io/topology-shape label value
   json numa = json::array();
-  for (const NumaNode& m : s.numa_nodes) {
-    numa.push_back({{"osIndex", m.os_index}, {"memoryBytes", m.memory_bytes}, {"cpus", m.cpus}});
+  for (uint32_t i = 0; i < s.numa_nodes.size(); ++i) {
+    const NumaNode& m = s.numa_nodes[i];
+    const uint32_t package = n.NumaPackage(i);
+    numa.push_back({{"osIndex", m.os_index},
+                    {"memoryBytes", m.memory_bytes},
+                    {"cpus", m.cpus},
+                    {"package", package == kNoIndex ? json(nullptr) : json(package)}});
   }
   o["numaNodes"] = std::move(numa);
   json roots = json::array();

@@ -373,9 +373,19 @@ Result<ParsedExport> ConvertTopology(const RawTopology& raw, const LoaderLimits&
   Shape& shape = out.shape;
   out.host_name = Info(raw.root_infos, "HostName");
   out.hwloc_version = Info(raw.root_infos, "hwlocVersion");
-  shape.numa_nodes = raw.numa_nodes;
-  std::sort(shape.numa_nodes.begin(), shape.numa_nodes.end(),
-            [](const NumaNode& a, const NumaNode& b) { return a.os_index < b.os_index; });
+  // NUMA nodes by OS index, each with its package.
+  std::vector<uint32_t> order(raw.numa_nodes.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return raw.numa_nodes[a].os_index < raw.numa_nodes[b].os_index; });
+  bool packaged = false;
+  for (uint32_t i : order) {
+    shape.numa_nodes.push_back(raw.numa_nodes[i]);
+    const uint32_t package = i < raw.numa_packages.size() ? raw.numa_packages[i] : kNoIndex;
+    out.numa_packages.push_back(package);
+    packaged = packaged || package != kNoIndex;
+  }
+  if (!packaged) out.numa_packages.clear();
   const RootIndex root_by_gp = ConvertRoots(raw, shape);
   const GpuIndex gpu_by_pci = ConvertGpus(raw, root_by_gp, out);
   // Bridges count as PCI information too (an export may list only host bridges and bridges).

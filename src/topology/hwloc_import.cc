@@ -53,9 +53,28 @@ hwloc_obj_t HostBridgeOf(hwloc_obj_t obj) {
 // Where each hwloc PCI device / OS device object went in the RawTopology.
 using ObjectIndex = std::unordered_map<hwloc_obj_t, uint32_t>;
 
+// The OS index of the package holding NUMA node `numa`: its ancestor package, else the only
+// package whose CPUs include the node's (a node attached above its package); kNoIndex for a node
+// without CPUs outside any package (GPU memory, CXL), one spanning packages, or an unnumbered package.
+uint32_t PackageOf(hwloc_topology_t topo, hwloc_obj_t numa) {
+  hwloc_obj_t package = hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_PACKAGE, numa);
+  if (package == nullptr && numa->cpuset != nullptr && !hwloc_bitmap_iszero(numa->cpuset)) {
+    for (hwloc_obj_t p = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_PACKAGE, nullptr); p != nullptr;
+         p = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_PACKAGE, p)) {
+      if (p->cpuset != nullptr && hwloc_bitmap_isincluded(numa->cpuset, p->cpuset)) {
+        package = p;
+        break;
+      }
+    }
+  }
+  if (package == nullptr || package->os_index == HWLOC_UNKNOWN_INDEX) return kNoIndex;
+  return package->os_index;
+}
+
 void ReadNuma(hwloc_topology_t topo, RawTopology& out) {
   for (hwloc_obj_t o = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, nullptr); o != nullptr;
        o = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, o)) {
+    out.numa_packages.push_back(PackageOf(topo, o));
     NumaNode n;
     n.os_index = o->os_index;
     n.memory_bytes = o->attr != nullptr ? o->attr->numanode.local_memory : 0;

@@ -79,6 +79,9 @@ struct RawMatrices {
 struct RawTopology {
   RawInfos root_infos;                      ///< infos of the root object (HostName, hwlocVersion, ...)
   std::vector<NumaNode> numa_nodes;         ///< libhwloc order
+  /// Parallel to numa_nodes: OS index of the CPU package (socket) that holds the node (its
+  /// ancestor, else the one package whose CPUs include all of the node's), or kNoIndex.
+  std::vector<uint32_t> numa_packages;
   std::vector<RawHostBridge> host_bridges;  ///< libhwloc order
   std::vector<RawPciDevice> pci_devices;    ///< libhwloc order
   std::vector<RawOsDevice> os_devices;      ///< libhwloc order; only those with a PCI parent

@@ -175,4 +175,8 @@ std::optional<std::string_view> NodeTopology::GpuUuid(uint32_t gpu_index) const 
   return std::string_view(gpu_uuids[gpu_index]);
 }
 
+uint32_t NodeTopology::NumaPackage(uint32_t numa_index) const {
+  return numa_index < numa_packages.size() ? numa_packages[numa_index] : kNoIndex;
+}
+
 }  // namespace draguard::topology

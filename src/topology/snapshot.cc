@@ -101,6 +101,7 @@ std::shared_ptr<const NodeTopology> MakeNodeTopology(ParsedExport parsed, std::s
     n->gpu_uuids.clear();
   }
   n->gpu_uuids.shrink_to_fit();
+  n->numa_packages = std::move(parsed.numa_packages);
   n->shape = interner.Intern(std::move(parsed.shape));
   return n;
 }

@@ -1,5 +1,6 @@
 // SVG pictures of one node's topology for `draguard topology draw` and `draguard convert --draw`:
-// NUMA nodes as boxes (CPU count, memory) holding their PCIe root complexes, which hold their
+// CPU packages as boxes holding their NUMA nodes, NUMA nodes as boxes (CPU count, memory)
+// holding their PCIe root complexes, which hold their
 // GPUs (index, model, memory, PCI bus id) and NICs (name, RDMA), drawn as nested boxes the way
 // lstopo draws them; below, one panel per GPU interconnect (NVLink, XGMI) with a line per linked
 // GPU pair and its bandwidth (through an NVSwitch hub when the pairs were derived through

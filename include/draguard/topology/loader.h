@@ -59,6 +59,9 @@ struct ParsedExport {
   std::string hwloc_version;            ///< `hwlocVersion` info; empty when absent
   std::string xml_format;               ///< "1.x" or "2.0"
   std::vector<std::string> gpu_uuids;   ///< parallel to shape.gpus; empty string when unknown
+  /// Parallel to shape.numa_nodes: OS index of the CPU package holding the node, kNoIndex when
+  /// none; empty when no node has one. Per node, not hardware of the shape (see NodeTopology).
+  std::vector<uint32_t> numa_packages;
 };
 
 /// Parses one export on a one-worker ImportPool made for this call (a fork per call when

@@ -197,10 +197,18 @@ struct NodeTopology {
   std::string xml_format;     ///< "1.x" or "2.0"
   /// Per GPU (parallel to shape->gpus): UUID from NVIDIAUUID / AMDUUID, empty when unknown.
   std::vector<std::string> gpu_uuids;
+  /// Per NUMA node (parallel to shape->numa_nodes): OS index of the CPU package (socket) that
+  /// holds it, kNoIndex for a node in no single package; empty when the export names no package.
+  /// Kept per node, outside the Shape: packages decide no placement, so they neither split shapes
+  /// nor change shape fingerprints (a shape's picture shows the packages of the node drawn).
+  std::vector<uint32_t> numa_packages;
   std::shared_ptr<const Shape> shape;  ///< never null
 
   /// UUID of GPU `gpu_index`, or std::nullopt when the export has none.
   std::optional<std::string_view> GpuUuid(uint32_t gpu_index) const;
+  /// OS index of the package holding NUMA node `numa_index` (an index into shape->numa_nodes),
+  /// or kNoIndex when unknown.
+  uint32_t NumaPackage(uint32_t numa_index) const;
 };
 
 }  // namespace draguard::topology

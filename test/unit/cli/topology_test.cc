@@ -75,7 +75,8 @@ TEST(TopologyCliTest, JsonShapeMatchesProductDoc) {
   EXPECT_EQ(n["source"], kPower8);
   EXPECT_EQ(n["hwlocVersion"], "2.5.0a1-git");
   ASSERT_EQ(n["numaNodes"].size(), 2u);
-  EXPECT_EQ(Keys(n["numaNodes"][0]), (std::vector<std::string>{"cpus", "memoryBytes", "osIndex"}));
+  EXPECT_EQ(Keys(n["numaNodes"][0]), (std::vector<std::string>{"cpus", "memoryBytes", "osIndex", "package"}));
+  EXPECT_EQ(n["numaNodes"][1]["package"], 1);
   EXPECT_EQ(Keys(n["pcieRoots"][0]), (std::vector<std::string>{"id", "numaNodes"}));
   EXPECT_EQ(n["pcieRoots"][0]["id"], "pci0002:00");
   ASSERT_EQ(n["gpus"].size(), 4u);

@@ -148,6 +148,45 @@ TEST_P(DrawExportTest, ShowsEveryGpuRdmaNicAndLink) {
     EXPECT_EQ(texts[1].rfind(std::to_string(m.cpus) + " CPUs · ", 0), 0u) << texts[1];
   }
 
+  // Every package: a box holding exactly its NUMA nodes (in the tree and in the drawn
+  // rectangles), with their CPU total; a node in no package sits in no package box.
+  std::map<uint32_t, std::pair<uint32_t, std::set<std::string>>> packages;  // CPUs, NUMA OS indexes
+  for (uint32_t k = 0; k < s.numa_nodes.size(); ++k) {
+    const std::string numa = std::to_string(s.numa_nodes[k].os_index);
+    const uint32_t package = node->NumaPackage(k);
+    if (package == kNoIndex) {
+      EXPECT_TRUE(svg.Strings("//*[@class='package']//*[@class='numa'][@data-numa='" + numa + "']").empty()) << numa;
+      continue;
+    }
+    packages[package].first += s.numa_nodes[k].cpus;
+    packages[package].second.insert(numa);
+  }
+  EXPECT_EQ(svg.Strings("//*[@class='package']").size(), packages.size());
+  auto rect = [&](const std::string& box) {
+    std::vector<int> r;
+    for (const char* a : {"x", "y", "width", "height"}) {
+      const auto v = svg.Strings(box + "/*[local-name()='rect']/@" + a);
+      r.push_back(v.size() == 1 ? std::stoi(v.front()) : -1);
+    }
+    return r;
+  };
+  for (const auto& [package, content] : packages) {
+    const std::string box = "//*[@class='package'][@data-package='" + std::to_string(package) + "']";
+    const auto texts = svg.Strings(box + "/*[local-name()='text']");
+    ASSERT_EQ(texts.size(), 2u) << package;
+    EXPECT_EQ(texts[0], "Package P#" + std::to_string(package));
+    EXPECT_EQ(texts[1].rfind(std::to_string(content.first) + " CPUs · ", 0), 0u) << texts[1];
+    const auto inside = svg.Strings(box + "/*[@class='numa']/@data-numa");
+    EXPECT_EQ(std::set<std::string>(inside.begin(), inside.end()), content.second) << package;
+    const auto outer = rect(box);
+    for (const std::string& numa : content.second) {
+      const auto r = rect(box + "/*[@class='numa'][@data-numa='" + numa + "']");
+      EXPECT_TRUE(r[0] > outer[0] && r[1] > outer[1] && r[0] + r[2] < outer[0] + outer[2] &&
+                  r[1] + r[3] < outer[1] + outer[3])
+          << "NUMA node " << numa << " drawn outside package " << package;
+    }
+  }
+
   // Every linked pair: a path from GPU a's circle to GPU b's circle.
   for (const auto& [ic, name] : {std::pair{&s.nvlink, "NVLink"}, std::pair{&s.xgmi, "XGMI"}}) {
     const std::string panel = "//*[@class='interconnect'][@data-name='" + std::string(name) + "']";

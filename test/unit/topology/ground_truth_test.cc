@@ -25,6 +25,8 @@ struct Expected {
   std::map<std::string, Device> nics;           // by OS device name
   std::map<std::string, std::set<uint32_t>> roots;  // pcieRoot -> NUMA
   int numa_count = -1;
+  int package_count = -1;
+  std::map<uint32_t, uint32_t> numa_package;  // NUMA OS index -> package of a host bridge local to it
   std::string host;
   std::string exporter;
   struct Matrix {
@@ -89,6 +91,8 @@ std::map<std::string, Expected> ParseGroundTruth() {
   static const std::regex file_hdr(R"(^### `([^`]+)`)");
   static const std::regex summary(R"(^#? ?file=(\S+) host=(\S+) exporter_hwloc=(\S+))");
   static const std::regex counts(R"(numanodes=(\d+))");
+  static const std::regex packages(R"(packages=(\d+))");
+  static const std::regex bridge_package(R"([0-9a-f]{4,}:\[[0-9a-f]+-[0-9a-f]+\] parent=Package#P(\d+) nodeset=(\S+))");
   static const std::regex bridge(R"(^\s*(?:HOSTBRIDGE )?([0-9a-f]{4,}:\[[0-9a-f]+-[0-9a-f]+\]) parent=\S+ nodeset=(\S+))");
   static const std::regex osdev(R"(^OSDEV (\S+) type=\S+ .*pci=(\S+) .*hostbridge=(\S+) .*numa_os=\[([0-9,]*)\])");
   static const std::regex gpupci(R"(^\s*GPU-PCI .* pci=(\S+) class=\S+ id=([0-9a-f]+):([0-9a-f]+) hostbridge=(\S+) .*numa_os=\[([0-9,]*)\])");
@@ -143,7 +147,11 @@ std::map<std::string, Expected> ParseGroundTruth() {
     }
     if (line.rfind("packages=", 0) == 0 || line.find("# packages=") != std::string::npos) {
       if (std::regex_search(line, m, counts)) cur->numa_count = std::stoi(m[1].str());
+      if (std::regex_search(line, m, packages)) cur->package_count = std::stoi(m[1].str());
       continue;
+    }
+    if (std::regex_search(line, m, bridge_package)) {
+      for (uint32_t numa : NodesetBits(m[2].str())) cur->numa_package[numa] = static_cast<uint32_t>(std::stoul(m[1].str()));
     }
     if (std::regex_search(line, m, bridge)) {
       cur->roots[RootOf(m[1].str())] = NodesetBits(m[2].str());
@@ -251,6 +259,30 @@ TEST_F(GroundTruthTest, EveryGpuNicAndRootMatches) {
     }
   }
   EXPECT_GE(checked_files, 18u);
+}
+
+// A NUMA node local to a host bridge attached under package P#k lies in package k, and no
+// export names more packages than it has.
+TEST_F(GroundTruthTest, NumaNodesLieInThePackageOfTheirHostBridges) {
+  size_t checked = 0;
+  for (const auto& [file, exp] : *truth_) {
+    SCOPED_TRACE(file);
+    auto res = ParseHwlocFile(kDir + file, {.require_pci = false});
+    if (!res.ok()) continue;  // the hwloc 3 export
+    const ParsedExport& p = res.value();
+    ASSERT_TRUE(p.numa_packages.empty() || p.numa_packages.size() == p.shape.numa_nodes.size());
+    std::set<uint32_t> named(p.numa_packages.begin(), p.numa_packages.end());
+    named.erase(kNoIndex);
+    if (exp.package_count >= 0) EXPECT_LE(named.size(), static_cast<size_t>(exp.package_count));
+    for (const auto& [numa, package] : exp.numa_package) {
+      const uint32_t k = p.shape.NumaIndex(numa);
+      if (k == kNoIndex) continue;  // outside the allowed set of the restricted export
+      ASSERT_LT(k, p.numa_packages.size()) << "NUMA node " << numa << " has no package";
+      EXPECT_EQ(p.numa_packages[k], package) << "NUMA node " << numa;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 15u);
 }
 
 // GPU-GPU and GPU-CPU links of every matrix without NVSwitch peers equal the raw matrix.

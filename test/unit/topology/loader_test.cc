@@ -316,11 +316,39 @@ TEST(LoaderTest, IsolatedAndInProcessImportsAgree) {
     EXPECT_EQ(a->shape.derived, b->shape.derived);
     EXPECT_EQ(a->shape.fingerprint, b->shape.fingerprint);
     EXPECT_EQ(a->gpu_uuids, b->gpu_uuids);
+    EXPECT_EQ(a->numa_packages, b->numa_packages);
     EXPECT_EQ(a->host_name, b->host_name);
     EXPECT_EQ(a->hwloc_version, b->hwloc_version);
     EXPECT_EQ(a->xml_format, b->xml_format);
   }
   EXPECT_GE(compared, 18u);
+}
+
+// The package of each NUMA node (OS index -> package OS index, kNoIndex for none), on exports
+// where it is not simply the node's own number.
+TEST(LoaderTest, NumaNodesCarryTheirPackage) {
+  auto packages = [](const std::string& file) {
+    auto res = ParseHwlocFile(kDir + file);
+    EXPECT_TRUE(res.ok()) << file << ": " << res.status().ToString();
+    std::map<uint32_t, uint32_t> out;
+    if (!res.ok()) return out;
+    for (uint32_t k = 0; k < res->shape.numa_nodes.size(); ++k) {
+      out[res->shape.numa_nodes[k].os_index] = k < res->numa_packages.size() ? res->numa_packages[k] : kNoIndex;
+    }
+    return out;
+  };
+  using M = std::map<uint32_t, uint32_t>;
+  // Four NUMA nodes in one EPYC package.
+  EXPECT_EQ(packages("llnl_tioga_hpe-ex235a_epyc7a53_4numa_8xMI250X-GCD_rsmi_xgmi.xml"), (M{{0, 0}, {1, 0}, {2, 0}, {3, 0}}));
+  // Node 0 holds the CPUs of package 1.
+  EXPECT_EQ(packages("hwloc_dell-r410-devel09_2s_mlx4-ib0-ib1.xml"), (M{{0, 1}, {1, 0}}));
+  // GPU memory nodes (no CPUs) lie in no package.
+  EXPECT_EQ(packages("llnl_lassen_ibm-ac922_2s-power9_4xV100_v1format-hwloc1.11.xml"),
+            (M{{0, 0}, {8, 8}, {252, kNoIndex}, {253, kNoIndex}, {254, kNoIndex}, {255, kNoIndex}}));
+  // Each NUMA node spans four packages: none is in one, so the export names no package.
+  auto x3950 = ParseHwlocFile(kDir + "hwloc_ibm-x3950m2_16pkg_4numa_pci.xml");
+  ASSERT_TRUE(x3950.ok());
+  EXPECT_TRUE(x3950->numa_packages.empty());
 }
 
 TEST(LoaderTest, NodeNameFromFileName) {
