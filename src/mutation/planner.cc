@@ -126,6 +126,9 @@ struct Request {
   }
 };
 
+// Whether an alternative's constraint narrows the sets it allows (pcieRoot or numaNode).
+bool Constrained(const Alternative& a) { return a.constraint || a.numa_match; }
+
 // 0: only NVLink-connected GPUs, 1: or one PCIe root, 2: or one NUMA node.
 int WeakestClass(const std::string& interconnect) {
   if (interconnect == "nvlink") return 0;
@@ -145,6 +148,12 @@ bool PairwiseLinked(const topology::Shape& shape, const std::vector<uint32_t>& g
     }
   }
   return true;
+}
+
+// Whether the GPU driver publishes resource.kubernetes.io/numaNode for GPU `g`: a GPU local to one
+// NUMA node of a machine with several (as topology/dra_devices.cc simulates it).
+bool PublishesNumaNode(const topology::Shape& shape, uint32_t g) {
+  return shape.gpus[g].numa_nodes.size() == 1 && shape.numa_nodes.size() > 1;
 }
 
 bool ShareNuma(const topology::Shape& shape, const std::vector<uint32_t>& gpus) {
@@ -176,9 +185,16 @@ OnShape Evaluate(const Request& r, const ShapeDevices& sd, const Alternative& al
     }
     out.sel.push_back(g);
   }
-  // The sets the scheduler may allocate from: one per PCIe root with the constraint.
+  // The sets the scheduler may allocate from: one per PCIe root with the constraint, one per NUMA
+  // node with the numaNode constraint (GPUs that publish the attribute only).
   std::vector<std::pair<uint32_t, std::vector<uint32_t>>> groups;
-  if (alt.constraint) {
+  if (alt.numa_match) {
+    std::map<uint32_t, std::vector<uint32_t>> by_numa;
+    for (uint32_t g : out.sel) {
+      if (PublishesNumaNode(shape, g)) by_numa[shape.gpus[g].numa_nodes.front()].push_back(g);
+    }
+    for (auto& [numa, gpus] : by_numa) groups.emplace_back(topology::kNoIndex, std::move(gpus));
+  } else if (alt.constraint) {
     std::map<uint32_t, std::vector<uint32_t>> by_root;
     for (uint32_t g : out.sel) {
       if (shape.gpus[g].pcie_root != topology::kNoIndex) by_root[shape.gpus[g].pcie_root].push_back(g);
@@ -214,10 +230,27 @@ std::size_t MostUnderOneRoot(const Request& r, const ShapeDevices& sd, const std
 
 // Alternatives restricting pcieRoot to the roots local to one NUMA node; `best_numa` receives
 // the most qualifying GPUs local to one NUMA node.
-void NumaCandidates(const Request& r, std::vector<Alternative>* out, std::size_t* best_numa) {
+// With mutation.numaAlignment numaNode, a shape whose GPUs publish the numaNode attribute is
+// covered by one numaNode-constraint alternative instead.
+void NumaCandidates(const Request& r, policy::NumaAlignment how, std::vector<Alternative>* out,
+                    std::size_t* best_numa) {
   std::map<std::vector<std::string>, Alternative> by_roots;
+  Alternative match;
+  match.placement = Placement::kNuma;
+  match.numa_match = true;
   for (const auto* sd : r.enough) {
     const auto& shape = *sd->group->shape;
+    if (how == policy::NumaAlignment::kNumaNode && shape.numa_nodes.size() > 1) {
+      std::map<uint32_t, std::size_t> per_numa;
+      for (uint32_t g : r.q.at(sd)) {
+        if (PublishesNumaNode(shape, g)) ++per_numa[shape.gpus[g].numa_nodes.front()];
+      }
+      for (const auto& [numa, gpus] : per_numa) {
+        *best_numa = std::max(*best_numa, gpus);
+        if (gpus >= r.n) match.fit = std::max(match.fit, gpus);
+      }
+      continue;
+    }
     for (const auto& numa : shape.numa_nodes) {
       std::vector<std::string> roots;
       std::size_t gpus = 0;
@@ -239,13 +272,14 @@ void NumaCandidates(const Request& r, std::vector<Alternative>* out, std::size_t
       alt.fit = std::max(alt.fit, gpus);
     }
   }
+  if (match.fit > 0) out->push_back(std::move(match));
   for (auto& [roots, alt] : by_roots) out->push_back(std::move(alt));
 }
 
 // Every alternative worth trying, strongest class first; `best_*` receive the most GPUs any
 // shape can give in each class (for messages).
-std::vector<Alternative> Candidates(const Request& r, int weakest, std::size_t* best_link, std::size_t* best_root,
-                                    std::size_t* best_numa) {
+std::vector<Alternative> Candidates(const Request& r, int weakest, policy::NumaAlignment numa_alignment,
+                                    std::size_t* best_link, std::size_t* best_root, std::size_t* best_numa) {
   std::vector<Alternative> out;
   auto add = [&](Placement placement, bool constraint, const char* attr, std::vector<std::string> values,
                  std::size_t fit) {
@@ -290,12 +324,12 @@ std::vector<Alternative> Candidates(const Request& r, int weakest, std::size_t* 
   }
   if (weakest >= 1 || r.n < 2) add(Placement::kPcieRoot, true, "", {}, 0);
   std::vector<Alternative> numa;
-  if (!r.nic && r.n >= 2) NumaCandidates(r, &numa, best_numa);
+  if (!r.nic && r.n >= 2) NumaCandidates(r, numa_alignment, &numa, best_numa);
   if (weakest >= 2) out.insert(out.end(), numa.begin(), numa.end());
   auto rank = [](const Alternative& a) { return static_cast<int>(a.placement == Placement::kNvlink ? 0 : a.placement == Placement::kPcieRoot ? 1 : 2); };
   std::stable_sort(out.begin(), out.end(), [&](const Alternative& a, const Alternative& b) {
     if (rank(a) != rank(b)) return rank(a) < rank(b);
-    if (a.constraint != b.constraint) return a.constraint;
+    if (Constrained(a) != Constrained(b)) return Constrained(a);
     if (a.fit != b.fit) return a.fit < b.fit;
     return a.values < b.values;
   });
@@ -336,7 +370,7 @@ std::vector<const ShapeDevices*> Choose(const Request& r, const std::vector<Alte
       bool dominated = false;
       for (std::size_t k = 0; k < kept.size() && !dominated; ++k) {
         const OnShape& ko = kept_eval[k].at(sd);
-        dominated = !kept[k].constraint && ko.useful &&
+        dominated = !Constrained(kept[k]) && ko.useful &&
                     std::includes(ko.sel.begin(), ko.sel.end(), o.sel.begin(), o.sel.end());
       }
       if (!dominated) adds = true;
@@ -395,7 +429,8 @@ std::vector<const ShapeDevices*> PlanRails(const Request& r, int weakest, Plan& 
   Request single = r;  // the GPUs' alignment, without the one-NIC-per-root condition
   single.nic = false;
   std::vector<Alternative> candidates;
-  for (const auto& c : Candidates(single, weakest, best_rails, best_rails, best_rails)) {
+  for (const auto& c : Candidates(single, weakest, policy::NumaAlignment::kPcieRoots, best_rails, best_rails,
+                                  best_rails)) {
     if (c.placement == Placement::kNvlink && !c.constraint) candidates.push_back(c);
   }
   if (weakest >= 1) {
@@ -479,7 +514,8 @@ Result<Plan> PlanGpus(const std::string& what, int64_t count, bool nic, const st
   const int weakest = WeakestClass(interconnect.empty() || interconnect == "any" ? policy.mutation.interconnect
                                                                                  : interconnect);
   std::size_t best_link = 0, best_root = 0, best_numa = 0;
-  std::vector<Alternative> candidates = Candidates(r, weakest, &best_link, &best_root, &best_numa);
+  std::vector<Alternative> candidates =
+      Candidates(r, weakest, policy.mutation.numa_alignment, &best_link, &best_root, &best_numa);
   std::vector<const ShapeDevices*> shapes = Choose(r, candidates, plan);
   if (!plan.alternatives.empty()) {
     r.RestrictTo(plan, shapes);

@@ -53,6 +53,7 @@ struct Alternative {
   std::string name;                         ///< "nvlink-1", "pcie-1", "numa-1" (its class and rank)
   Placement placement = Placement::kNone;   ///< the class every allocation it allows has
   bool constraint = false;                  ///< pcieRoot matchAttribute over its GPUs (and the NIC)
+  bool numa_match = false;                  ///< numaNode matchAttribute over its GPUs (mutation.numaAlignment)
   std::string attr;                         ///< restricted resource.kubernetes.io attribute; "" = none
   std::vector<std::string> values;          ///< allowed values of `attr` (ascending)
   std::string restriction;                  ///< the extra selector; "" = none

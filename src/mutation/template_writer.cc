@@ -18,6 +18,7 @@ namespace {
 using admission::Json;
 
 constexpr const char* kPcieRootAttr = "resource.kubernetes.io/pcieRoot";
+constexpr const char* kNumaNodeAttr = "resource.kubernetes.io/numaNode";
 
 // Templates generated on one snapshot, by MemoKey; kept with the snapshot (Snapshot::Memo).
 class TemplateMemo {
@@ -243,10 +244,10 @@ class Writer {
       covered.push_back(request + "-nic");
     }
     for (const auto& alt : plan->alternatives) {
-      if (!alt.constraint) continue;
+      if (!alt.constraint && !alt.numa_match) continue;
       Json reqs = covered;
       if (plan->alternatives.size() > 1) reqs[0] = request + "/" + alt.name;
-      constraints_.push_back({{"requests", reqs}, {"matchAttribute", kPcieRootAttr}});
+      constraints_.push_back({{"requests", reqs}, {"matchAttribute", alt.numa_match ? kNumaNodeAttr : kPcieRootAttr}});
     }
     for (const auto& alt : plan->alternatives) nvlink_ = nvlink_ || alt.placement == Placement::kNvlink;
     words += PlacementWords(*plan, nic);

@@ -303,8 +303,8 @@ Status ParseMutation(const Parser& p, const YAML::Node& n, MutationConfig* m) {
   DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(n, "mutation"));
   DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(n, "mutation",
                                        {"enabled", "templates", "defaultMemory", "shared", "mps", "nic",
-                                        "unaligned", "interconnect", "hostnameAffinityLimit", "apiTimeoutMs",
-                                        "catalogue"}));
+                                        "unaligned", "interconnect", "numaAlignment", "hostnameAffinityLimit",
+                                        "apiTimeoutMs", "catalogue"}));
   if (auto e = n["enabled"]) DRAGUARD_RETURN_IF_ERROR(p.Bool(e, "mutation.enabled", &m->enabled));
   if (auto t = n["templates"]) {
     DRAGUARD_RETURN_IF_ERROR(p.Enum<TemplateMode>(
@@ -354,6 +354,11 @@ Status ParseMutation(const Parser& p, const YAML::Node& n, MutationConfig* m) {
         m->interconnect != "numa") {
       return p.Error(v, "mutation.interconnect", "must be auto, nvlink, pcie or numa");
     }
+  }
+  if (auto v = n["numaAlignment"]) {
+    DRAGUARD_RETURN_IF_ERROR(p.Enum<NumaAlignment>(
+        v, "mutation.numaAlignment", {{"pcieRoots", NumaAlignment::kPcieRoots}, {"numaNode", NumaAlignment::kNumaNode}},
+        &m->numa_alignment));
   }
   if (auto v = n["hostnameAffinityLimit"]) {
     int64_t limit = 0;

@@ -141,6 +141,9 @@ struct CatalogueProfile {
   bool latency_sensitive = false;  ///< generate for the latency-sensitive class
 };
 
+/// mutation.numaAlignment: how a NUMA-local multi-GPU request is expressed (see MutationConfig).
+enum class NumaAlignment { kPcieRoots, kNumaNode };
+
 /// Mutation settings.
 struct MutationConfig {
   bool enabled = true;                          ///< /mutate converts legacy requests
@@ -155,6 +158,11 @@ struct MutationConfig {
   /// Weakest GPU placement accepted for N >= 2 GPUs, strongest tried first: "auto" (= "numa"),
   /// "nvlink", "pcie" or "numa". The Pod annotation draguard.io/interconnect overrides it.
   std::string interconnect = "auto";
+  /// How a NUMA-local multi-GPU request is expressed. kPcieRoots: a selector on the pcieRoot
+  /// values of one NUMA node's roots (an alternative per NUMA node; works with every driver
+  /// release). kNumaNode: `matchAttribute: resource.kubernetes.io/numaNode` (KEP-6072), for
+  /// drivers that publish it on NUMA-local GPUs; shapes with one NUMA node keep the selector.
+  NumaAlignment numa_alignment = NumaAlignment::kPcieRoots;
   uint32_t hostname_affinity_limit = 8;         ///< pin by node name up to this many nodes
   uint32_t api_timeout_ms = 3000;               ///< deadline of template creation per review
   std::vector<CatalogueProfile> catalogue;      ///< profiles for `render` and reference mode

@@ -180,6 +180,39 @@ TEST(ConvertPod, RailsBesideAShapeWithoutGpuMemoryArePinnedToTheShapeThatGivesTh
   EXPECT_EQ(terms[0]["matchFields"][0]["values"], Json::array({"xe-a"})) << terms.dump();
 }
 
+// mutation.numaAlignment numaNode: a NUMA-local request is one numaNode matchAttribute over its
+// GPUs instead of a pcieRoot selector per NUMA node; a shape with one NUMA node (its GPUs publish
+// no numaNode) keeps the selector.
+TEST(ConvertPod, NumaAlignmentThroughTheStandardAttribute) {
+  auto devices_of = [](const PodConversion& c) -> Json {
+    EXPECT_EQ(c.outcome, PodConversion::Outcome::kConverted) << c.reason;
+    return c.templates.empty() ? Json() : c.templates[0].object["spec"]["spec"]["devices"];
+  };
+  std::string yaml(policy::DefaultPolicyYaml());
+  const std::size_t at = yaml.find("\nmutation:\n");
+  ASSERT_NE(at, std::string::npos);
+  yaml.insert(at + 11, "  numaAlignment: numaNode\n");
+  auto parsed = policy::ParsePolicy(yaml);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  const policy::Policy& numa = *parsed;
+  ASSERT_EQ(numa.mutation.numa_alignment, policy::NumaAlignment::kNumaNode);
+  // g4dn.metal: 8 T4 on two NUMA nodes, no NVLink.
+  Json d = devices_of(ConvertPod(PodWith({{"nvidia.com/gpu", 4}}), "ml", numa, testing::Topo(testing::kG4dn).get()));
+  ASSERT_EQ(d["constraints"].size(), 1u) << d.dump();
+  EXPECT_EQ(d["constraints"][0]["matchAttribute"], "resource.kubernetes.io/numaNode") << d.dump();
+  EXPECT_EQ(d["requests"][0]["exactly"]["count"], 4) << d.dump();
+  EXPECT_EQ(d["requests"][0]["exactly"]["selectors"].dump().find("pcieRoot"), std::string::npos) << d.dump();
+  // The default: a selector on the pcieRoot values of one NUMA node's roots, no numaNode.
+  Json def = devices_of(ConvertPod(PodWith({{"nvidia.com/gpu", 4}}), "ml", DefaultPolicy(),
+                                   testing::Topo(testing::kG4dn).get()));
+  EXPECT_EQ(def.dump().find("numaNode"), std::string::npos) << def.dump();
+  EXPECT_NE(def.dump().find("pcieRoot"), std::string::npos) << def.dump();
+  // More GPUs than one NUMA node holds: no NUMA-local placement in either mode.
+  auto eight = ConvertPod(PodWith({{"nvidia.com/gpu", 5}}), "ml", numa, testing::Topo(testing::kG4dn).get());
+  EXPECT_EQ(eight.outcome, PodConversion::Outcome::kRefused) << eight.reason;
+  EXPECT_NE(eight.reason.find("4 on one NUMA node"), std::string::npos) << eight.reason;
+}
+
 TEST(ConvertPod, RefusalsExplain) {
   auto c = ConvertPod(PodWith({{"nvidia.com/gpu", 8}}), "ml", DefaultPolicy(), testing::Topo(testing::kG4dn).get());
   EXPECT_EQ(c.outcome, PodConversion::Outcome::kRefused);
