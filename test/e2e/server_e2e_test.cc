@@ -209,6 +209,10 @@ TEST_F(ServerTest, DeniesLegacyAndAllowsPlainAndDraPodsOnOneKeepAliveConnection)
   EXPECT_EQ(metrics_.requests.Value({"validate", "CREATE", "Pod", "deny"}), 1);
   EXPECT_EQ(metrics_.requests.Value({"validate", "CREATE", "Pod", "allow"}), 2);
   EXPECT_EQ(metrics_.rule_results.Value({"DG001", "deny", "fail"}), 1);
+  // Only /mutate counts conversions: one Pod with nothing to convert, every other reason at 0.
+  EXPECT_EQ(metrics_.conversions.Value({"unchanged"}), 1);
+  EXPECT_EQ(metrics_.conversions.Value({"converted"}), 0);
+  EXPECT_EQ(metrics_.conversions.Value({"not-placeable"}), 0);
 }
 
 TEST_F(ServerTest, MutateConvertsALegacyPodWithAPatchThatApplies) {
@@ -223,6 +227,7 @@ TEST_F(ServerTest, MutateConvertsALegacyPodWithAPatchThatApplies) {
   auto patch = nlohmann::json::parse(*raw);
   auto pod = nlohmann::json::parse(body)["request"]["object"];
   auto converted = pod.patch(patch);
+  EXPECT_EQ(metrics_.conversions.Value({"converted"}), 1);
   EXPECT_EQ(converted["spec"]["resourceClaims"][0]["name"], "draguard-gpu");
   EXPECT_EQ(converted["spec"]["resourceClaims"][0]["resourceClaimTemplateName"].get<std::string>().rfind("draguard-", 0),
             0u);
@@ -249,6 +254,7 @@ TEST_F(ServerTest, HealthReadinessAndMetrics) {
   EXPECT_NE(r.headers["content-type"].find("version=0.0.4"), std::string::npos);
   for (const char* m : {"draguard_admission_requests_total{", "draguard_admission_duration_seconds_bucket{",
                         "draguard_admission_inflight", "draguard_rule_results_total{",
+                        "draguard_mutate_conversions_total{reason=\"not-placeable\"} 0",
                         "draguard_tls_reload_total{result=\"success\"} 1",
                         "draguard_tls_cert_expiry_timestamp_seconds "}) {
     EXPECT_NE(r.body.find(m), std::string::npos) << m;
