@@ -168,6 +168,7 @@ class TopologyPublishFileTest : public kubetest::FakeApiServerTest {
   static std::string Fingerprint(const std::string& xml) {
     topology::LoaderLimits limits;
     limits.require_pci = false;
+    limits.isolate = false;  // the same fingerprint (LoaderTest.IsolatedAndInProcessImportsAgree), no wall-clock limit
     auto parsed = topology::ParseHwlocXml(xml, limits);
     EXPECT_TRUE(parsed.ok()) << parsed.status().message();
     return parsed.ok() ? parsed->shape.fingerprint : "";

@@ -151,8 +151,8 @@ TEST_F(ProvisionerTest, ForbiddenAndServerErrors) {
   EXPECT_EQ(c.errors_by_reason["InternalError"], 1u);
   EXPECT_EQ(p.cache_size(), 0u);
   // Errors are not cached: the next call asks again.
-  (void)p.Ensure("broken", Template("broken", "draguard-b"), milliseconds(1));
-  EXPECT_EQ(Count(server_->seen(), "POST"), posts + 1);
+  (void)p.Ensure("broken", Template("broken", "draguard-b"), milliseconds(300));
+  EXPECT_GT(Count(server_->seen(), "POST"), posts);
 }
 
 // Transient failures within the deadline (an apiserver restarting answers 503, then nothing, then
