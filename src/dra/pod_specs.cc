@@ -1,7 +1,11 @@
 #include "draguard/dra/pod_specs.h"
 
+#include <cstdint>
+#include <optional>
 #include <set>
 #include <string_view>
+
+#include "draguard/k8s/quantity.h"
 
 namespace draguard::dra {
 namespace {
@@ -262,6 +266,102 @@ std::vector<std::string> SplitPath(const std::string& path) {
     start = dot + 1;
   }
   return out;
+}
+
+std::vector<PodClaimRef> PodClaims(const PodSpecRef& spec) {
+  std::vector<PodClaimRef> out;
+  const Json* claims = Member(spec.spec, "resourceClaims");
+  if (claims == nullptr || !claims->is_array()) return out;
+  for (std::size_t i = 0; i < claims->size(); ++i) {
+    const Json& e = (*claims)[i];
+    if (!e.is_object()) continue;
+    out.push_back({StringMember(&e, "name"), StringMember(&e, "resourceClaimTemplateName"),
+                   StringMember(&e, "resourceClaimName"), spec.pointer + "/resourceClaims/" + std::to_string(i)});
+  }
+  return out;
+}
+
+std::vector<std::string> ContainerClaimNames(const ContainerRef& container) {
+  std::vector<std::string> out;
+  const Json* list = Member(Member(container.container, "resources"), "claims");
+  if (list == nullptr || !list->is_array()) return out;
+  std::set<std::string> seen;
+  for (const auto& e : *list) {
+    std::string name = StringMember(&e, "name");
+    if (!name.empty() && seen.insert(name).second) out.push_back(std::move(name));
+  }
+  return out;
+}
+
+bool IsGeneratedTemplateName(std::string_view name) {
+  constexpr std::string_view kPrefix = "draguard-";
+  if (name.size() != kPrefix.size() + 20 || name.substr(0, kPrefix.size()) != kPrefix) return false;
+  for (char c : name.substr(kPrefix.size())) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+namespace {
+
+// A resource quantity of a requests / limits map: a string or a JSON number; nullopt when absent
+// or unreadable.
+std::optional<k8s::Quantity> QuantityAt(const Json* map, const char* resource) {
+  const Json* v = Member(map, resource);
+  if (v == nullptr) return std::nullopt;
+  if (v->is_string()) {
+    auto q = k8s::Quantity::Parse(v->get<std::string>());
+    if (q.ok()) return *q;
+    return std::nullopt;
+  }
+  if (v->is_number_unsigned()) {
+    const uint64_t u = v->get<uint64_t>();
+    if (u > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
+    return k8s::Quantity::FromInt64(static_cast<int64_t>(u));
+  }
+  if (v->is_number_integer()) return k8s::Quantity::FromInt64(v->get<int64_t>());
+  return std::nullopt;  // fractional JSON numbers are not quantities the API server accepts
+}
+
+// `resources` (a ResourceRequirements) has a positive cpu and memory limit and its requests of
+// both, where given, equal the limits.
+bool GuaranteedResources(const Json* resources) {
+  const Json* limits = Member(resources, "limits");
+  const Json* requests = Member(resources, "requests");
+  for (const char* r : {"cpu", "memory"}) {
+    auto limit = QuantityAt(limits, r);
+    if (!limit || limit->Sign() <= 0) return false;
+    if (Member(requests, r) == nullptr) continue;
+    auto request = QuantityAt(requests, r);
+    if (!request || request->Compare(*limit) != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool IsGuaranteed(const PodSpecRef& spec) {
+  const Json* pod = Member(spec.spec, "resources");
+  for (const char* section : {"requests", "limits"}) {
+    const Json* m = Member(pod, section);
+    if (Member(m, "cpu") != nullptr || Member(m, "memory") != nullptr) return GuaranteedResources(pod);
+  }
+  const auto containers = Containers(spec);
+  if (containers.empty()) return false;
+  for (const auto& c : containers) {
+    if (!GuaranteedResources(Member(c.container, "resources"))) return false;
+  }
+  return true;
+}
+
+int64_t ExclusiveCpus(const PodSpecRef& spec, const ContainerRef& container) {
+  const Json* resources = Member(container.container, "resources");
+  if (!GuaranteedResources(resources) || !IsGuaranteed(spec)) return 0;
+  const Json* requests = Member(resources, "requests");
+  auto cpu = QuantityAt(Member(requests, "cpu") != nullptr ? requests : Member(resources, "limits"), "cpu");
+  if (!cpu) return 0;
+  auto whole = cpu->AsInt64();
+  return whole && *whole > 0 ? *whole : 0;
 }
 
 }  // namespace draguard::dra

@@ -41,6 +41,7 @@ Registry DefaultRegistry() {
   r.Add(rules::MakeClaimStaticLimits());
   r.Add(rules::MakeUnsatisfiableClaim());
   r.Add(rules::MakePodClaimReferences());
+  r.Add(rules::MakeGpuCpuAlignment());
   return r;
 }
 

@@ -303,7 +303,7 @@ Status ParseMutation(const Parser& p, const YAML::Node& n, MutationConfig* m) {
   DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(n, "mutation"));
   DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(n, "mutation",
                                        {"enabled", "templates", "defaultMemory", "shared", "mps", "nic",
-                                        "unaligned", "interconnect", "numaAlignment", "hostnameAffinityLimit",
+                                        "unaligned", "interconnect", "numaAlignment", "cpu", "hostnameAffinityLimit",
                                         "apiTimeoutMs", "catalogue"}));
   if (auto e = n["enabled"]) DRAGUARD_RETURN_IF_ERROR(p.Bool(e, "mutation.enabled", &m->enabled));
   if (auto t = n["templates"]) {
@@ -359,6 +359,25 @@ Status ParseMutation(const Parser& p, const YAML::Node& n, MutationConfig* m) {
     DRAGUARD_RETURN_IF_ERROR(p.Enum<NumaAlignment>(
         v, "mutation.numaAlignment", {{"pcieRoots", NumaAlignment::kPcieRoots}, {"numaNode", NumaAlignment::kNumaNode}},
         &m->numa_alignment));
+  }
+  if (auto v = n["cpu"]; v && !v.IsNull()) {
+    DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(v, "mutation.cpu"));
+    DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(v, "mutation.cpu", {"mode", "deviceClass"}));
+    if (auto t = v["mode"]) {
+      DRAGUARD_RETURN_IF_ERROR(p.Enum<CpuMode>(
+          t, "mutation.cpu.mode",
+          {{"none", CpuMode::kNone}, {"individual", CpuMode::kIndividual}, {"grouped", CpuMode::kGrouped}},
+          &m->cpu.mode));
+      if (m->cpu.mode != CpuMode::kNone && m->numa_alignment != NumaAlignment::kNumaNode) {
+        return p.Error(t, "mutation.cpu.mode",
+                       "needs mutation.numaAlignment: numaNode (CPUs align with GPUs only through "
+                       "resource.kubernetes.io/numaNode, which the GPU driver must publish)");
+      }
+    }
+    if (auto t = v["deviceClass"]) {
+      DRAGUARD_RETURN_IF_ERROR(p.String(t, "mutation.cpu.deviceClass", &m->cpu.device_class));
+      if (m->cpu.device_class.empty()) return p.Error(t, "mutation.cpu.deviceClass", "must not be empty");
+    }
   }
   if (auto v = n["hostnameAffinityLimit"]) {
     int64_t limit = 0;
@@ -559,12 +578,13 @@ Result<Policy> ParseDocument(const YAML::Node& root, const Parser& p) {
   }
   if (auto n = root["deviceClasses"]; n && !n.IsNull()) {
     DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(n, "deviceClasses"));
-    DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(n, "deviceClasses", {"gpu", "mig", "passthrough"}));
+    DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(n, "deviceClasses", {"gpu", "mig", "passthrough", "cpu"}));
     if (auto e = n["gpu"]) DRAGUARD_RETURN_IF_ERROR(p.StringList(e, "deviceClasses.gpu", &pol.device_classes.gpu));
     if (auto e = n["mig"]) DRAGUARD_RETURN_IF_ERROR(p.StringList(e, "deviceClasses.mig", &pol.device_classes.mig));
     if (auto e = n["passthrough"]) {
       DRAGUARD_RETURN_IF_ERROR(p.StringList(e, "deviceClasses.passthrough", &pol.device_classes.passthrough));
     }
+    if (auto e = n["cpu"]) DRAGUARD_RETURN_IF_ERROR(p.StringList(e, "deviceClasses.cpu", &pol.device_classes.cpu));
   }
   if (auto n = root["memoryReservation"]; n && !n.IsNull()) {
     DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(n, "memoryReservation"));
@@ -599,6 +619,15 @@ Result<Policy> ParseDocument(const YAML::Node& root, const Parser& p) {
       DRAGUARD_RETURN_IF_ERROR(
           p.StringList(e, "allocationModeAll.allowedNamespaces", &pol.allocation_mode_all_namespaces));
     }
+  }
+  if (pol.mutation.cpu.mode != CpuMode::kNone) {
+    // The cluster runs the CPU driver: its class is a CPU class, and exclusive CPUs outside the
+    // GPUs' claim are denied unless the policy sets DG016's action.
+    if (!pol.device_classes.IsCpuClass(pol.mutation.cpu.device_class)) {
+      pol.device_classes.cpu.push_back(pol.mutation.cpu.device_class);
+    }
+    auto& dg016 = pol.rules["DG016"];
+    if (!dg016.action) dg016.action = Action::kDeny;
   }
   return pol;
 }
@@ -701,6 +730,13 @@ bool DeviceClasses::IsGpuClass(std::string_view name) const {
     for (const auto& c : *list) {
       if (c == name) return true;
     }
+  }
+  return false;
+}
+
+bool DeviceClasses::IsCpuClass(std::string_view name) const {
+  for (const auto& c : cpu) {
+    if (c == name) return true;
   }
   return false;
 }

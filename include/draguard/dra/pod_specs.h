@@ -7,9 +7,11 @@
 // fields the rules judge, so Pods are judged on CREATE only).
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "draguard/admission/review.h"
@@ -87,5 +89,36 @@ bool IsLatencySensitive(const policy::Policy& policy, const std::map<std::string
 
 /// Splits a dotted policy path ("spec.template.spec", "*" for any array element) into segments.
 std::vector<std::string> SplitPath(const std::string& path);
+
+/// One entry of a pod spec's spec.resourceClaims.
+struct PodClaimRef {
+  std::string name;           ///< the name containers use in resources.claims
+  std::string template_name;  ///< resourceClaimTemplateName ("" when not set)
+  std::string claim_name;     ///< resourceClaimName ("" when not set)
+  std::string pointer;        ///< pointer of the entry
+};
+
+/// The object entries of `spec`'s spec.resourceClaims, in order.
+std::vector<PodClaimRef> PodClaims(const PodSpecRef& spec);
+
+/// The pod claim names `container` lists in resources.claims, in order, each once.
+std::vector<std::string> ContainerClaimNames(const ContainerRef& container);
+
+/// True when `name` has the form of the ResourceClaimTemplates draguard generates: "draguard-"
+/// followed by 20 lower-case hex digits (the content address of the template). They hold GPU
+/// requests (full GPUs, one MIG profile or an MPS-shared GPU) and, with NIC requests, nothing else.
+bool IsGeneratedTemplateName(std::string_view name);
+
+/// True when the pod spec is in the Guaranteed QoS class as far as its cpu and memory decide it,
+/// judged container by container (stricter than the kubelet, which compares sums): with pod-level
+/// spec.resources for cpu or memory, both have positive limits and requests equal to them;
+/// otherwise every container and init container does. A missing request counts as its limit (the
+/// API server defaults it so for Pods).
+bool IsGuaranteed(const PodSpecRef& spec);
+
+/// The CPUs the kubelet's static CPU manager policy pins for `container`: its cpu request when the
+/// pod is Guaranteed (IsGuaranteed), the container's own cpu and memory requests equal their
+/// limits, and the cpu request is a whole number; 0 otherwise (also for unreadable quantities).
+int64_t ExclusiveCpus(const PodSpecRef& spec, const ContainerRef& container);
 
 }  // namespace draguard::dra

@@ -98,13 +98,18 @@ struct CustomResource {
 /// The built-in list of custom resources (Kubeflow, Ray, LWS, JobSet, KServe, Volcano, ...).
 std::vector<CustomResource> DefaultCustomResources();
 
-/// DRA DeviceClass names that allocate NVIDIA GPUs.
+/// DRA DeviceClass names by what they allocate: NVIDIA GPUs, and CPUs.
 struct DeviceClasses {
   std::vector<std::string> gpu = {"gpu.nvidia.com"};               ///< full GPUs (DG003)
   std::vector<std::string> mig = {"mig.nvidia.com"};               ///< MIG devices (DG004)
   std::vector<std::string> passthrough = {"vfio.gpu.nvidia.com"};  ///< VFIO passthrough GPUs
-  /// True when `name` is in any of the three lists.
+  /// CPUs published as devices (DG005, DG016): the DeviceClass the dra-driver-cpu deployment
+  /// installs (driver dra.cpu) is named "dra.cpu".
+  std::vector<std::string> cpu = {"dra.cpu"};
+  /// True when `name` is in any of the three GPU lists (gpu, mig, passthrough).
   bool IsGpuClass(std::string_view name) const;
+  /// True when `name` is in `cpu`.
+  bool IsCpuClass(std::string_view name) const;
 };
 
 /// How latency-sensitive workloads are recognised.
@@ -144,6 +149,21 @@ struct CatalogueProfile {
 /// mutation.numaAlignment: how a NUMA-local multi-GPU request is expressed (see MutationConfig).
 enum class NumaAlignment { kPcieRoots, kNumaNode };
 
+/// mutation.cpu.mode: how the cluster's DRA CPU driver (dra-driver-cpu) publishes CPUs.
+enum class CpuMode {
+  kNone,        ///< no CPU driver: exclusive CPUs stay with the kubelet's CPU manager
+  kIndividual,  ///< one device per logical CPU (cpudevNNN): a request with `count`
+  kGrouped,     ///< one device per NUMA node with consumable capacity dra.cpu/cpu
+};
+
+/// mutation.cpu: converted containers' CPUs in the claim of their GPUs.
+struct CpuConfig {
+  CpuMode mode = CpuMode::kNone;
+  /// The DeviceClass of the CPU request; the dra-driver-cpu deployment installs "dra.cpu". It is
+  /// added to deviceClasses.cpu when not listed there.
+  std::string device_class = "dra.cpu";
+};
+
 /// Mutation settings.
 struct MutationConfig {
   bool enabled = true;                          ///< /mutate converts legacy requests
@@ -163,6 +183,9 @@ struct MutationConfig {
   /// release). kNumaNode: `matchAttribute: resource.kubernetes.io/numaNode` (KEP-6072), for
   /// drivers that publish it on NUMA-local GPUs; shapes with one NUMA node keep the selector.
   NumaAlignment numa_alignment = NumaAlignment::kPcieRoots;
+  /// CPUs of converted containers: with a mode set, whole CPUs move into the GPUs' claim, aligned
+  /// with them by resource.kubernetes.io/numaNode (needs numa_alignment kNumaNode).
+  CpuConfig cpu;
   uint32_t hostname_affinity_limit = 8;         ///< pin by node name up to this many nodes
   uint32_t api_timeout_ms = 3000;               ///< deadline of template creation per review
   std::vector<CatalogueProfile> catalogue;      ///< profiles for `render` and reference mode

@@ -1,6 +1,7 @@
 // DG005 topology-alignment: a claim that allocates several devices aligns them on one PCIe root
-// (matchAttribute), places each request on chosen PCIe roots / GPUs by a selector, or declares
-// NVLink for its GPUs (then every other device shares a root with one of those GPUs: rails).
+// or NUMA node (matchAttribute), places each request on chosen PCIe roots / GPUs by a selector, or
+// declares NVLink for its GPUs (then every other device shares a root or NUMA node with one of
+// those GPUs: rails). CPUs and NICs in a GPU claim are aligned with the GPUs the same way.
 #include <map>
 #include <set>
 
@@ -11,6 +12,17 @@ namespace draguard::engine::rules {
 namespace {
 
 constexpr std::size_t kMaxCombinations = 4096;
+
+// "gpus, cpus, nic": the names a constraint lists for `alts` (a subrequest as "main/sub").
+std::string RequestList(const std::vector<const Alternative*>& alts) {
+  std::string out;
+  std::set<std::string> seen;
+  for (const auto* a : alts) {
+    if (!seen.insert(a->ref).second) continue;
+    out += (out.empty() ? "" : ", ") + a->ref;
+  }
+  return out;
+}
 
 class TopologyAlignment final : public Rule {
  public:
@@ -37,10 +49,10 @@ class TopologyAlignment final : public Rule {
       }
     }
     auto aligned = [&](const std::vector<const Alternative*>& alts) {
-      if (PcieRootCovers(*claim, alts)) return true;
-      // Devices tied by pcieRoot constraints share one root (transitively): components. Aligned
-      // when there is one component, or each component holds a device aligned alone (rails: a
-      // NIC on one root with an NVLink-declared GPU).
+      if (OneConstraintAligns(*claim, alts, pol)) return true;
+      // Devices tied by pcieRoot / numaNode constraints share one root or NUMA node (transitively):
+      // components. Aligned when there is one component, or each component holds a device aligned
+      // alone (rails: a NIC on one root with an NVLink-declared GPU).
       std::vector<std::size_t> comp(alts.size());
       for (std::size_t i = 0; i < alts.size(); ++i) comp[i] = i;
       auto find = [&](std::size_t i) {
@@ -51,7 +63,7 @@ class TopologyAlignment final : public Rule {
       for (const auto& c : claim->constraints) {
         std::size_t first = alts.size();
         for (std::size_t i = 0; i < alts.size(); ++i) {
-          if (!CoversAll(c, {alts[i]})) continue;
+          if (!AlignsWith(c, *alts[i], pol)) continue;
           covered[i] = true;
           if (first == alts.size()) first = i;
           comp[find(i)] = find(first);
@@ -79,12 +91,25 @@ class TopologyAlignment final : public Rule {
       if (uncovered++ > 0) return;  // one finding per claim; the count goes into the message
       Finding f;
       f.pointer = claim->spec_pointer + "/devices" + (claim->constraints.empty() ? "" : "/constraints");
-      bool alternatives = false;
-      for (const auto* a : counted) alternatives = alternatives || !a->name.empty();
-      f.message = claim->owner + (alternatives ? " alternative " : " ") + "allocates " + std::to_string(devices) +
-                  " devices (" + DescribeCombination(counted) + ") without a matchAttribute " + kPcieRoot +
-                  " constraint covering them";
-      f.fix = "add constraints: [{requests: [...all of them...], matchAttribute: resource.kubernetes.io/pcieRoot}]";
+      bool alternatives = false, cpus = false, nics = false;
+      for (const auto* a : counted) {
+        alternatives = alternatives || !a->name.empty();
+        cpus = cpus || RoleOf(*a, pol) == DeviceRole::kCpu;
+        nics = nics || RoleOf(*a, pol) == DeviceRole::kNic;
+      }
+      const std::string head = claim->owner + (alternatives ? " alternative " : " ") + "allocates " +
+                               std::to_string(devices) + " devices (" + DescribeCombination(counted) + ")";
+      if (!cpus && !nics) {
+        f.message = head + " without a matchAttribute " + kPcieRoot + " constraint covering them";
+        f.fix = "add constraints: [{requests: [...all of them...], matchAttribute: resource.kubernetes.io/pcieRoot}]";
+      } else {
+        // GPUs with CPUs: only the NUMA node is common to all (CPUs have no PCIe root of their
+        // own). GPUs with NICs: GPUDirect RDMA wants the NIC on its GPU's root.
+        f.message = head + " mixes GPUs with " + (cpus ? (nics ? "CPUs and NICs" : "CPUs") : "NICs") +
+                    " without a matchAttribute " + kNumaNode + " or " + kPcieRoot + " constraint covering them";
+        f.fix = "add constraints: [{requests: [" + RequestList(counted) + "], matchAttribute: " +
+                (cpus ? kNumaNode : kPcieRoot) + "}]";
+      }
       findings.push_back(std::move(f));
     });
     if (!bounded) return Error("more than 4096 firstAvailable combinations; cannot check alignment");

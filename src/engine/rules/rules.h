@@ -18,7 +18,7 @@ std::unique_ptr<Rule> MakeGpuDeviceClass();
 std::unique_ptr<Rule> MakeMemoryReservation();
 /// DG004 mig-profile-pinned: MIG requests select exactly one profile.
 std::unique_ptr<Rule> MakeMigProfilePinned();
-/// DG005 topology-alignment: multi-device claims constrain pcieRoot.
+/// DG005 topology-alignment: multi-device claims constrain pcieRoot or numaNode.
 std::unique_ptr<Rule> MakeTopologyAlignment();
 /// DG006 interconnect-declared: multi-GPU claims declare their interconnect.
 std::unique_ptr<Rule> MakeInterconnectDeclared();
@@ -40,5 +40,7 @@ std::unique_ptr<Rule> MakeClaimStaticLimits();
 std::unique_ptr<Rule> MakeUnsatisfiableClaim();
 /// DG015 pod-claim-references: container claim references match spec.resourceClaims.
 std::unique_ptr<Rule> MakePodClaimReferences();
+/// DG016 gpu-cpu-alignment: exclusive CPUs of a container that uses DRA GPUs are in the GPUs' claim.
+std::unique_ptr<Rule> MakeGpuCpuAlignment();
 
 }  // namespace draguard::engine::rules

@@ -81,14 +81,45 @@ bool ForEachCombination(const ClaimRef& claim, std::size_t limit,
   return true;
 }
 
+bool Names(const ConstraintRef& c, const Alternative& alt) {
+  if (c.requests.empty()) return true;
+  return InList(c.requests, alt.ref.substr(0, alt.ref.find('/'))) || InList(c.requests, alt.ref);
+}
+
 bool CoversAll(const ConstraintRef& c, const std::vector<const Alternative*>& alts) {
   if (c.match_attribute != kPcieRoot) return false;
-  if (c.requests.empty()) return true;
   for (const auto* a : alts) {
-    std::string main = a->ref.substr(0, a->ref.find('/'));
-    if (!InList(c.requests, main) && !InList(c.requests, a->ref)) return false;
+    if (!Names(c, *a)) return false;
   }
   return true;
+}
+
+DeviceRole RoleOf(const Alternative& alt, const policy::Policy& policy) {
+  if (policy.device_classes.IsGpuClass(alt.device_class)) return DeviceRole::kGpu;
+  if (policy.device_classes.IsCpuClass(alt.device_class)) return DeviceRole::kCpu;
+  if (!alt.device_class.empty() && alt.device_class == policy.mutation.nic.device_class) return DeviceRole::kNic;
+  return DeviceRole::kOther;
+}
+
+bool AlignsWith(const ConstraintRef& c, const Alternative& alt, const policy::Policy& policy) {
+  if (!Names(c, alt)) return false;
+  const std::string& attr = c.match_attribute;
+  if (attr == kPcieRoot || attr == kNumaNode) return true;
+  switch (RoleOf(alt, policy)) {
+    case DeviceRole::kNic: return attr == policy.mutation.nic.driver + "/numaNode";
+    case DeviceRole::kCpu: return attr == "dra.net/numaNode" || attr == "dra.cpu/numaNodeID";
+    default: return false;
+  }
+}
+
+bool OneConstraintAligns(const ClaimRef& claim, const std::vector<const Alternative*>& alts,
+                         const policy::Policy& policy) {
+  for (const auto& c : claim.constraints) {
+    bool all = true;
+    for (const auto* a : alts) all = all && AlignsWith(c, *a, policy);
+    if (all) return true;
+  }
+  return false;
 }
 
 bool PcieRootCovers(const ClaimRef& claim, const std::vector<const Alternative*>& alts) {
@@ -117,7 +148,7 @@ bool DeclaresNvlink(const ClaimRef& claim) {
 
 bool AlignmentCovers(const ClaimRef& claim, const std::vector<const Alternative*>& alts,
                      const policy::Policy& policy) {
-  if (PcieRootCovers(claim, alts)) return true;
+  if (OneConstraintAligns(claim, alts, policy)) return true;
   bool nvlink = DeclaresNvlink(claim);
   for (const auto* a : alts) {
     if (nvlink && policy.device_classes.IsGpuClass(a->device_class)) continue;

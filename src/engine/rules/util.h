@@ -28,6 +28,10 @@ using dra::PodObjects;
 using dra::PodSpecRef;
 using dra::SelectorRef;
 using dra::Containers;
+using dra::ContainerClaimNames;
+using dra::ExclusiveCpus;
+using dra::IsGeneratedTemplateName;
+using dra::PodClaims;
 using dra::Describe;
 using dra::DriverOfClass;
 using dra::EscapePointerToken;
@@ -99,11 +103,38 @@ inline int64_t DeviceCount(const Alternative& a) {
   return a.count > 0 ? a.count : 0;
 }
 
+/// True when `constraint` names `alt`: it has no `requests` list (every request), lists the main
+/// request of `alt` (all its subrequests) or lists `alt` itself ("main/sub").
+bool Names(const ConstraintRef& constraint, const Alternative& alt);
+
 /// True when `constraint` is a pcieRoot matchAttribute covering every alternative of `alts`.
 bool CoversAll(const ConstraintRef& constraint, const std::vector<const Alternative*>& alts);
 
 /// Standard attribute used for PCIe locality constraints.
 inline constexpr const char* kPcieRoot = "resource.kubernetes.io/pcieRoot";
+
+/// Standard attribute for NUMA locality (KEP-6072), published by GPU drivers on NUMA-local GPUs
+/// and by dra-driver-cpu on its CPU devices.
+inline constexpr const char* kNumaNode = "resource.kubernetes.io/numaNode";
+
+/// What a request allocates, as alignment sees it: by DeviceClass (deviceClasses.gpu / mig /
+/// passthrough, deviceClasses.cpu, mutation.nic.deviceClass).
+enum class DeviceRole { kGpu, kCpu, kNic, kOther };
+
+/// The role of `alt`'s devices under `policy`.
+DeviceRole RoleOf(const Alternative& alt, const policy::Policy& policy);
+
+/// True when `constraint` puts `alt`'s devices on one PCIe root or NUMA node with the other devices
+/// it names: a matchAttribute on resource.kubernetes.io/pcieRoot or resource.kubernetes.io/numaNode
+/// that names `alt`, or on a driver-specific NUMA attribute that the devices of `alt` publish:
+/// `<NIC driver>/numaNode` for NIC requests (dranet: dra.net/numaNode), dra.net/numaNode and
+/// dra.cpu/numaNodeID for CPU requests (dra-driver-cpu's compatibility attributes). No GPU driver
+/// publishes the driver-specific ones, so they tie no GPU.
+bool AlignsWith(const ConstraintRef& constraint, const Alternative& alt, const policy::Policy& policy);
+
+/// True when one constraint of the claim aligns every alternative of `alts` (AlignsWith).
+bool OneConstraintAligns(const ClaimRef& claim, const std::vector<const Alternative*>& alts,
+                         const policy::Policy& policy);
 
 /// True when the claim has a pcieRoot matchAttribute covering every alternative of `alts`.
 bool PcieRootCovers(const ClaimRef& claim, const std::vector<const Alternative*>& alts);
@@ -119,9 +150,9 @@ bool SelectorAligned(const Alternative& alt);
 /// True when the claim (or the template's claim metadata) declares draguard.io/interconnect: nvlink.
 bool DeclaresNvlink(const ClaimRef& claim);
 
-/// DG005's notion of aligned devices: a pcieRoot matchAttribute covers every alternative of
-/// `alts`, or each of them is aligned on its own (SelectorAligned, or a GPU-class request of a
-/// claim that declares NVLink, which DRA cannot express).
+/// DG005's notion of aligned devices: one constraint aligns every alternative of `alts`
+/// (OneConstraintAligns), or each of them is aligned on its own (SelectorAligned, or a GPU-class
+/// request of a claim that declares NVLink, which DRA cannot express).
 bool AlignmentCovers(const ClaimRef& claim, const std::vector<const Alternative*>& alts,
                      const policy::Policy& policy);
 

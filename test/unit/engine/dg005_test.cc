@@ -131,6 +131,73 @@ TEST(Dg005, SelectorRestrictedAndNvlinkAlignment) {
   for (const auto& c : cases) CheckCase("DG005", c);
 }
 
+// CPUs (dra-driver-cpu, class dra.cpu) and NICs in a GPU claim: aligned with the GPUs by a
+// pcieRoot or numaNode matchAttribute, or by the driver-specific NUMA attributes where the devices
+// publish them (dra.net/numaNode on NICs and CPUs; no GPU driver publishes it).
+TEST(Dg005, CpusAndNicsWithGpus) {
+  const std::string gpu = R"({"name":"gpu","exactly":{"deviceClassName":"gpu.nvidia.com"}})";
+  const std::string cpus = R"({"name":"cpu","exactly":{"deviceClassName":"dra.cpu","count":8}})";
+  const std::string grouped =
+      R"({"name":"cpu","exactly":{"deviceClassName":"dra.cpu","capacity":{"requests":{"dra.cpu/cpu":"8"}}}})";
+  auto on = [](const std::string& attr, const std::string& requests) {
+    return R"({"requests":[)" + requests + R"(],"matchAttribute":")" + attr + R"("})";
+  };
+  const std::string numa = "resource.kubernetes.io/numaNode";
+  std::vector<Case> cases = {
+      {"gpu_cpu_unaligned", Devices(gpu + "," + cpus), RuleStatus::kFail, {"/spec/spec/devices"},
+       R"(allocates 9 devices ("gpu", "cpu" x8) mixes GPUs with CPUs without a matchAttribute )"
+       "resource.kubernetes.io/numaNode or resource.kubernetes.io/pcieRoot constraint"},
+      {"gpu_grouped_cpu_unaligned", Devices(gpu + "," + grouped), RuleStatus::kFail, {}, R"(("gpu", "cpu") mixes GPUs with CPUs)"},
+      {"gpu_cpu_numa", Devices(gpu + "," + cpus, on(numa, R"("gpu","cpu")")), RuleStatus::kPass, {}, ""},
+      {"gpu_cpu_numa_all_requests", Devices(gpu + "," + grouped, R"({"matchAttribute":")" + numa + R"("})"),
+       RuleStatus::kPass, {}, ""},
+      {"gpu_cpu_pcie_root", Devices(gpu + "," + cpus, on("resource.kubernetes.io/pcieRoot", R"("gpu","cpu")")),
+       RuleStatus::kPass, {}, ""},
+      {"numa_over_gpus_only", Devices(kGpus2 + "," + cpus, on(numa, R"("gpus")")), RuleStatus::kFail,
+       {"/spec/spec/devices/constraints"}, "mixes GPUs with CPUs"},
+      {"two_gpus_numa", Devices(kGpus2, on(numa, R"("gpus")")), RuleStatus::kPass, {}, ""},
+      // dra.net/numaNode is published by dranet NICs and dra-driver-cpu CPUs, not by GPUs.
+      {"dranet_numa_cannot_tie_a_gpu", Devices(gpu + "," + cpus, on("dra.net/numaNode", R"("gpu","cpu")")),
+       RuleStatus::kFail, {}, ""},
+      {"nic_on_gpu_root_cpu_on_nic_numa",
+       Devices(gpu + "," + cpus + "," + kNic, on("resource.kubernetes.io/pcieRoot", R"("gpu","nic")") + "," +
+                                                  on("dra.net/numaNode", R"("cpu","nic")")),
+       RuleStatus::kPass, {}, ""},
+      {"cpu_only_numa_id_leaves_gpu_apart", Devices(gpu + "," + cpus, on("dra.cpu/numaNodeID", R"("cpu")")),
+       RuleStatus::kFail, {}, ""},
+      {"gpu_cpu_nic_unaligned", Devices(gpu + "," + cpus + "," + kNic), RuleStatus::kFail, {},
+       "mixes GPUs with CPUs and NICs"},
+      {"gpu_cpu_nic_numa", Devices(gpu + "," + cpus + "," + kNic, on(numa, R"("gpu","cpu","nic")")), RuleStatus::kPass, {}, ""},
+      {"gpu_nic_unaligned", Devices(gpu + "," + kNic), RuleStatus::kFail, {}, "mixes GPUs with NICs"},
+      {"gpu_nic_numa", Devices(gpu + "," + kNic, on(numa, R"("gpu","nic")")), RuleStatus::kPass, {}, ""},
+      {"cpus_only_skipped", Devices(cpus), RuleStatus::kSkip, {}, ""},
+  };
+  for (const auto& c : cases) CheckCase("DG005", c);
+}
+
+// The fix names the requests of the uncovered allocation and the attribute to add: numaNode with
+// CPUs, pcieRoot for GPUs and NICs (GPUDirect RDMA wants the NIC on its GPU's root).
+TEST(Dg005, FixNamesTheRequests) {
+  const std::string gpu = R"({"name":"gpu","exactly":{"deviceClassName":"gpu.nvidia.com"}})";
+  const std::string cpus = R"({"name":"cpu","exactly":{"deviceClassName":"dra.cpu","count":8}})";
+  auto fix = [](const std::string& object) {
+    auto r = RunRule("DG005", Request(object), DefaultPolicy());
+    return r.findings.empty() ? std::string() : r.findings[0].fix;
+  };
+  EXPECT_EQ(fix(Devices(gpu + "," + cpus + "," + kNic)),
+            "add constraints: [{requests: [gpu, cpu, nic], matchAttribute: resource.kubernetes.io/numaNode}]");
+  EXPECT_EQ(fix(Devices(gpu + "," + kNic)),
+            "add constraints: [{requests: [gpu, nic], matchAttribute: resource.kubernetes.io/pcieRoot}]");
+  EXPECT_EQ(fix(Devices(kGpus2)),
+            "add constraints: [{requests: [...all of them...], matchAttribute: resource.kubernetes.io/pcieRoot}]");
+  // The policy's CPU and NIC classes decide what a request is.
+  auto pol = DefaultPolicy();
+  pol.device_classes.cpu = {"cpus.example.com"};
+  auto r = RunRule("DG005", Request(Devices(gpu + "," + cpus)), pol);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].message.find("mixes GPUs with CPUs"), std::string::npos) << r.findings[0].message;
+}
+
 TEST(Dg005, ExemptClassesFromPolicy) {
   auto pol = DefaultPolicy();
   pol.alignment_exempt_classes.push_back("dranet");

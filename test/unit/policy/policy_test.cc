@@ -230,6 +230,10 @@ TEST(Policy, DefaultPolicyFileMatchesTheBuiltInDefaults) {
   EXPECT_EQ(p->device_classes.gpu, builtin.device_classes.gpu);
   EXPECT_EQ(p->device_classes.mig, builtin.device_classes.mig);
   EXPECT_EQ(p->device_classes.passthrough, builtin.device_classes.passthrough);
+  EXPECT_EQ(p->device_classes.cpu, builtin.device_classes.cpu);
+  EXPECT_EQ(p->mutation.cpu.mode, builtin.mutation.cpu.mode);
+  EXPECT_EQ(p->mutation.cpu.device_class, builtin.mutation.cpu.device_class);
+  EXPECT_FALSE(p->rules.count("DG016"));  // its action follows mutation.cpu.mode
   EXPECT_EQ(p->alignment_exempt_classes, builtin.alignment_exempt_classes);
   EXPECT_EQ(p->memory_minimum, builtin.memory_minimum);
   EXPECT_EQ(p->extended_resource_mapping, ExtendedResourceMapping::kDeny);
@@ -241,7 +245,7 @@ TEST(Policy, NewKeysParse) {
   auto p = ParsePolicy(R"(apiVersion: draguard.io/v1alpha1
 kind: Policy
 extendedResourceMapping: allow
-deviceClasses: {gpu: [gpu.nvidia.com, fast], mig: [], passthrough: []}
+deviceClasses: {gpu: [gpu.nvidia.com, fast], mig: [], passthrough: [], cpu: [cpus.example.com]}
 memoryReservation: {minimum: 40Gi}
 topologyAlignment: {exemptClasses: [dranet]}
 adminAccess: {allowedNamespaces: [gpu-operator]}
@@ -256,6 +260,9 @@ customResources:
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(p->extended_resource_mapping, ExtendedResourceMapping::kAllow);
   EXPECT_TRUE(p->device_classes.IsGpuClass("fast"));
+  EXPECT_TRUE(p->device_classes.IsCpuClass("cpus.example.com"));
+  EXPECT_FALSE(p->device_classes.IsCpuClass("dra.cpu"));
+  EXPECT_FALSE(p->device_classes.IsGpuClass("cpus.example.com"));
   EXPECT_EQ(p->memory_minimum, "40Gi");
   EXPECT_EQ(p->alignment_exempt_classes, std::vector<std::string>{"dranet"});
   ASSERT_EQ(p->exemptions.object_selectors.size(), 1u);
@@ -321,6 +328,36 @@ TEST(ParsePolicy, CelCostPerReview) {
   ASSERT_FALSE(low.ok());
   EXPECT_NE(low.status().message().find("p.yaml:3:"), std::string::npos) << low.status().message();
   EXPECT_NE(low.status().message().find("celCostPerReview"), std::string::npos) << low.status().message();
+}
+
+// mutation.cpu: modes, the class joins deviceClasses.cpu, DG016 denies unless the policy says
+// otherwise, and a mode needs the numaNode alignment.
+TEST(ParsePolicy, MutationCpu) {
+  const std::string head = "apiVersion: draguard.io/v1alpha1\nkind: Policy\n";
+  auto p = ParsePolicy(head + "mutation: {numaAlignment: numaNode, cpu: {mode: grouped, deviceClass: cpus.example}}\n");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->mutation.cpu.mode, CpuMode::kGrouped);
+  EXPECT_TRUE(p->device_classes.IsCpuClass("cpus.example"));
+  EXPECT_TRUE(p->device_classes.IsCpuClass("dra.cpu"));
+  EXPECT_EQ(p->ActionFor("DG016", Action::kWarn), Action::kDeny);
+  auto warn = ParsePolicy(head + "rules: {DG016: {action: warn}}\n"
+                                 "mutation: {numaAlignment: numaNode, cpu: {mode: individual}}\n");
+  ASSERT_TRUE(warn.ok()) << warn.status().ToString();
+  EXPECT_EQ(warn->mutation.cpu.mode, CpuMode::kIndividual);
+  EXPECT_EQ(warn->ActionFor("DG016", Action::kWarn), Action::kWarn);
+  auto none = ParsePolicy(head + "mutation: {cpu: {mode: none}}\n");
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(none->ActionFor("DG016", Action::kWarn), Action::kWarn);
+  auto roots = ParsePolicy(head + "mutation: {cpu: {mode: grouped}}\n", "p.yaml");
+  ASSERT_FALSE(roots.ok());
+  EXPECT_NE(roots.status().message().find("needs mutation.numaAlignment: numaNode"), std::string::npos)
+      << roots.status().message();
+  auto bad = ParsePolicy(head + "mutation: {numaAlignment: numaNode, cpu: {mode: pinned}}\n", "p.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("mutation.cpu.mode"), std::string::npos) << bad.status().message();
+  auto key = ParsePolicy(head + "mutation: {cpu: {mod: grouped}}\n", "p.yaml");
+  ASSERT_FALSE(key.ok());
+  EXPECT_NE(key.status().message().find("mutation.cpu.mod: unknown key"), std::string::npos) << key.status().message();
 }
 
 }  // namespace
