@@ -207,15 +207,31 @@ std::vector<std::string> ContainerNames(const Json& pod, const std::vector<std::
   return names;
 }
 
-// Adds a claim from template `template_name` to `pod` and to its containers at `pointers`.
-void AddClaim(Json& pod, const std::vector<std::string>& pointers, const std::string& template_name,
-              bool whole_claim) {
+// The request names of a generated template's claim.
+std::vector<std::string> RequestNames(const GeneratedTemplate& t) {
+  std::vector<std::string> out;
+  const Json* requests = dra::Member(dra::Member(dra::Member(dra::Member(&t.object, "spec"), "spec"), "devices"),
+                                     "requests");
+  if (requests == nullptr || !requests->is_array()) return out;
+  for (const auto& r : *requests) out.push_back(dra::StringMember(&r, "name"));
+  return out;
+}
+
+// Adds a claim from template `t` to `pod` and to its containers at `pointers`. With CPUs in the
+// claim (`cpus` > 0, mutation.cpu) the containers list each request, so that the CPU request shows
+// in the Pod (DG016 reads it), and their cpu requests and limits are set to the CPUs of the claim
+// (dra-driver-cpu's accounting: kubelet and scheduler count them once).
+void AddClaim(Json& pod, const std::vector<std::string>& pointers, const GeneratedTemplate& t, int64_t cpus) {
   Json& spec = pod["spec"];
   const std::string claim = FreeClaimName(spec);
   for (const auto& pointer : pointers) {
-    Json& claims = pod[Json::json_pointer(pointer)]["resources"]["claims"];
+    Json& container = pod[Json::json_pointer(pointer)];
+    Json& claims = container["resources"]["claims"];
     if (!claims.is_array()) claims = Json::array();
-    if (whole_claim) {
+    if (cpus > 0) {
+      for (const auto& request : RequestNames(t)) claims.push_back({{"name", claim}, {"request", request}});
+      for (const char* section : {"requests", "limits"}) container["resources"][section]["cpu"] = std::to_string(cpus);
+    } else if (t.whole_claim) {
       claims.push_back({{"name", claim}});
     } else {
       claims.push_back({{"name", claim}, {"request", "gpu"}});
@@ -223,7 +239,7 @@ void AddClaim(Json& pod, const std::vector<std::string>& pointers, const std::st
   }
   Json& rcs = spec["resourceClaims"];
   if (!rcs.is_array()) rcs = Json::array();
-  rcs.push_back({{"name", claim}, {"resourceClaimTemplateName", template_name}});
+  rcs.push_back({{"name", claim}, {"resourceClaimTemplateName", t.name}});
 }
 
 // The templates of `names` (one per entry), from `templates`.
@@ -260,7 +276,7 @@ std::string ConvertEntries(const Json& pod, const ClaimProfile& profile,
     auto tmpl = GenerateTemplate(one, namespace_name, policy, topology);
     std::vector<std::string> names = ContainerNames(pod, covered[e]);
     if (!tmpl.ok()) return "container " + Quoted(names) + ": " + tmpl.status().message();
-    AddClaim(out.pod, covered[e], tmpl->name, tmpl->whole_claim);
+    AddClaim(out.pod, covered[e], *tmpl, rp.cpus);
     if (!tmpl->nodes.empty() || !tmpl->shapes.empty()) {
       Restriction r{tmpl->nodes, tmpl->shapes};
       where = where ? Intersect(*where, r, topology, policy) : r;

@@ -105,12 +105,13 @@ std::string InList(const std::string& domain, const std::string& attr, const std
 
 // What one GPU entry is planned against: the GPUs of each shape its selectors may match.
 struct Request {
-  Request(const std::string& what, std::size_t n, bool nic, const View& view)
-      : what(what), n(n), nic(nic), view(view) {}
+  Request(const std::string& what, std::size_t n, bool nic, std::size_t cpus, const View& view)
+      : what(what), n(n), nic(nic), cpus(cpus), view(view) {}
 
   const std::string& what;  // the filter in words, for messages
   std::size_t n;            // GPUs
   bool nic;                 // with an RDMA NIC under the GPUs' root
+  std::size_t cpus;         // CPUs in the claim, on the GPUs' NUMA node (mutation.cpu); 0 = none
   const View& view;
   std::map<const ShapeDevices*, std::vector<uint32_t>> q;  // qualifying GPUs per shape
   std::vector<const ShapeDevices*> enough;                 // shapes with at least n of them
@@ -154,6 +155,31 @@ bool PairwiseLinked(const topology::Shape& shape, const std::vector<uint32_t>& g
 // NUMA node of a machine with several (as topology/dra_devices.cc simulates it).
 bool PublishesNumaNode(const topology::Shape& shape, uint32_t g) {
   return shape.gpus[g].numa_nodes.size() == 1 && shape.numa_nodes.size() > 1;
+}
+
+// The CPUs (PUs) of NUMA node `os_index` of a shape; 0 for an unknown node.
+std::size_t NumaCpus(const topology::Shape& shape, uint32_t os_index) {
+  for (const auto& n : shape.numa_nodes) {
+    if (n.os_index == os_index) return n.cpus;
+  }
+  return 0;
+}
+
+// With CPUs in the claim (matchAttribute resource.kubernetes.io/numaNode over GPUs and CPUs): the
+// GPUs of `gpus` that publish the attribute, by NUMA node, on the NUMA nodes with at least
+// r.cpus CPUs. Without CPUs: `gpus` as one set.
+std::vector<std::vector<uint32_t>> CpuNumaParts(const Request& r, const topology::Shape& shape,
+                                                const std::vector<uint32_t>& gpus) {
+  if (r.cpus == 0) return {gpus};
+  std::map<uint32_t, std::vector<uint32_t>> by_numa;
+  for (uint32_t g : gpus) {
+    if (PublishesNumaNode(shape, g)) by_numa[shape.gpus[g].numa_nodes.front()].push_back(g);
+  }
+  std::vector<std::vector<uint32_t>> out;
+  for (auto& [numa, part] : by_numa) {
+    if (NumaCpus(shape, numa) >= r.cpus) out.push_back(std::move(part));
+  }
+  return out;
 }
 
 bool ShareNuma(const topology::Shape& shape, const std::vector<uint32_t>& gpus) {
@@ -202,6 +228,13 @@ OnShape Evaluate(const Request& r, const ShapeDevices& sd, const Alternative& al
     for (auto& [root, gpus] : by_root) groups.emplace_back(root, std::move(gpus));
   } else {
     groups.emplace_back(topology::kNoIndex, out.sel);
+  }
+  if (r.cpus > 0) {  // the numaNode constraint over GPUs and CPUs splits every set by NUMA node
+    std::vector<std::pair<uint32_t, std::vector<uint32_t>>> split;
+    for (const auto& [root, gpus] : groups) {
+      for (auto& part : CpuNumaParts(r, shape, gpus)) split.emplace_back(root, std::move(part));
+    }
+    groups = std::move(split);
   }
   for (const auto& [root, gpus] : groups) {
     if (gpus.size() < r.n) continue;
@@ -449,16 +482,18 @@ std::vector<const ShapeDevices*> PlanRails(const Request& r, int weakest, Plan& 
       // returned, as Choose does for the other plans.
       if (!o.safe) continue;
       bool fits = false;
-      if (c.constraint) {  // all GPUs and their NICs under one root
-        const auto nics = RdmaNicsByRoot(*sd);
-        const auto& d = sd->group->shape->derived;
-        for (const auto& [root, k] : nics) {
-          if (root < d.gpus_by_root.size() && std::min(Intersect(d.gpus_by_root[root], o.sel).size(), k) >= r.n) {
-            fits = true;
+      for (const auto& part : CpuNumaParts(r, *sd->group->shape, o.sel)) {
+        if (c.constraint) {  // all GPUs and their NICs under one root
+          const auto nics = RdmaNicsByRoot(*sd);
+          const auto& d = sd->group->shape->derived;
+          for (const auto& [root, k] : nics) {
+            if (root < d.gpus_by_root.size() && std::min(Intersect(d.gpus_by_root[root], part).size(), k) >= r.n) {
+              fits = true;
+            }
           }
+        } else {
+          fits = fits || (o.useful && RailCount(*sd, part) >= r.n);
         }
-      } else {
-        fits = o.useful && RailCount(*sd, o.sel) >= r.n;
       }
       if (fits) shapes.push_back(sd);
     }
@@ -481,7 +516,47 @@ const char* ClassWords(int weakest) {
   }
 }
 
-Result<Plan> PlanGpus(const std::string& what, int64_t count, bool nic, const std::string& interconnect,
+// With CPUs in the claim: keeps in r.enough the shapes with a NUMA node that holds r.n of the
+// qualifying GPUs (publishing resource.kubernetes.io/numaNode) and r.cpus CPUs; refuses with the
+// nearest miss when there is none.
+Status KeepShapesWithCpus(Request& r) {
+  std::vector<const ShapeDevices*> fit;
+  std::size_t most_gpus = 0, most_cpus = 0;
+  const ShapeDevices* nearest = nullptr;
+  for (const auto* sd : r.enough) {
+    const auto& shape = *sd->group->shape;
+    bool ok = false;
+    Request all = r;
+    all.cpus = 1;  // every NUMA node with a CPU: the GPUs per NUMA node, whatever its CPUs
+    for (const auto& part : CpuNumaParts(all, shape, r.q.at(sd))) {
+      const std::size_t cpus = NumaCpus(shape, shape.gpus[part.front()].numa_nodes.front());
+      if (part.size() > most_gpus || nearest == nullptr) most_gpus = std::max(most_gpus, part.size()), nearest = sd;
+      if (part.size() < r.n) continue;
+      most_cpus = std::max(most_cpus, cpus);
+      ok = ok || cpus >= r.cpus;
+    }
+    if (ok) fit.push_back(sd);
+  }
+  if (!fit.empty()) {
+    r.enough = std::move(fit);
+    return Status::Ok();
+  }
+  std::string why = "no node can place " + std::to_string(r.n) + " GPUs matching " + r.what + " with " +
+                    std::to_string(r.cpus) + " CPUs on their NUMA node (mutation.cpu); ";
+  if (most_gpus < r.n) {
+    why += "at most " + std::to_string(most_gpus) +
+           " of them on one NUMA node that the GPU driver publishes (resource.kubernetes.io/numaNode)";
+    if (nearest != nullptr) why += " (" + DescribeShape(*nearest->group) + ")";
+    why += ": the GPUs need several NUMA nodes, and CPUs in the claim need them on one. Fix: ask for at most " +
+           std::to_string(most_gpus) + " GPUs per container, or set mutation.cpu.mode: none";
+  } else {
+    why += "at most " + std::to_string(most_cpus) + " CPUs on a NUMA node with " + std::to_string(r.n) +
+           " of the GPUs. Fix: ask for at most " + std::to_string(most_cpus) + " CPUs";
+  }
+  return Status::FailedPrecondition(why);
+}
+
+Result<Plan> PlanGpus(const std::string& what, int64_t count, bool nic, int64_t cpus, const std::string& interconnect,
                       const View& view, const Selectors& selectors, const policy::Policy& policy) {
   Plan plan;
   if (view.shapes.empty()) {
@@ -497,7 +572,7 @@ Result<Plan> PlanGpus(const std::string& what, int64_t count, bool nic, const st
     plan.note = why + "; converted unaligned because the policy sets mutation.unaligned: allow";
     return plan;
   }
-  Request r(what, static_cast<std::size_t>(count), nic, view);
+  Request r(what, static_cast<std::size_t>(count), nic, static_cast<std::size_t>(cpus), view);
   for (const auto& sd : view.shapes) {
     std::vector<uint32_t>& q = r.q[&sd] = Qualifying(sd, selectors);
     if (q.size() > r.best || r.best_shape == nullptr) r.best = q.size(), r.best_shape = &sd;
@@ -506,6 +581,9 @@ Result<Plan> PlanGpus(const std::string& what, int64_t count, bool nic, const st
   if (r.enough.empty()) {
     return Status::FailedPrecondition("no node has " + std::to_string(r.n) + " GPUs matching " + what + "; at most " +
                                       std::to_string(r.best) + " on " + DescribeShape(*r.best_shape->group));
+  }
+  if (r.cpus > 0) {
+    DRAGUARD_RETURN_IF_ERROR(KeepShapesWithCpus(r));
   }
   if (r.n == 1 && !nic) {
     r.RestrictTo(plan, r.enough);
@@ -583,7 +661,7 @@ Result<Plan> PlanEntry(const std::string& who, const RequestProfile& p, bool nic
   std::string filter = p.memory.empty() ? "" : ">= " + p.memory;
   if (!p.product.empty()) filter += (filter.empty() ? "" : ", ") + p.product;
   if (filter.empty()) filter = "the request";
-  auto planned = PlanGpus(filter, p.count, nic, interconnect, view, compiled, policy);
+  auto planned = PlanGpus(filter, p.count, nic, p.cpus, interconnect, view, compiled, policy);
   if (!planned.ok()) return Status(planned.status().code(), who + ": " + planned.status().message());
   return planned;
 }

@@ -96,6 +96,33 @@ struct PodSettings {
   std::string mps_memory;
 };
 
+// With mutation.cpu: the whole CPUs of `container` that move into the claim of its GPUs, its cpu
+// request (its limit when it has no request); 0, with a note saying why, for a fractional or
+// missing cpu and for plain init containers (dra-driver-cpu gives a CPU claim to one container,
+// and an init container's CPUs are released before the others start).
+int64_t ClaimCpus(const Json& container, bool init, const std::string& who, std::vector<std::string>* notes) {
+  const Json* resources = dra::Member(&container, "resources");
+  const Json* requests = dra::Member(resources, "requests");
+  const Json* cpu = dra::Member(requests, "cpu");
+  if (cpu == nullptr) cpu = dra::Member(dra::Member(resources, "limits"), "cpu");
+  auto skip = [&](const std::string& why) {
+    notes->push_back(who + ": " + why + "; its CPUs stay with the kubelet, not in the claim of its GPUs");
+    return int64_t{0};
+  };
+  if (init) return skip("a plain init container");
+  if (cpu == nullptr) return skip("no cpu request");
+  std::optional<k8s::Quantity> q;
+  if (cpu->is_string()) {
+    if (auto parsed = k8s::Quantity::Parse(cpu->get<std::string>()); parsed.ok()) q = *parsed;
+  } else if (cpu->is_number_integer()) {
+    q = k8s::Quantity::FromInt64(cpu->get<int64_t>());
+  }
+  if (!q) return skip("cpu is not a quantity");
+  auto whole = q->AsInt64();
+  if (!whole || *whole < 1) return skip("cpu " + q->ToString() + " is not a whole number of CPUs");
+  return *whole;
+}
+
 Status ReadContainer(const Json& container, const PodSettings& pod, const policy::Policy& policy, ContainerInfo* out,
                      std::vector<std::string>* notes) {
   auto entries = LegacyEntries(container, policy);
@@ -169,6 +196,9 @@ Status ReadContainer(const Json& container, const PodSettings& pod, const policy
       auto floor = internal::QuantityBytes(prof.memory);
       if (!floor || *floor < (*hami_mib << 20)) prof.memory = std::to_string(*hami_mib) + "Mi";
     }
+  }
+  if (policy.mutation.cpu.mode != policy::CpuMode::kNone && prof.kind == RequestProfile::Kind::kGpu) {
+    prof.cpus = ClaimCpus(container, out->init, who, notes);
   }
   out->profile = prof;
   out->has_request = true;

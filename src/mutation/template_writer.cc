@@ -66,6 +66,7 @@ std::string MemoKey(const ClaimProfile& profile, std::string_view ns, const poli
     add(p.memory);
     add(p.product);
     add(p.mps_memory);
+    add(std::to_string(p.cpus));
   }
   add(profile.nic ? "nic" : "-");
   add(profile.interconnect);
@@ -251,6 +252,7 @@ class Writer {
     }
     for (const auto& alt : plan->alternatives) nvlink_ = nvlink_ || alt.placement == Placement::kNvlink;
     words += PlacementWords(*plan, nic);
+    AddCpus(request, {request}, p, words);
     if (p.kind == RequestProfile::Kind::kShared) configs_.push_back(MpsConfig(request, p));
     return plan->placement;
   }
@@ -274,7 +276,31 @@ class Writer {
     out_.whole_claim = true;
     words += std::string(plan.placement == Placement::kNvlink ? ", NVLink-connected" : ", same PCIe root") +
              ", rails: 1 RDMA NIC per GPU on its PCIe root";
+    std::vector<std::string> gpu_names;
+    for (const auto& g : gpus) gpu_names.push_back(g.get<std::string>());
+    AddCpus(request, gpu_names, p, words);
     return plan.placement;
+  }
+
+  // With CPUs in the claim (p.cpus, mutation.cpu): the CPU request "cpu" ("cpu-<i>" next to
+  // "gpu-<i>") as dra-driver-cpu's mode wants it, tied to the GPU requests `gpus` by
+  // matchAttribute resource.kubernetes.io/numaNode.
+  void AddCpus(const std::string& request, const std::vector<std::string>& gpus, const RequestProfile& p,
+               std::string& words) {
+    if (p.cpus <= 0) return;
+    const std::string name = CpuRequestName(request);
+    Json exactly = {{"deviceClassName", policy_.mutation.cpu.device_class}, {"allocationMode", "ExactCount"}};
+    if (policy_.mutation.cpu.mode == policy::CpuMode::kGrouped) {
+      exactly["count"] = 1;
+      exactly["capacity"] = {{"requests", {{"dra.cpu/cpu", std::to_string(p.cpus)}}}};
+    } else {
+      exactly["count"] = p.cpus;
+    }
+    requests_.push_back({{"name", name}, {"exactly", exactly}});
+    Json tied = gpus;
+    tied.push_back(name);
+    constraints_.push_back({{"requests", tied}, {"matchAttribute", kNumaNodeAttr}});
+    words += ", " + std::to_string(p.cpus) + " CPUs on their NUMA node";
   }
 
   // The claims' metadata: draguard's label, the latency-sensitive class labels, the interconnect.
@@ -303,6 +329,11 @@ class Writer {
 };
 
 }  // namespace
+
+std::string CpuRequestName(std::string_view gpu_request) {
+  if (gpu_request.rfind("gpu", 0) == 0) return "cpu" + std::string(gpu_request.substr(3));
+  return std::string(gpu_request) + "-cpu";
+}
 
 const char* PlacementName(Placement placement) {
   switch (placement) {

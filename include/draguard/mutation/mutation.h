@@ -54,6 +54,9 @@ struct RequestProfile {
   bool latency_sensitive = false;  ///< the Pod is in the latency-sensitive class
   int64_t mps_threads = 0;         ///< kShared: defaultActiveThreadPercentage
   std::string mps_memory;          ///< kShared: defaultPinnedDeviceMemoryLimit
+  /// kGpu with mutation.cpu: whole CPUs requested in the same claim as request "cpu", on the
+  /// GPUs' NUMA node; 0 = none (the kubelet places the container's CPUs).
+  int64_t cpus = 0;
   bool operator==(const RequestProfile&) const = default;
 };
 
@@ -78,6 +81,10 @@ enum class Placement : uint8_t {
   kNvlink,       ///< pairwise NVLink-connected GPUs (NVSwitch shapes, or cliques by pciBusID)
   kUnaligned,    ///< no node can align it; admitted because the policy allows it
 };
+
+/// The CPU request that goes with GPU request `gpu_request` of a generated template (mutation.cpu):
+/// "cpu" for "gpu", "cpu-1" for "gpu-1".
+std::string CpuRequestName(std::string_view gpu_request);
 
 /// "none", "pcieRoot", "numa", "nvlink" or "unaligned".
 const char* PlacementName(Placement placement);

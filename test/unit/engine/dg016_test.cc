@@ -2,6 +2,7 @@
 // draguard's conversion produces.
 #include "draguard/dra/pod_specs.h"
 #include "draguard/mutation/mutation.h"
+#include "draguard/topology/snapshot.h"
 #include "rule_test_util.h"
 
 namespace draguard::engine::testing {
@@ -133,6 +134,36 @@ TEST(Dg016, ConvertedPods) {
   ASSERT_EQ(whole.findings.size(), 1u);
   EXPECT_NE(whole.findings[0].message.find("has 4 exclusive CPUs"), std::string::npos) << whole.findings[0].message;
   EXPECT_EQ(convert("3500m").status, RuleStatus::kPass);
+}
+
+// With mutation.cpu the conversion puts the CPUs in the claim: the converted Pod passes DG016 and
+// DG015, its template DG005 (GPUs and CPUs tied by the numaNode constraint).
+TEST(Dg016, PodsConvertedWithCpusInTheClaimPass) {
+  auto parsed = policy::ParsePolicy("apiVersion: draguard.io/v1alpha1\nkind: Policy\n"
+                                    "mutation: {numaAlignment: numaNode, cpu: {mode: grouped}}\n");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const policy::Policy& pol = *parsed;
+  auto topo = topology::LoadSnapshot(std::string(DRAGUARD_TEST_DATA) +
+                                     "/hwloc/aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa.xml");
+  ASSERT_TRUE(topo.ok()) << topo.status().ToString();
+  Json pod = Json::parse(R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"team-a"},)"
+                         R"("spec":{"containers":[{"name":"trainer","resources":{"limits":{"nvidia.com/gpu":2,"cpu":"8",)"
+                         R"("memory":"16Gi"},"requests":{"cpu":"8","memory":"16Gi"}}}]}})");
+  auto c = mutation::ConvertPod(pod, "team-a", pol, topo->get());
+  ASSERT_EQ(c.outcome, mutation::PodConversion::Outcome::kConverted) << c.reason;
+  ASSERT_EQ(c.templates.size(), 1u);
+  EXPECT_EQ(RunRule("DG016", Request(c.pod.dump()), pol).status, RuleStatus::kPass);
+  EXPECT_EQ(RunRule("DG015", Request(c.pod.dump()), pol).status, RuleStatus::kPass);
+  auto dg005 = RunRule("DG005", Request(c.templates[0].object.dump()), pol);
+  EXPECT_EQ(dg005.status, RuleStatus::kPass) << (dg005.findings.empty() ? "" : dg005.findings[0].message);
+  // The same template without the numaNode constraint over GPUs and CPUs mixes them unaligned.
+  Json bare = c.templates[0].object;
+  Json& constraints = bare["spec"]["spec"]["devices"]["constraints"];
+  constraints.erase(constraints.size() - 1);
+  auto unaligned = RunRule("DG005", Request(bare.dump()), pol);
+  EXPECT_EQ(unaligned.status, RuleStatus::kFail);
+  ASSERT_FALSE(unaligned.findings.empty());
+  EXPECT_NE(unaligned.findings[0].message.find("mixes GPUs with CPUs"), std::string::npos) << unaligned.findings[0].message;
 }
 
 }  // namespace

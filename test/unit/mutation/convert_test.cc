@@ -213,6 +213,127 @@ TEST(ConvertPod, NumaAlignmentThroughTheStandardAttribute) {
   EXPECT_NE(eight.reason.find("4 on one NUMA node"), std::string::npos) << eight.reason;
 }
 
+// The default policy with mutation.cpu in `mode` (and the numaNode alignment it needs).
+policy::Policy CpuPolicy(const char* mode) {
+  std::string yaml(policy::DefaultPolicyYaml());
+  const std::size_t at = yaml.find("\nmutation:\n");
+  EXPECT_NE(at, std::string::npos);
+  yaml.insert(at + 11, std::string("  numaAlignment: numaNode\n  cpu: {mode: ") + mode + "}\n");
+  yaml.erase(yaml.find("  cpu: {mode: none, deviceClass: dra.cpu}\n"), 42);
+  auto parsed = policy::ParsePolicy(yaml);
+  EXPECT_TRUE(parsed.ok()) << parsed.status().message();
+  return parsed.ok() ? *parsed : DefaultPolicy();
+}
+
+// mutation.cpu: a container's whole CPUs move into the claim of its GPUs as request "cpu" (a count
+// of devices, or dra.cpu/cpu capacity of one grouped device), tied to the GPUs by a numaNode
+// matchAttribute; the container lists both requests and asks the kubelet for exactly those CPUs.
+TEST(ConvertPod, CpusMoveIntoTheClaimOfTheGpus) {
+  auto topo = testing::Topo(testing::kG4dn);  // 2 NUMA nodes of 48 CPUs, 4 T4 each
+  for (const char* mode : {"grouped", "individual"}) {
+    SCOPED_TRACE(mode);
+    Json pod = PodWith({{"nvidia.com/gpu", 2}, {"cpu", "16"}, {"memory", "64Gi"}});
+    pod["spec"]["containers"][0]["resources"]["requests"] = {{"cpu", "16"}};
+    auto c = ConvertPod(pod, "ml", CpuPolicy(mode), topo.get());
+    ASSERT_EQ(c.outcome, PodConversion::Outcome::kConverted) << c.reason;
+    ASSERT_EQ(c.templates.size(), 1u);
+    const Json& d = c.templates[0].object["spec"]["spec"]["devices"];
+    const Json& cpu = d["requests"].back();
+    EXPECT_EQ(cpu["name"], "cpu") << d.dump();
+    EXPECT_EQ(cpu["exactly"]["deviceClassName"], "dra.cpu");
+    if (std::string(mode) == "grouped") {
+      EXPECT_EQ(cpu["exactly"]["count"], 1);
+      EXPECT_EQ(cpu["exactly"]["capacity"]["requests"]["dra.cpu/cpu"], "16");
+    } else {
+      EXPECT_EQ(cpu["exactly"]["count"], 16);
+      EXPECT_FALSE(cpu["exactly"].contains("capacity"));
+    }
+    EXPECT_EQ(d["constraints"].back(),
+              Json({{"requests", {"gpu", "cpu"}}, {"matchAttribute", "resource.kubernetes.io/numaNode"}}))
+        << d.dump();
+    const Json& res = c.pod["spec"]["containers"][0]["resources"];
+    EXPECT_EQ(res["claims"], Json::parse(R"([{"name":"draguard-gpu","request":"gpu"},{"name":"draguard-gpu","request":"cpu"}])"));
+    EXPECT_EQ(res["requests"]["cpu"], "16");
+    EXPECT_EQ(res["limits"]["cpu"], "16");
+    EXPECT_NE(c.templates[0].description.find("16 CPUs on their NUMA node"), std::string::npos) << c.templates[0].description;
+  }
+  // A request below the limit: both become the request (dra-driver-cpu's container accounting).
+  Json burst = PodWith({{"nvidia.com/gpu", 1}, {"cpu", "8"}});
+  burst["spec"]["containers"][0]["resources"]["requests"] = {{"cpu", "4000m"}};
+  auto b = ConvertPod(burst, "ml", CpuPolicy("grouped"), topo.get());
+  ASSERT_EQ(b.outcome, PodConversion::Outcome::kConverted) << b.reason;
+  EXPECT_EQ(b.pod["spec"]["containers"][0]["resources"]["limits"]["cpu"], "4");
+  EXPECT_EQ(b.templates[0].object["spec"]["spec"]["devices"]["requests"].back()["exactly"]["capacity"]["requests"]
+                             ["dra.cpu/cpu"], "4");
+}
+
+// Fractional or missing CPUs and plain init containers stay with the kubelet, with a warning; the
+// template is then the one mutation.cpu none generates.
+TEST(ConvertPod, CpusThatStayWithTheKubelet) {
+  auto topo = testing::Topo(testing::kG4dn);
+  auto none = ConvertPod(PodWith({{"nvidia.com/gpu", 2}}), "ml", DefaultPolicy(), topo.get());
+  ASSERT_EQ(none.outcome, PodConversion::Outcome::kConverted) << none.reason;
+  struct Case {
+    Json pod;
+    std::string note;
+  };
+  std::vector<Case> cases = {
+      {PodWith({{"nvidia.com/gpu", 2}, {"cpu", "1500m"}}), "cpu 1500m is not a whole number of CPUs"},
+      {PodWith({{"nvidia.com/gpu", 2}}), "no cpu request"},
+  };
+  for (const auto& k : cases) {
+    auto c = ConvertPod(k.pod, "ml", CpuPolicy("grouped"), topo.get());
+    ASSERT_EQ(c.outcome, PodConversion::Outcome::kConverted) << c.reason;
+    ASSERT_EQ(c.templates.size(), 1u);
+    EXPECT_EQ(c.templates[0].object["spec"]["spec"]["devices"].dump().find("dra.cpu"), std::string::npos);
+    bool noted = false;
+    for (const auto& w : c.warnings) noted = noted || w.find(k.note) != std::string::npos;
+    EXPECT_TRUE(noted) << k.note << " in " << Json(c.warnings).dump();
+  }
+  Json init = PodWith({{"cpu", "1"}});
+  init["spec"]["initContainers"] = Json::parse(
+      R"([{"name":"prep","image":"x","resources":{"limits":{"nvidia.com/gpu":1,"cpu":"4"}}}])");
+  auto i = ConvertPod(init, "ml", CpuPolicy("grouped"), topo.get());
+  ASSERT_EQ(i.outcome, PodConversion::Outcome::kConverted) << i.reason;
+  bool noted = false;
+  for (const auto& w : i.warnings) noted = noted || w.find("\"prep\": a plain init container") != std::string::npos;
+  EXPECT_TRUE(noted) << Json(i.warnings).dump();
+  EXPECT_EQ(i.pod["spec"]["initContainers"][0]["resources"]["claims"],
+            Json::parse(R"([{"name":"draguard-gpu","request":"gpu"}])"));
+}
+
+// Refusals with the numbers: GPUs that need several NUMA nodes, CPUs that no NUMA node next to the
+// GPUs has.
+TEST(ConvertPod, CpusThatNoNumaNodeCanHoldNextToTheGpus) {
+  auto topo = testing::Topo(testing::kG4dn);
+  auto many = ConvertPod(PodWith({{"nvidia.com/gpu", 8}, {"cpu", "8"}}), "ml", CpuPolicy("grouped"), topo.get());
+  ASSERT_EQ(many.outcome, PodConversion::Outcome::kRefused);
+  EXPECT_NE(many.reason.find("with 8 CPUs on their NUMA node (mutation.cpu); at most 4 of them on one NUMA node"),
+            std::string::npos) << many.reason;
+  EXPECT_NE(many.reason.find("the GPUs need several NUMA nodes"), std::string::npos) << many.reason;
+  auto cpus = ConvertPod(PodWith({{"nvidia.com/gpu", 2}, {"cpu", "64"}}), "ml", CpuPolicy("individual"), topo.get());
+  ASSERT_EQ(cpus.outcome, PodConversion::Outcome::kRefused);
+  EXPECT_NE(cpus.reason.find("at most 48 CPUs on a NUMA node with 2 of the GPUs. Fix: ask for at most 48 CPUs"),
+            std::string::npos) << cpus.reason;
+  EXPECT_EQ(ConvertPod(PodWith({{"nvidia.com/gpu", 4}, {"cpu", "48"}}), "ml", CpuPolicy("individual"), topo.get()).outcome,
+            PodConversion::Outcome::kConverted);
+}
+
+// In a mixed cluster the Pod is restricted to the shapes with a NUMA node holding the GPUs and the
+// CPUs: the DGX-2H export's cpuset allows 2 CPUs per NUMA node.
+TEST(ConvertPod, CpusRestrictToTheShapesThatHoldThem) {
+  auto c = ConvertPod(PodWith({{"nvidia.com/gpu", 2}, {"cpu", "16"}}), "ml", CpuPolicy("grouped"), testing::Mixed().get());
+  ASSERT_EQ(c.outcome, PodConversion::Outcome::kConverted) << c.reason;
+  const Json& terms = c.pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+                              ["nodeSelectorTerms"];
+  EXPECT_NE(terms.dump().find("g4dn-a"), std::string::npos) << terms.dump();
+  EXPECT_NE(terms.dump().find("g4dn-b"), std::string::npos) << terms.dump();
+  EXPECT_EQ(terms.dump().find("dgx-a"), std::string::npos) << terms.dump();
+  auto two = ConvertPod(PodWith({{"nvidia.com/gpu", 2}, {"cpu", "2"}}), "ml", CpuPolicy("grouped"), testing::Mixed().get());
+  ASSERT_EQ(two.outcome, PodConversion::Outcome::kConverted) << two.reason;
+  EXPECT_NE(two.pod.dump().find("dgx-a"), std::string::npos) << two.pod.dump();
+}
+
 TEST(ConvertPod, RefusalsExplain) {
   auto c = ConvertPod(PodWith({{"nvidia.com/gpu", 8}}), "ml", DefaultPolicy(), testing::Topo(testing::kG4dn).get());
   EXPECT_EQ(c.outcome, PodConversion::Outcome::kRefused);
