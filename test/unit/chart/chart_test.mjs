@@ -794,6 +794,12 @@ async function scenarios() {
     eq(c.args[c.args.indexOf("--audit-policy-reports") + 1], "on", "reports on");
   });
 
+  const cpu = render(["--set", "policy.mutation.numaAlignment=numaNode", "--set", "policy.mutation.cpu.mode=grouped"]);
+  check("policy.mutation.cpu reaches the policy file", () => {
+    const p = yaml.load(find(cpu.docs, "ConfigMap", "draguard-policy")[0].data["policy.yaml"]);
+    eq(p.mutation.numaAlignment, "numaNode", "numaAlignment");
+    eq(p.mutation.cpu, { deviceClass: "dra.cpu", mode: "grouped" }, "cpu");
+  });
   const glob = render(["--set-json", 'policy.legacyResources=["amd.com/*","example.com/gpu"]']);
   check("matchConditions follow policy.legacyResources (glob prefix)", () => {
     const m = webhooksOf(glob).find((x) => x.w.name === "pods.mutate.draguard.io").w.matchConditions[0].expression;
@@ -1059,6 +1065,8 @@ function rejections() {
     ["policy rule id", ["--set", "policy.rules.XYZ.action=deny"]],
     ["legacy resource with a quote", ["--set-json", `policy.legacyResources=["nvidia.com/gpu' || true || '"]`]],
     ["templates mode", ["--set", "policy.mutation.templates=maybe"]],
+    ["cpu mode", ["--set", "policy.mutation.cpu.mode=pinned"]],
+    ["numa alignment", ["--set", "policy.mutation.numaAlignment=socket"]],
     ["grace period too short", ["--set", "terminationGracePeriodSeconds=12"]],
     ["external TLS without secret", ["--set", "tls.mode=external", "--set", `tls.external.caBundle=${FAKE_CA}`]],
     ["external TLS without caBundle", ["--set", "tls.mode=external", "--set", "tls.external.secretName=x"]],
