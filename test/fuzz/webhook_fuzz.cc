@@ -1,5 +1,5 @@
-// Fuzzes the whole review path: decode → rules → decision → encode, as /validate and /mutate, and
-// differentially: the fast decode (simdjson, rule fields only) must answer byte-for-byte as the
+// Fuzzes the whole review path: decode → rules → decision → encode, as /validate and /mutate, under
+// the default policy and one that puts CPUs in GPU claims (mutation.cpu), and differentially: the fast decode (simdjson, rule fields only) must answer byte-for-byte as the
 // reference decode (nlohmann_json, every field).
 #include <chrono>
 #include <cstdint>
@@ -23,6 +23,9 @@ struct Env {
   Env() : registry(draguard::engine::DefaultRegistry()), reviewer(registry), reference(registry, Reference()) {
     auto p = draguard::policy::ParsePolicy(draguard::policy::DefaultPolicyYaml());
     if (p.ok()) policy = *p;
+    auto c = draguard::policy::ParsePolicy(
+        "apiVersion: draguard.io/v1alpha1\nkind: Policy\nmutation: {numaAlignment: numaNode, cpu: {mode: grouped}}\n");
+    if (c.ok()) cpu_policy = *c;
     // The bundled example nodes, parsed in-process, so /mutate plans against a real topology.
     draguard::topology::ShapeInterner interner;
     std::vector<std::shared_ptr<const draguard::topology::NodeTopology>> nodes;
@@ -36,6 +39,7 @@ struct Env {
   draguard::webhook::Reviewer reviewer;
   draguard::webhook::Reviewer reference;  // the oracle of the fast decode
   draguard::policy::Policy policy;
+  draguard::policy::Policy cpu_policy;  // mutation.cpu grouped, numaAlignment numaNode
   std::shared_ptr<const draguard::topology::Snapshot> topology;
 };
 
@@ -44,19 +48,21 @@ struct Env {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const Env env;
   std::string_view body(reinterpret_cast<const char*>(data), size);
-  for (auto kind : {draguard::admission::WebhookKind::kValidating,
-                    draguard::admission::WebhookKind::kMutating}) {
-    for (const draguard::topology::Snapshot* topo : {static_cast<const draguard::topology::Snapshot*>(nullptr),
-                                                     env.topology.get()}) {
-      auto out = env.reviewer.Review(body, kind, env.policy, topo, std::chrono::system_clock::time_point{},
-                                     std::chrono::steady_clock::now() + draguard::webhook::kDefaultReviewTimeout);
-      if (out.body.empty()) __builtin_trap();  // every request gets an answer
-      if (out.http_status != 200 && out.http_status != 400 && out.http_status != 413) __builtin_trap();
-      auto ref = env.reference.Review(body, kind, env.policy, topo, std::chrono::system_clock::time_point{},
-                                      std::chrono::steady_clock::now() + draguard::webhook::kDefaultReviewTimeout);
-      if (ref.http_status != out.http_status || ref.body != out.body || ref.error != out.error ||
-          ref.verdict != out.verdict || ref.rules != out.rules) {
-        __builtin_trap();  // the fast decode changed an answer
+  for (const draguard::policy::Policy* policy : {&env.policy, &env.cpu_policy}) {
+    for (auto kind : {draguard::admission::WebhookKind::kValidating,
+                      draguard::admission::WebhookKind::kMutating}) {
+      for (const draguard::topology::Snapshot* topo : {static_cast<const draguard::topology::Snapshot*>(nullptr),
+                                                       env.topology.get()}) {
+        auto out = env.reviewer.Review(body, kind, *policy, topo, std::chrono::system_clock::time_point{},
+                                       std::chrono::steady_clock::now() + draguard::webhook::kDefaultReviewTimeout);
+        if (out.body.empty()) __builtin_trap();  // every request gets an answer
+        if (out.http_status != 200 && out.http_status != 400 && out.http_status != 413) __builtin_trap();
+        auto ref = env.reference.Review(body, kind, *policy, topo, std::chrono::system_clock::time_point{},
+                                        std::chrono::steady_clock::now() + draguard::webhook::kDefaultReviewTimeout);
+        if (ref.http_status != out.http_status || ref.body != out.body || ref.error != out.error ||
+            ref.verdict != out.verdict || ref.rules != out.rules) {
+          __builtin_trap();  // the fast decode changed an answer
+        }
       }
     }
   }
