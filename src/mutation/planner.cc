@@ -547,13 +547,44 @@ Status KeepShapesWithCpus(Request& r) {
     why += "at most " + std::to_string(most_gpus) +
            " of them on one NUMA node that the GPU driver publishes (resource.kubernetes.io/numaNode)";
     if (nearest != nullptr) why += " (" + DescribeShape(*nearest->group) + ")";
-    why += ": the GPUs need several NUMA nodes, and CPUs in the claim need them on one. Fix: ask for at most " +
+    why += ": the GPUs need several NUMA nodes, and no shape can split them into equal parts with their CPUs "
+           "(that needs all qualifying GPUs NVLink-connected, and GPUs and CPUs that divide evenly over NUMA nodes "
+           "that hold a part each). Fix: ask for at most " +
            std::to_string(most_gpus) + " GPUs per container, or set mutation.cpu.mode: none";
   } else {
     why += "at most " + std::to_string(most_cpus) + " CPUs on a NUMA node with " + std::to_string(r.n) +
            " of the GPUs. Fix: ask for at most " + std::to_string(most_cpus) + " CPUs";
   }
   return Status::FailedPrecondition(why);
+}
+
+// With CPUs in the claim, when no NUMA node holds the GPUs and CPUs: `parts` equal GPU requests,
+// each with its share of the CPUs on its own NUMA node, on the shapes whose qualifying GPUs are
+// all NVLink-connected (NVSwitch or all-to-all: any GPUs will do, so the parts need no selector)
+// and that have `parts` NUMA nodes with a part's GPUs (publishing resource.kubernetes.io/numaNode)
+// and CPUs each. The fewest parts that some shape can hold; the GPUs and CPUs must divide evenly.
+// Returns the shapes and fills `plan`, or returns none.
+std::vector<const ShapeDevices*> PlanNumaParts(const Request& r, Plan& plan) {
+  if (r.nic) return {};  // rails already pair each GPU with a NIC; not combined with parts
+  for (std::size_t parts = 2; parts <= r.n && 2 * parts <= kMaxRequests; ++parts) {
+    if (r.n % parts != 0 || r.cpus % parts != 0) continue;
+    Request part = r;
+    part.n = r.n / parts;
+    part.cpus = r.cpus / parts;
+    std::vector<const ShapeDevices*> shapes;
+    for (const auto* sd : r.enough) {
+      const auto& shape = *sd->group->shape;
+      if (!PairwiseLinked(shape, r.q.at(sd))) continue;
+      std::size_t numa_nodes = 0;
+      for (const auto& gpus : CpuNumaParts(part, shape, r.q.at(sd))) numa_nodes += gpus.size() >= part.n ? 1 : 0;
+      if (numa_nodes >= parts) shapes.push_back(sd);
+    }
+    if (shapes.empty()) continue;
+    plan.placement = Placement::kNvlink;
+    plan.parts = parts;
+    return shapes;
+  }
+  return {};
 }
 
 Result<Plan> PlanGpus(const std::string& what, int64_t count, bool nic, int64_t cpus, const std::string& interconnect,
@@ -583,7 +614,13 @@ Result<Plan> PlanGpus(const std::string& what, int64_t count, bool nic, int64_t 
                                       std::to_string(r.best) + " on " + DescribeShape(*r.best_shape->group));
   }
   if (r.cpus > 0) {
-    DRAGUARD_RETURN_IF_ERROR(KeepShapesWithCpus(r));
+    if (Status kept = KeepShapesWithCpus(r); !kept.ok()) {
+      if (std::vector<const ShapeDevices*> shapes = PlanNumaParts(r, plan); !shapes.empty()) {
+        r.RestrictTo(plan, shapes);
+        return plan;
+      }
+      return kept;
+    }
   }
   if (r.n == 1 && !nic) {
     r.RestrictTo(plan, r.enough);

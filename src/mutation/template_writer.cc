@@ -238,6 +238,7 @@ class Writer {
     if (!plan->note.empty()) out_.notes.push_back("request \"" + request + "\": " + plan->note);
     where_.Add(*plan);
     if (plan->rails) return AddRails(request, p, std::move(exactly), selectors, *plan, words);
+    if (plan->parts > 1) return AddNumaParts(request, p, std::move(exactly), selectors, *plan, words);
     requests_.push_back(GpuRequest(request, std::move(exactly), selectors, *plan));
     std::vector<std::string> covered = {request};
     if (nic) {
@@ -288,19 +289,44 @@ class Writer {
   void AddCpus(const std::string& request, const std::vector<std::string>& gpus, const RequestProfile& p,
                std::string& words) {
     if (p.cpus <= 0) return;
+    AddCpuRequest(request, gpus, p.cpus);
+    words += ", " + std::to_string(p.cpus) + " CPUs on their NUMA node";
+  }
+
+  // The CPU request that goes with GPU request `request` (`cpus` CPUs) and its numaNode
+  // constraint over `gpus` and it.
+  void AddCpuRequest(const std::string& request, const std::vector<std::string>& gpus, int64_t cpus) {
     const std::string name = CpuRequestName(request);
     Json exactly = {{"deviceClassName", policy_.mutation.cpu.device_class}, {"allocationMode", "ExactCount"}};
     if (policy_.mutation.cpu.mode == policy::CpuMode::kGrouped) {
       exactly["count"] = 1;
-      exactly["capacity"] = {{"requests", {{"dra.cpu/cpu", std::to_string(p.cpus)}}}};
+      exactly["capacity"] = {{"requests", {{"dra.cpu/cpu", std::to_string(cpus)}}}};
     } else {
-      exactly["count"] = p.cpus;
+      exactly["count"] = cpus;
     }
     requests_.push_back({{"name", name}, {"exactly", exactly}});
     Json tied = gpus;
     tied.push_back(name);
     constraints_.push_back({{"requests", tied}, {"matchAttribute", kNumaNodeAttr}});
-    words += ", " + std::to_string(p.cpus) + " CPUs on their NUMA node";
+  }
+
+  // NUMA parts (plan.parts): per part "gpu-part-<i>" with its share of the GPUs and "cpu-part-<i>"
+  // with its share of the CPUs, tied by numaNode; the GPUs are NVLink-connected on every shape
+  // the Pod may use.
+  Result<Placement> AddNumaParts(const std::string& request, const RequestProfile& p, Json exactly,
+                                 const Json& selectors, const internal::Plan& plan, std::string& words) {
+    const auto parts = static_cast<int64_t>(plan.parts);
+    exactly["count"] = p.count / parts;
+    exactly["selectors"] = selectors;
+    for (int64_t i = 0; i < parts; ++i) {
+      const std::string name = request + "-part-" + std::to_string(i);
+      requests_.push_back({{"name", name}, {"exactly", exactly}});
+      AddCpuRequest(name, {name}, p.cpus / parts);
+    }
+    nvlink_ = true;
+    words += ", NVLink-connected, on " + std::to_string(parts) + " NUMA nodes: " + std::to_string(p.count / parts) +
+             " GPUs with " + std::to_string(p.cpus / parts) + " CPUs on each";
+    return plan.placement;
   }
 
   // The claims' metadata: draguard's label, the latency-sensitive class labels, the interconnect.

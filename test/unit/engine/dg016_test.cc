@@ -156,6 +156,18 @@ TEST(Dg016, PodsConvertedWithCpusInTheClaimPass) {
   EXPECT_EQ(RunRule("DG015", Request(c.pod.dump()), pol).status, RuleStatus::kPass);
   auto dg005 = RunRule("DG005", Request(c.templates[0].object.dump()), pol);
   EXPECT_EQ(dg005.status, RuleStatus::kPass) << (dg005.findings.empty() ? "" : dg005.findings[0].message);
+  // Parts over NUMA nodes (16 GPUs and 4 CPUs on the DGX-2H) pass DG005 and DG016 as well.
+  auto dgx = topology::LoadSnapshot(std::string(DRAGUARD_TEST_DATA) +
+                                    "/hwloc/hwloc_nvidia-dgx2h_2s-xeon8174_16xV100-SXM3_12xNVSwitch_nvlink-hetero.xml");
+  ASSERT_TRUE(dgx.ok()) << dgx.status().ToString();
+  Json big = pod;
+  big["spec"]["containers"][0]["resources"] = Json::parse(R"({"limits":{"nvidia.com/gpu":16,"cpu":"4"}})");
+  auto parts = mutation::ConvertPod(big, "team-a", pol, dgx->get());
+  ASSERT_EQ(parts.outcome, mutation::PodConversion::Outcome::kConverted) << parts.reason;
+  EXPECT_EQ(RunRule("DG016", Request(parts.pod.dump()), pol).status, RuleStatus::kPass);
+  EXPECT_EQ(RunRule("DG015", Request(parts.pod.dump()), pol).status, RuleStatus::kPass);
+  auto parts005 = RunRule("DG005", Request(parts.templates[0].object.dump()), pol);
+  EXPECT_EQ(parts005.status, RuleStatus::kPass) << (parts005.findings.empty() ? "" : parts005.findings[0].message);
   // The same template without the numaNode constraint over GPUs and CPUs mixes them unaligned.
   Json bare = c.templates[0].object;
   Json& constraints = bare["spec"]["spec"]["devices"]["constraints"];

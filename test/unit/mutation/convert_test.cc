@@ -319,6 +319,39 @@ TEST(ConvertPod, CpusThatNoNumaNodeCanHoldNextToTheGpus) {
             PodConversion::Outcome::kConverted);
 }
 
+// GPUs that need several NUMA nodes on an NVLink-complete shape: equal parts, each GPU part with
+// its share of the CPUs on its own NUMA node (the DGX-2H export allows 2 CPUs per NUMA node).
+TEST(ConvertPod, CpusSplitOverNumaNodesWithTheirGpus) {
+  auto topo = testing::Topo(testing::kDgx2h);
+  auto c = ConvertPod(PodWith({{"nvidia.com/gpu", 16}, {"cpu", "4"}}), "ml", CpuPolicy("individual"), topo.get());
+  ASSERT_EQ(c.outcome, PodConversion::Outcome::kConverted) << c.reason;
+  const Json& d = c.templates[0].object["spec"]["spec"]["devices"];
+  ASSERT_EQ(d["requests"].size(), 4u) << d.dump();
+  for (int i = 0; i < 2; ++i) {
+    const std::string gpu = "gpu-part-" + std::to_string(i), cpu = "cpu-part-" + std::to_string(i);
+    EXPECT_EQ(d["requests"][2 * i]["name"], gpu);
+    EXPECT_EQ(d["requests"][2 * i]["exactly"]["count"], 8);
+    EXPECT_EQ(d["requests"][2 * i + 1]["name"], cpu);
+    EXPECT_EQ(d["requests"][2 * i + 1]["exactly"]["count"], 2);
+    EXPECT_EQ(d["constraints"][i],
+              Json({{"requests", {gpu, cpu}}, {"matchAttribute", "resource.kubernetes.io/numaNode"}})) << d.dump();
+  }
+  EXPECT_EQ(c.templates[0].object["spec"]["metadata"]["annotations"]["draguard.io/interconnect"], "nvlink");
+  const Json& res = c.pod["spec"]["containers"][0]["resources"];
+  EXPECT_EQ(res["claims"].size(), 4u) << res.dump();
+  EXPECT_EQ(res["requests"]["cpu"], "4");
+  // Uneven CPUs, or more CPUs than a NUMA node has: refused with why.
+  for (const char* cpus : {"3", "16"}) {
+    auto r = ConvertPod(PodWith({{"nvidia.com/gpu", 16}, {"cpu", cpus}}), "ml", CpuPolicy("individual"), topo.get());
+    ASSERT_EQ(r.outcome, PodConversion::Outcome::kRefused) << cpus;
+    EXPECT_NE(r.reason.find("no shape can split them into equal parts with their CPUs"), std::string::npos) << r.reason;
+  }
+  // g4dn: no NVLink, so no parts.
+  auto g4 = ConvertPod(PodWith({{"nvidia.com/gpu", 8}, {"cpu", "8"}}), "ml", CpuPolicy("individual"),
+                       testing::Topo(testing::kG4dn).get());
+  EXPECT_EQ(g4.outcome, PodConversion::Outcome::kRefused) << g4.reason;
+}
+
 // In a mixed cluster the Pod is restricted to the shapes with a NUMA node holding the GPUs and the
 // CPUs: the DGX-2H export's cpuset allows 2 CPUs per NUMA node.
 TEST(ConvertPod, CpusRestrictToTheShapesThatHoldThem) {
