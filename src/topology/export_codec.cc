@@ -224,7 +224,11 @@ bool ExportFields(Io& io, P& p) {
   uint64_t magic = kMagic;
   return io.U64(magic) && magic == kMagic && io.Str(p.host_name) && io.Str(p.hwloc_version) &&
          io.Str(p.xml_format) && io.Each(p.gpu_uuids, [&](auto& u) { return io.Str(u); }) &&
-         io.Each(p.numa_packages, [&](auto& k) { return io.Num(k); });
+         io.Each(p.numa_packages, [&](auto& k) { return io.Num(k); }) &&
+         io.Each(p.cpus, [&](auto& c) {
+           return io.Num(c.os_index) && io.Num(c.core) && io.Num(c.core_group) && io.Num(c.package) &&
+                  io.Num(c.numa_node) && io.Num(c.l3_cache) && io.Enum(c.kind, 2);
+         });
 }
 
 }  // namespace

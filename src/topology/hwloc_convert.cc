@@ -386,6 +386,9 @@ Result<ParsedExport> ConvertTopology(const RawTopology& raw, const LoaderLimits&
     packaged = packaged || package != kNoIndex;
   }
   if (!packaged) out.numa_packages.clear();
+  out.cpus = raw.cpus;
+  std::stable_sort(out.cpus.begin(), out.cpus.end(),
+                   [](const LogicalCpu& a, const LogicalCpu& b) { return a.os_index < b.os_index; });
   const RootIndex root_by_gp = ConvertRoots(raw, shape);
   const GpuIndex gpu_by_pci = ConvertGpus(raw, root_by_gp, out);
   // Bridges count as PCI information too (an export may list only host bridges and bridges).

@@ -85,6 +85,83 @@ void ReadNuma(hwloc_topology_t topo, RawTopology& out) {
   }
 }
 
+// Owns an hwloc bitmap.
+struct BitmapHandle {
+  hwloc_bitmap_t b = hwloc_bitmap_alloc();
+  BitmapHandle() = default;
+  BitmapHandle(const BitmapHandle&) = delete;
+  BitmapHandle& operator=(const BitmapHandle&) = delete;
+  ~BitmapHandle() { hwloc_bitmap_free(b); }
+  hwloc_bitmap_t get() const { return b; }
+};
+
+// The CPU kind of each CPU (hwloc CPU kinds, hwloc >= 2.4): hybrid when some kind's CoreType is
+// "IntelAtom"; then that kind's CPUs are efficiency cores and all others performance cores.
+std::unordered_map<unsigned, CoreKind> CpuKinds(hwloc_topology_t topo) {
+  std::unordered_map<unsigned, CoreKind> out;
+  const int nr = hwloc_cpukinds_get_nr(topo, 0);
+  if (nr <= 0) return out;
+  BitmapHandle atom;
+  bool hybrid = false;
+  for (int k = 0; k < nr; ++k) {
+    BitmapHandle set;
+    unsigned nr_infos = 0;
+    hwloc_info_s* infos = nullptr;
+    if (hwloc_cpukinds_get_info(topo, static_cast<unsigned>(k), set.get(), nullptr, &nr_infos, &infos, 0) != 0) continue;
+    for (unsigned i = 0; i < nr_infos; ++i) {
+      if (infos[i].name != nullptr && infos[i].value != nullptr && std::strcmp(infos[i].name, "CoreType") == 0 &&
+          std::strcmp(infos[i].value, "IntelAtom") == 0) {
+        hwloc_bitmap_or(atom.get(), atom.get(), set.get());
+        hybrid = true;
+      }
+    }
+  }
+  if (!hybrid) return out;
+  hwloc_const_cpuset_t all = hwloc_topology_get_topology_cpuset(topo);
+  for (int i = hwloc_bitmap_first(all); i >= 0; i = hwloc_bitmap_next(all, i)) {
+    out[static_cast<unsigned>(i)] = hwloc_bitmap_isset(atom.get(), static_cast<unsigned>(i)) ? CoreKind::kEfficiency
+                                                                                           : CoreKind::kPerformance;
+  }
+  return out;
+}
+
+// The NUMA node of a PU: the only node whose cpuset holds it, else the only such node without a
+// memory subtype other than DRAM (HBM, GPU memory and CXL nodes share their CPUs' cpuset).
+uint32_t NumaOfPu(hwloc_topology_t topo, hwloc_obj_t pu) {
+  std::vector<hwloc_obj_t> all, plain;
+  for (hwloc_obj_t n = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, nullptr); n != nullptr;
+       n = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, n)) {
+    if (n->cpuset == nullptr || !hwloc_bitmap_isset(n->cpuset, pu->os_index)) continue;
+    all.push_back(n);
+    if (n->subtype == nullptr || std::strcmp(n->subtype, "DRAM") == 0) plain.push_back(n);
+  }
+  if (all.size() == 1) return all.front()->os_index;
+  if (plain.size() == 1) return plain.front()->os_index;
+  return kNoIndex;
+}
+
+// Every PU with its core, package, NUMA node, L3 cache and CPU kind.
+void ReadCpus(hwloc_topology_t topo, RawTopology& out) {
+  const auto kinds = CpuKinds(topo);
+  std::unordered_map<hwloc_obj_t, uint32_t> core_groups;
+  auto index = [](hwloc_obj_t o) { return o == nullptr || o->os_index == HWLOC_UNKNOWN_INDEX ? kNoIndex : o->os_index; };
+  for (hwloc_obj_t pu = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_PU, nullptr); pu != nullptr;
+       pu = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_PU, pu)) {
+    LogicalCpu c;
+    c.os_index = pu->os_index;
+    hwloc_obj_t core = hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_CORE, pu);
+    c.core = index(core);
+    if (core != nullptr) {
+      c.core_group = core_groups.try_emplace(core, static_cast<uint32_t>(core_groups.size())).first->second;
+    }
+    c.package = index(hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_PACKAGE, pu));
+    c.numa_node = NumaOfPu(topo, pu);
+    c.l3_cache = index(hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_L3CACHE, pu));
+    if (auto it = kinds.find(pu->os_index); it != kinds.end()) c.kind = it->second;
+    out.cpus.push_back(c);
+  }
+}
+
 void ReadHostBridges(hwloc_topology_t topo, RawTopology& out) {
   for (hwloc_obj_t b = hwloc_get_next_bridge(topo, nullptr); b != nullptr; b = hwloc_get_next_bridge(topo, b)) {
     if (b->attr->bridge.upstream_type != HWLOC_OBJ_BRIDGE_HOST) continue;
@@ -203,6 +280,7 @@ RawTopology ReadTopology(hwloc_topology_t topo) {
   RawTopology out;
   out.root_infos = InfosOf(hwloc_get_root_obj(topo));
   ReadNuma(topo, out);
+  ReadCpus(topo, out);
   ReadHostBridges(topo, out);
   ReadPciAndOsDevices(topo, out);
   out.nvlink = ReadMatrices(topo, "NVLinkBandwidth");

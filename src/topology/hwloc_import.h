@@ -82,6 +82,7 @@ struct RawTopology {
   /// Parallel to numa_nodes: OS index of the CPU package (socket) that holds the node (its
   /// ancestor, else the one package whose CPUs include all of the node's), or kNoIndex.
   std::vector<uint32_t> numa_packages;
+  std::vector<LogicalCpu> cpus;             ///< PUs in libhwloc order (core_group numbered in that order)
   std::vector<RawHostBridge> host_bridges;  ///< libhwloc order
   std::vector<RawPciDevice> pci_devices;    ///< libhwloc order
   std::vector<RawOsDevice> os_devices;      ///< libhwloc order; only those with a PCI parent

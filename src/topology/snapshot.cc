@@ -68,6 +68,30 @@ std::shared_ptr<const Shape> ShapeInterner::Intern(Shape shape) {
   return s;
 }
 
+std::shared_ptr<const CpuList> ShapeInterner::InternCpus(CpuList cpus) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over every field
+  auto feed = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 0x100000001b3ull;
+    }
+  };
+  for (const LogicalCpu& c : cpus) {
+    for (uint64_t v : {uint64_t{c.os_index}, uint64_t{c.core}, uint64_t{c.core_group}, uint64_t{c.package},
+                       uint64_t{c.numa_node}, uint64_t{c.l3_cache}, static_cast<uint64_t>(c.kind)}) {
+      feed(v);
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& bucket = cpus_by_hash_[h];
+  for (const auto& w : bucket) {
+    if (auto s = w.lock(); s != nullptr && *s == cpus) return s;
+  }
+  auto s = std::make_shared<const CpuList>(std::move(cpus));
+  bucket.push_back(s);
+  return s;
+}
+
 size_t ShapeInterner::size() const {
   std::lock_guard<std::mutex> lock(mu_);
   size_t n = 0;
@@ -83,6 +107,11 @@ void ShapeInterner::Prune() {
     auto& bucket = it->second;
     bucket.erase(std::remove_if(bucket.begin(), bucket.end(), [](const auto& w) { return w.expired(); }), bucket.end());
     it = bucket.empty() ? by_fingerprint_.erase(it) : std::next(it);
+  }
+  for (auto it = cpus_by_hash_.begin(); it != cpus_by_hash_.end();) {
+    auto& bucket = it->second;
+    bucket.erase(std::remove_if(bucket.begin(), bucket.end(), [](const auto& w) { return w.expired(); }), bucket.end());
+    it = bucket.empty() ? cpus_by_hash_.erase(it) : std::next(it);
   }
 }
 
@@ -102,6 +131,7 @@ std::shared_ptr<const NodeTopology> MakeNodeTopology(ParsedExport parsed, std::s
   }
   n->gpu_uuids.shrink_to_fit();
   n->numa_packages = std::move(parsed.numa_packages);
+  n->cpus = interner.InternCpus(std::move(parsed.cpus));
   n->shape = interner.Intern(std::move(parsed.shape));
   return n;
 }

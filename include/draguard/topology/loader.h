@@ -62,6 +62,8 @@ struct ParsedExport {
   /// Parallel to shape.numa_nodes: OS index of the CPU package holding the node, kNoIndex when
   /// none; empty when no node has one. Per node, not hardware of the shape (see NodeTopology).
   std::vector<uint32_t> numa_packages;
+  /// The logical CPUs, ascending OS index (see LogicalCpu); per node, not hardware of the shape.
+  CpuList cpus;
 };
 
 /// Parses one export on a one-worker ImportPool made for this call (a fork per call when

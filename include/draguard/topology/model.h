@@ -187,6 +187,32 @@ struct Shape {
 /// Computes `derived` and `fingerprint` from the hardware fields. Called by the loader.
 void FinalizeShape(Shape& shape);
 
+/// Core type of a logical CPU as the export records it (hwloc CPU kinds, "CoreType" info).
+enum class CoreKind : uint8_t {
+  kStandard,     ///< no hybrid CPU kinds in the export
+  kPerformance,  ///< a kind whose CoreType is "IntelCore" on a machine that also has "IntelAtom"
+  kEfficiency    ///< a kind whose CoreType is "IntelAtom"
+};
+
+/// One logical CPU (an hwloc PU: a hardware thread) and where it sits. OS indexes are Linux's own
+/// numbers: the CPU number, sysfs `core_id`, `physical_package_id`, the node number and the L3
+/// cache `id`.
+struct LogicalCpu {
+  uint32_t os_index = 0;          ///< Linux CPU number (hwloc PU P#)
+  uint32_t core = kNoIndex;       ///< OS index of its Core (sysfs core_id), kNoIndex when the export has none
+  uint32_t core_group = kNoIndex; ///< the export's Core object it belongs to, numbered in PU order; kNoIndex without one
+  uint32_t package = kNoIndex;    ///< OS index of its Package (socket), kNoIndex when none or unnumbered
+  /// OS index of its NUMA node: the one node whose CPUs include it (a node with CPUs of its own
+  /// when several do, e.g. a DRAM node beside an HBM node); kNoIndex when not exactly one.
+  uint32_t numa_node = kNoIndex;
+  uint32_t l3_cache = kNoIndex;   ///< OS index (sysfs id) of its L3 cache; kNoIndex when absent or unnumbered
+  CoreKind kind = CoreKind::kStandard;
+  bool operator==(const LogicalCpu&) const = default;
+};
+
+/// The logical CPUs of a node, ascending OS index, shared by nodes with identical CPUs.
+using CpuList = std::vector<LogicalCpu>;
+
 /// One Kubernetes node's topology: per-node identity plus a shared Shape.
 struct NodeTopology {
   std::string name;           ///< Kubernetes node name
@@ -202,6 +228,10 @@ struct NodeTopology {
   /// Kept per node, outside the Shape: packages decide no placement, so they neither split shapes
   /// nor change shape fingerprints (a shape's picture shows the packages of the node drawn).
   std::vector<uint32_t> numa_packages;
+  /// The node's logical CPUs (never null; empty when the export lists no PU). Kept outside the
+  /// Shape like numa_packages: CPU numbering decides no placement, so it neither splits shapes
+  /// nor changes shape fingerprints. Shared between nodes with identical CPU lists.
+  std::shared_ptr<const CpuList> cpus = std::make_shared<const CpuList>();
   std::shared_ptr<const Shape> shape;  ///< never null
 
   /// UUID of GPU `gpu_index`, or std::nullopt when the export has none.

@@ -74,6 +74,8 @@ class ShapeInterner {
  public:
   /// Returns the shared shape equal to `shape` (finalized), inserting it if new.
   std::shared_ptr<const Shape> Intern(Shape shape);
+  /// Returns the shared CPU list equal to `cpus`, inserting it if new (identical nodes share one).
+  std::shared_ptr<const CpuList> InternCpus(CpuList cpus);
   /// Number of live distinct shapes known to the interner.
   size_t size() const;
   /// Drops entries whose shapes have been freed.
@@ -82,6 +84,7 @@ class ShapeInterner {
  private:
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::vector<std::weak_ptr<const Shape>>> by_fingerprint_;  // guarded by mu_
+  std::unordered_map<uint64_t, std::vector<std::weak_ptr<const CpuList>>> cpus_by_hash_;     // guarded by mu_
 };
 
 /// Builds a NodeTopology from a parsed export (interning its shape).

@@ -317,6 +317,7 @@ TEST(LoaderTest, IsolatedAndInProcessImportsAgree) {
     EXPECT_EQ(a->shape.fingerprint, b->shape.fingerprint);
     EXPECT_EQ(a->gpu_uuids, b->gpu_uuids);
     EXPECT_EQ(a->numa_packages, b->numa_packages);
+    EXPECT_EQ(a->cpus, b->cpus);
     EXPECT_EQ(a->host_name, b->host_name);
     EXPECT_EQ(a->hwloc_version, b->hwloc_version);
     EXPECT_EQ(a->xml_format, b->xml_format);
@@ -349,6 +350,42 @@ TEST(LoaderTest, NumaNodesCarryTheirPackage) {
   auto x3950 = ParseHwlocFile(kDir + "hwloc_ibm-x3950m2_16pkg_4numa_pci.xml");
   ASSERT_TRUE(x3950.ok());
   EXPECT_TRUE(x3950->numa_packages.empty());
+}
+
+// The logical CPUs of an export: one per PU, ascending, each with its core, package, NUMA node and
+// L3 cache; per NUMA node as many as the node's PU count; cores of the Xeon 8259CL have two threads.
+TEST(LoaderTest, LogicalCpusWithCoresPackagesNumaNodesAndCaches) {
+  auto g4dn = ParseHwlocFile(kDir + kG4dn);
+  ASSERT_TRUE(g4dn.ok()) << g4dn.status().ToString();
+  const CpuList& cpus = g4dn->cpus;
+  ASSERT_EQ(cpus.size(), 96u);
+  std::map<uint32_t, uint32_t> per_numa;
+  std::map<uint32_t, std::vector<uint32_t>> per_core_group;
+  for (uint32_t i = 0; i < cpus.size(); ++i) {
+    EXPECT_EQ(cpus[i].os_index, i);
+    EXPECT_EQ(cpus[i].kind, CoreKind::kStandard);
+    ++per_numa[cpus[i].numa_node];
+    per_core_group[cpus[i].core_group].push_back(cpus[i].os_index);
+    EXPECT_EQ(cpus[i].package, cpus[i].numa_node);  // one NUMA node per socket
+    EXPECT_EQ(cpus[i].l3_cache, cpus[i].package);   // one L3 per socket, numbered by the export
+  }
+  for (const NumaNode& n : g4dn->shape.numa_nodes) EXPECT_EQ(per_numa[n.os_index], n.cpus) << n.os_index;
+  EXPECT_EQ(per_core_group.size(), 48u);
+  EXPECT_EQ(per_core_group[cpus[0].core_group], (std::vector<uint32_t>{0, 48}));  // SMT siblings
+  EXPECT_EQ(cpus[48].core, cpus[0].core);
+  // L3 caches without an id in the export: unknown, never a made-up number; POWER9 SMT4 cores.
+  auto lassen = ParseHwlocFile(kDir + kLassenV2);
+  ASSERT_TRUE(lassen.ok());
+  std::map<uint32_t, int> lassen_cores;
+  for (const LogicalCpu& c : lassen->cpus) {
+    ++lassen_cores[c.core_group];
+    EXPECT_EQ(c.l3_cache, kNoIndex);
+  }
+  EXPECT_EQ(lassen_cores.begin()->second, 4);
+  // GPU memory nodes without CPUs get none.
+  auto lassen_v1 = ParseHwlocFile(kDir + kLassenV1);
+  ASSERT_TRUE(lassen_v1.ok());
+  for (const LogicalCpu& c : lassen_v1->cpus) EXPECT_TRUE(c.numa_node == 0 || c.numa_node == 8) << c.os_index;
 }
 
 TEST(LoaderTest, NodeNameFromFileName) {
