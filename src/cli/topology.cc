@@ -1,6 +1,7 @@
 // `draguard topology show`: the topology model of hwloc exports as JSON or a table.
 // `draguard topology slices`: the ResourceSlices (or DeviceClasses) the DRA drivers would publish.
 // `draguard topology draw`: an SVG picture per node.
+#include <algorithm>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -21,7 +22,10 @@ constexpr const char* kUsage =
     "  -o, --output FORMAT   json (default) or table\n"
     "      --node NAME       show only this node\n"
     "usage: draguard topology export [-o FILE] [--nvml-library PATH] [--no-nvml]   (see export --help)\n"
-    "usage: draguard topology slices -f FILE|DIR [--node NAME] [-o yaml|json] [--device-classes]   (see slices --help)\n"
+    "usage: draguard topology slices -f FILE|DIR [--node NAME] [-o yaml|json] [--cpu-mode none|grouped|individual]\n"
+    "                                [--device-classes]\n"
+    "  --cpu-mode MODE       also the CPU devices of dra-driver-cpu (dra.cpu): grouped (one per NUMA node,\n"
+    "                        the driver's default), individual (one per CPU) or none (default)\n"
     "usage: draguard topology draw -f FILE|DIR [-o FILE.svg|DIR] [--node NAME]\n"
     "  one SVG per node: to stdout (one node), to FILE.svg (one node), or DIR/<node>.svg\n";
 
@@ -118,7 +122,32 @@ int Show(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   return kExitOk;
 }
 
-int Slices(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int Slices(const std::vector<std::string>& all_args, std::ostream& out, std::ostream& err) {
+  // --cpu-mode is only a `slices` flag: taken out before the shared ones are parsed.
+  std::vector<std::string> args;
+  std::string cpu_mode = "none";
+  for (size_t i = 0; i < all_args.size(); ++i) {
+    if (all_args[i] == "--cpu-mode") {
+      if (i + 1 >= all_args.size()) {
+        err << "topology slices: --cpu-mode needs a value\n" << kUsage;
+        return kExitUsage;
+      }
+      cpu_mode = all_args[++i];
+    } else if (all_args[i].rfind("--cpu-mode=", 0) == 0) {
+      cpu_mode = all_args[i].substr(11);
+    } else {
+      args.push_back(all_args[i]);
+    }
+  }
+  dra::SliceOptions options;
+  if (cpu_mode == "grouped") {
+    options.cpu_mode = topology::CpuDeviceMode::kGrouped;
+  } else if (cpu_mode == "individual") {
+    options.cpu_mode = topology::CpuDeviceMode::kIndividual;
+  } else if (cpu_mode != "none") {
+    err << "topology slices: unknown --cpu-mode \"" << cpu_mode << "\" (none, grouped or individual)\n";
+    return kExitUsage;
+  }
   FileFlags f;
   f.output = "yaml";
   if (const int rc = ParseFileFlags(args, "topology slices", "--device-classes", f, out, err); rc >= 0) return rc;
@@ -136,7 +165,7 @@ int Slices(const std::vector<std::string>& args, std::ostream& out, std::ostream
       return kExitUsage;
     }
     std::vector<std::string> comments;
-    auto objects = dra::BuildDeviceClasses(&comments);
+    auto objects = dra::BuildDeviceClasses(&comments, options.cpu_mode != topology::CpuDeviceMode::kNone);
     PrintObjects(out, output, std::move(objects), comments);
     return kExitOk;
   }
@@ -184,13 +213,20 @@ int Slices(const std::vector<std::string>& args, std::ostream& out, std::ostream
           << "\" (-f FILE --node NAME sets it)\n";
       name = fixed;
     }
-    auto built = dra::BuildResourceSlices(*topo, name);
+    auto built = dra::BuildResourceSlices(*topo, name, options);
     if (!built.ok()) {
       err << "topology slices: node \"" << name << "\": " << built.status().message() << "\n";
       return kExitRuntime;
     }
+    for (const auto& note : built->notes) {
+      // Notes about drivers without devices (dra.cpu refusing the node) have no slice to go with.
+      const bool printed = std::any_of(built->drivers.begin(), built->drivers.end(),
+                                       [&](const dra::DriverSlices& d) { return note.rfind(d.driver + ":", 0) == 0; });
+      if (!printed) err << "topology slices: note: node \"" << name << "\": " << note << "\n";
+    }
     if (built->drivers.empty()) {
-      err << "topology slices: note: node \"" << name << "\" has no NVIDIA GPU and no NIC: no ResourceSlice\n";
+      err << "topology slices: note: node \"" << name << "\" has no NVIDIA GPU and no NIC"
+          << (options.cpu_mode == topology::CpuDeviceMode::kNone ? "" : " and no CPU device") << ": no ResourceSlice\n";
       continue;
     }
     for (auto& d : built->drivers) {

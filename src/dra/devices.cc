@@ -14,8 +14,8 @@ Result<cel::Device> ToCelDevice(const topology::SimulatedDevice& d) {
     std::visit([&](const auto& v) { out.attributes[a.domain][a.name] = cel::AttributeValue(v); }, a.value);
   }
   for (const auto& c : d.capacity) {
-    std::string text = c.bytes % (1024 * 1024) == 0 ? std::to_string(c.bytes / (1024 * 1024)) + "Mi"
-                                                    : std::to_string(c.bytes);
+    std::string text = !c.count && c.bytes % (1024 * 1024) == 0 ? std::to_string(c.bytes / (1024 * 1024)) + "Mi"
+                                                                : std::to_string(c.bytes);
     auto q = k8s::Quantity::Parse(text);
     if (!q.ok()) return q.status();
     out.capacity[c.domain][c.name] = *q;

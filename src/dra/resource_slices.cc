@@ -45,6 +45,7 @@ struct SliceDevice {
   std::map<std::string, Json> attributes;
   std::map<std::string, Json> capacity;
   std::vector<std::string> unknown;
+  bool allow_multiple_allocations = false;
 };
 
 // The ResourceSlice key of `domain`/`name`: unqualified in the driver's own domain when the driver
@@ -62,12 +63,12 @@ void PutString(SliceDevice& d, const std::string& key, const std::string& qualif
   d.attributes[key] = {{"string", v}};
 }
 
-SliceDevice FromSimulated(const Device& dev, const std::string& driver) {
+SliceDevice FromSimulated(const Device& dev, const std::string& driver, bool unqualified_own = true) {
   SliceDevice d;
   d.name = dev.name;
   for (const auto& [domain, attrs] : dev.device.attributes) {
     for (const auto& [name, value] : attrs) {
-      const std::string key = Key(domain, name, driver, /*unqualified_own=*/true);
+      const std::string key = Key(domain, name, driver, unqualified_own);
       const std::string qualified = domain + "/" + name;
       std::visit(
           [&](const auto& v) {
@@ -86,7 +87,9 @@ SliceDevice FromSimulated(const Device& dev, const std::string& driver) {
     }
   }
   for (const auto& [domain, caps] : dev.device.capacity) {
-    for (const auto& [name, q] : caps) d.capacity[Key(domain, name, driver, true)] = {{"value", q.ToString()}};
+    for (const auto& [name, q] : caps) {
+      d.capacity[Key(domain, name, driver, unqualified_own)] = {{"value", q.ToString()}};
+    }
   }
   d.unknown.insert(d.unknown.end(), dev.unknown.begin(), dev.unknown.end());
   return d;
@@ -166,6 +169,7 @@ Result<DriverSlices> MakeSlices(const std::string& node, const std::string& driv
         return Status::Internal("device " + d.name + " has more than 32 attributes and capacities");
       }
       Json dev = {{"name", d.name}, {"attributes", Json::object()}};
+      if (d.allow_multiple_allocations) dev["allowMultipleAllocations"] = true;
       for (const auto& [key, v] : d.attributes) dev["attributes"][key] = v;
       if (!d.capacity.empty()) {
         dev["capacity"] = Json::object();
@@ -261,7 +265,34 @@ std::string ToDnsSubdomain(std::string_view s) {
   return out;
 }
 
-Result<NodeSlices> BuildResourceSlices(const topology::NodeTopology& node, std::string_view node_name) {
+// dra-driver-cpu's devices in `mode`; every name qualified (the driver writes "dra.cpu/cpuID").
+std::vector<SliceDevice> CpuDevices(const topology::NodeTopology& node, topology::CpuDeviceMode mode,
+                                    std::vector<std::string>& notes) {
+  std::vector<SliceDevice> out;
+  const std::string dom(topology::kCpuDriver);
+  topology::SimulatedCpuDevices sim = topology::SimulateCpuDevices(node, mode);
+  if (!sim.refused.empty()) notes.push_back(dom + ": no devices: " + sim.refused);
+  for (const auto& n : sim.notes) notes.push_back(dom + ": " + n);
+  if (!sim.devices.empty()) {
+    notes.push_back(dom + ": assumes no reservedCPUs (the driver's default); reserved CPUs are left out of every "
+                          "device, and in individual mode the later devices are renumbered");
+  }
+  for (topology::SimulatedDevice& s : sim.devices) {
+    auto cel_device = ToCelDevice(s);
+    if (!cel_device.ok()) continue;  // counts always parse; defensive
+    Device d;
+    d.name = s.name;
+    d.device = std::move(*cel_device);
+    d.unknown = std::move(s.unknown);
+    SliceDevice sd = FromSimulated(d, dom, /*unqualified_own=*/false);
+    sd.allow_multiple_allocations = s.allow_multiple_allocations;
+    out.push_back(std::move(sd));
+  }
+  return out;
+}
+
+Result<NodeSlices> BuildResourceSlices(const topology::NodeTopology& node, std::string_view node_name,
+                                       const SliceOptions& options) {
   if (!IsDnsSubdomain(node_name)) {
     return Status::InvalidArgument("node name \"" + std::string(node_name) +
                                    "\" is not a valid Kubernetes node name (a DNS subdomain: lower-case "
@@ -284,8 +315,10 @@ Result<NodeSlices> BuildResourceSlices(const topology::NodeTopology& node, std::
     gpus.push_back(std::move(sd));
   }
   std::vector<SliceDevice> nics = DranetDevices(*node.shape);
+  std::vector<std::string> cpu_notes;
+  std::vector<SliceDevice> cpus = CpuDevices(node, options.cpu_mode, cpu_notes);
   std::set<std::string> unknown;
-  for (auto* list : {&gpus, &nics}) {
+  for (auto* list : {&gpus, &nics, &cpus}) {
     for (const auto& d : *list) unknown.insert(d.unknown.begin(), d.unknown.end());
   }
   out.unknown_names.assign(unknown.begin(), unknown.end());
@@ -304,10 +337,16 @@ Result<NodeSlices> BuildResourceSlices(const topology::NodeTopology& node, std::
     if (!s.ok()) return s.status();
     out.drivers.push_back(std::move(*s));
   }
+  out.notes.insert(out.notes.end(), cpu_notes.begin(), cpu_notes.end());
+  if (!cpus.empty()) {
+    auto s = MakeSlices(out.node, std::string(topology::kCpuDriver), std::move(cpus));
+    if (!s.ok()) return s.status();
+    out.drivers.push_back(std::move(*s));
+  }
   return out;
 }
 
-std::vector<admission::Json> BuildDeviceClasses(std::vector<std::string>* comments) {
+std::vector<admission::Json> BuildDeviceClasses(std::vector<std::string>* comments, bool with_cpu) {
   auto cls = [](const std::string& name, const std::string& expr) {
     return Json{{"apiVersion", "resource.k8s.io/v1"},
                 {"kind", "DeviceClass"},
@@ -322,6 +361,7 @@ std::vector<admission::Json> BuildDeviceClasses(std::vector<std::string>* commen
   out.push_back(
       cls("mig.nvidia.com", "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"));
   out.push_back(cls("dranet", "device.driver == 'dra.net'"));
+  if (with_cpu) out.push_back(cls("dra.cpu", "device.driver == \"dra.cpu\""));
   if (comments != nullptr) {
     *comments = {
         "installed by the NVIDIA DRA driver's Helm chart (deviceclass-gpu); extendedResourceName needs the "
@@ -329,6 +369,11 @@ std::vector<admission::Json> BuildDeviceClasses(std::vector<std::string>* commen
         "installed by the NVIDIA DRA driver's Helm chart (deviceclass-mig)",
         "not shipped by dranet's install.yaml: the class draguard's default policy requests for RDMA NICs "
         "(mutation.nic.deviceClass)"};
+    if (with_cpu) {
+      comments->push_back(
+          "installed by the dra-driver-cpu Helm chart (deviceclass.yaml); the class draguard's policy requests for "
+          "CPUs (mutation.cpu.deviceClass)");
+    }
   }
   return out;
 }

@@ -1,7 +1,10 @@
-// Simulated NVIDIA DRA devices (see dra_devices.h).
+// Simulated NVIDIA DRA devices and dra-driver-cpu CPU devices (see dra_devices.h).
 #include "draguard/topology/dra_devices.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
 
 namespace draguard::topology {
 namespace {
@@ -156,6 +159,177 @@ std::vector<SimulatedDevice> SimulateDraDevices(const NodeTopology& node) {
       for (const char* a : kNeverInExport) mig.unknown.emplace_back(a);
       for (const char* a : kMigProfileCapacities) mig.unknown.emplace_back(a);
       out.push_back(std::move(mig));
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// dra-driver-cpu's device names (pkg/device/builder.go: fmt.Sprintf("%s%03d", prefix, n)).
+std::string CpuDeviceName(std::string_view prefix, uint64_t n) {
+  char digits[24];
+  std::snprintf(digits, sizeof digits, "%03llu", static_cast<unsigned long long>(n));
+  return std::string(prefix) + digits;
+}
+
+std::string JoinNumbers(const std::set<uint32_t>& v) {
+  std::string out;
+  for (uint32_t x : v) out += (out.empty() ? "" : ", ") + std::to_string(x);
+  return out;
+}
+
+// The attributes every CPU device with a known NUMA node carries: the standard one and the two
+// compatibility ones (builder.go addCompatibilityAttributes: dra.net/numaNode, dra.cpu/numaNodeID).
+void AddCpuNuma(SimulatedDevice& d, uint32_t numa) {
+  const std::string dom(kCpuDriver);
+  if (numa == kNoIndex) {
+    d.unknown.push_back("resource.kubernetes.io/numaNode");
+    d.unknown.push_back(dom + "/numaNodeID");
+    d.unknown.push_back("dra.net/numaNode");
+    return;
+  }
+  d.attributes.push_back({"resource.kubernetes.io", "numaNode", static_cast<int64_t>(numa)});
+  d.attributes.push_back({dom, "numaNodeID", static_cast<int64_t>(numa)});
+  d.attributes.push_back({"dra.net", "numaNode", static_cast<int64_t>(numa)});
+}
+
+}  // namespace
+
+SimulatedCpuDevices SimulateCpuDevices(const NodeTopology& node, CpuDeviceMode mode) {
+  SimulatedCpuDevices out;
+  if (mode == CpuDeviceMode::kNone) return out;
+  const CpuList& cpus = *node.cpus;
+  if (cpus.empty()) {
+    out.refused = "the export lists no logical CPUs";
+    return out;
+  }
+  const std::string dom(kCpuDriver);
+  // Cores (the export's Core objects) and their CPUs, ascending CPU number.
+  std::map<uint32_t, std::vector<uint32_t>> core_cpus;  // core group -> positions in cpus
+  bool all_in_cores = true;
+  for (uint32_t i = 0; i < cpus.size(); ++i) {
+    if (cpus[i].core_group == kNoIndex) {
+      all_in_cores = false;
+    } else {
+      core_cpus[cpus[i].core_group].push_back(i);
+    }
+  }
+  for (const auto& [group, members] : core_cpus) {
+    if (members.size() > 2) {
+      const LogicalCpu& c = cpus[members.front()];
+      out.refused = "dra-driver-cpu supports cores with one or two logical CPUs and refuses to start here: core " +
+                    (c.core == kNoIndex ? std::string("of CPU ") + std::to_string(c.os_index)
+                                        : std::to_string(c.core)) +
+                    (c.package == kNoIndex ? std::string() : " of package " + std::to_string(c.package)) + " has " +
+                    std::to_string(members.size()) + " logical CPUs";
+      return out;
+    }
+  }
+  // smtEnabled: the driver reads /sys/devices/system/cpu/smt/control ("on" -> true), which is "on"
+  // exactly when a core has its sibling threads online; the export shows the online CPUs per core.
+  std::optional<bool> smt;
+  if (all_in_cores) {
+    smt = std::any_of(core_cpus.begin(), core_cpus.end(), [](const auto& kv) { return kv.second.size() == 2; });
+    out.notes.push_back(dom + "/smtEnabled: " + (*smt ? "true" : "false") +
+                        " because " + (*smt ? "some core has" : "no core has") +
+                        " two online logical CPUs in the export (the driver reads smt/control)");
+  }
+  auto add_smt = [&](SimulatedDevice& d) {
+    if (smt.has_value()) {
+      d.attributes.push_back({dom, "smtEnabled", *smt});
+    } else {
+      d.unknown.push_back(dom + "/smtEnabled");
+    }
+  };
+  std::set<uint32_t> no_numa;
+  for (const LogicalCpu& c : cpus) {
+    if (c.numa_node == kNoIndex) no_numa.insert(c.os_index);
+  }
+
+  if (mode == CpuDeviceMode::kGrouped) {
+    // builder.go groupedCPUDeviceInfos(LayoutNUMANode): NUMA nodes with CPUs, ascending.
+    std::map<uint32_t, std::vector<const LogicalCpu*>> by_numa;
+    for (const LogicalCpu& c : cpus) {
+      if (c.numa_node != kNoIndex) by_numa[c.numa_node].push_back(&c);
+    }
+    if (!no_numa.empty()) {
+      out.notes.push_back("CPUs " + JoinNumbers(no_numa) +
+                          ": the export does not tell their NUMA node; they are in no device here");
+    }
+    for (const auto& [numa, members] : by_numa) {
+      SimulatedDevice d;
+      d.name = CpuDeviceName("cpudevnuma", numa);
+      d.driver = dom;
+      d.allow_multiple_allocations = true;
+      AddCpuNuma(d, numa);
+      std::set<uint32_t> packages;
+      for (const LogicalCpu* c : members) {
+        packages.insert(c->package);
+        d.cpus.push_back(c->os_index);
+      }
+      if (packages.size() == 1 && *packages.begin() != kNoIndex) {
+        d.attributes.push_back({dom, "socketID", static_cast<int64_t>(*packages.begin())});
+      } else if (packages.count(kNoIndex) != 0) {
+        d.unknown.push_back(dom + "/socketID (no package in the export)");
+      } else {
+        d.unknown.push_back(dom + "/socketID (the node spans packages " + JoinNumbers(packages) +
+                            "; the driver publishes the package of one of its CPUs)");
+      }
+      d.attributes.push_back({dom, "numCPUs", static_cast<int64_t>(members.size())});
+      add_smt(d);
+      d.capacity.push_back({dom, "cpu", members.size(), "PU", /*count=*/true});
+      out.devices.push_back(std::move(d));
+    }
+    return out;
+  }
+
+  // Individual: builder.go cpuDeviceInfos: CPUs ascending, each followed by its SMT sibling,
+  // devices numbered in that order.
+  if (!all_in_cores) {
+    out.notes.push_back("the export has CPUs outside any core, so SMT siblings are unknown; device names after the "
+                        "first such CPU may differ (the driver names a core's siblings consecutively)");
+  }
+  std::vector<bool> done(cpus.size(), false);
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < cpus.size(); ++i) {
+    if (done[i]) continue;
+    std::vector<uint32_t> group{i};
+    if (cpus[i].core_group != kNoIndex) {
+      for (uint32_t j : core_cpus[cpus[i].core_group]) {
+        if (j != i && !done[j]) group.push_back(j);
+      }
+    }
+    for (uint32_t k : group) {
+      done[k] = true;
+      const LogicalCpu& c = cpus[k];
+      SimulatedDevice d;
+      d.name = CpuDeviceName("cpudev", n++);
+      d.driver = dom;
+      d.cpus = {c.os_index};
+      AddCpuNuma(d, c.numa_node);
+      d.attributes.push_back({dom, "cpuID", static_cast<int64_t>(c.os_index)});
+      if (c.core != kNoIndex) {
+        d.attributes.push_back({dom, "coreID", static_cast<int64_t>(c.core)});
+      } else {
+        d.unknown.push_back(dom + "/coreID");
+      }
+      const char* kind = c.kind == CoreKind::kPerformance   ? "p-core"
+                         : c.kind == CoreKind::kEfficiency ? "e-core"
+                                                            : "standard";
+      d.attributes.push_back({dom, "coreType", std::string(kind)});
+      if (c.l3_cache != kNoIndex) {
+        d.attributes.push_back({dom, "cacheL3ID", static_cast<int64_t>(c.l3_cache)});
+      } else {
+        d.unknown.push_back(dom + "/cacheL3ID");
+      }
+      if (c.package != kNoIndex) {
+        d.attributes.push_back({dom, "socketID", static_cast<int64_t>(c.package)});
+      } else {
+        d.unknown.push_back(dom + "/socketID");
+      }
+      add_smt(d);
+      out.devices.push_back(std::move(d));
     }
   }
   return out;

@@ -39,7 +39,8 @@ struct NicOptions {
   std::string driver = "dra.net";  ///< driver name and attribute domain
 };
 
-/// The GPU device as CEL sees it; byte counts become binary quantities ("81559Mi").
+/// A simulated device as CEL sees it; byte counts become binary quantities ("81559Mi"), counts
+/// plain numbers ("48").
 Result<cel::Device> ToCelDevice(const topology::SimulatedDevice& device);
 
 /// The NVIDIA GPUs and the NICs of `node` (GPUs first, in driver order; then NICs in shape order).

@@ -1,8 +1,9 @@
 // The resource.k8s.io/v1 ResourceSlices a node would publish once the DRA drivers draguard
 // simulates are installed (`draguard topology slices`), and the DeviceClasses their deployments
 // install: the NVIDIA GPU driver (gpu.nvidia.com: full GPUs and MIG devices, from
-// topology::SimulateDraDevices through SimulateNode) and dranet (dra.net: one device per PCI
-// network function of the node's NICs). Pure functions of the topology model; values an hwloc
+// topology::SimulateDraDevices through SimulateNode), dranet (dra.net: one device per PCI
+// network function of the node's NICs) and, when asked for, dra-driver-cpu (dra.cpu: CPUs grouped
+// per NUMA node or one device per CPU, from topology::SimulateCpuDevices). Pure functions of the topology model; values an hwloc
 // export cannot tell are listed, never invented. See docs/topology.md ("draguard topology slices").
 #pragma once
 
@@ -13,6 +14,7 @@
 
 #include "draguard/admission/review.h"
 #include "draguard/status.h"
+#include "draguard/topology/dra_devices.h"
 #include "draguard/topology/model.h"
 
 namespace draguard::dra {
@@ -29,7 +31,7 @@ inline constexpr std::string_view kDranetDriver = "dra.net";
 
 /// One driver's devices on one node, as one or more ResourceSlices of one pool.
 struct DriverSlices {
-  std::string driver;  ///< "gpu.nvidia.com" or "dra.net"
+  std::string driver;  ///< "gpu.nvidia.com", "dra.net" or "dra.cpu"
   /// ResourceSlice objects (apiVersion resource.k8s.io/v1), pool = node, resourceSliceCount =
   /// slices.size() (more than one only above kMaxDevicesPerSlice devices).
   std::vector<admission::Json> slices;
@@ -41,23 +43,33 @@ struct DriverSlices {
 /// Everything `topology slices` prints for one node.
 struct NodeSlices {
   std::string node;                  ///< the node name used (pool name, spec.nodeName)
-  std::vector<DriverSlices> drivers; ///< gpu.nvidia.com first, then dra.net; drivers without devices omitted
+  /// gpu.nvidia.com first, then dra.net, then dra.cpu; drivers without devices omitted.
+  std::vector<DriverSlices> drivers;
   /// Caveats that hold for the whole node ("dranet does not publish the uplink interface ...").
   std::vector<std::string> notes;
   /// Every attribute / capacity name some device lacks because the export cannot tell it, sorted.
   std::vector<std::string> unknown_names;
 };
 
+/// What BuildResourceSlices simulates besides GPUs and NICs.
+struct SliceOptions {
+  /// How dra-driver-cpu publishes CPUs; kNone (the default): the driver is not installed.
+  topology::CpuDeviceMode cpu_mode = topology::CpuDeviceMode::kNone;
+};
+
 /// The slices of `node` published under the Kubernetes node name `node_name`. Errors: `node_name`
 /// not a DNS subdomain, or a slice name ("<node>-<driver, dots as dashes>[-<k>]") over 253
-/// characters. Deterministic: the same input gives the same objects.
-Result<NodeSlices> BuildResourceSlices(const topology::NodeTopology& node, std::string_view node_name);
+/// characters. Deterministic: the same input gives the same objects. With a CPU mode whose devices
+/// the driver would not publish (it refuses the node), `notes` says why and dra.cpu is omitted.
+Result<NodeSlices> BuildResourceSlices(const topology::NodeTopology& node, std::string_view node_name,
+                                       const SliceOptions& options = {});
 
 /// The DeviceClasses for the drivers above: `gpu.nvidia.com` (type gpu, extendedResourceName
-/// nvidia.com/gpu) and `mig.nvidia.com` (type mig) as the NVIDIA chart installs them, and `dranet`
+/// nvidia.com/gpu) and `mig.nvidia.com` (type mig) as the NVIDIA chart installs them, `dranet`
 /// (device.driver == 'dra.net'), which dranet's install.yaml does not ship but draguard's default
-/// policy (mutation.nic.deviceClass) requests. `comments` (parallel) says where each comes from.
-std::vector<admission::Json> BuildDeviceClasses(std::vector<std::string>* comments = nullptr);
+/// policy (mutation.nic.deviceClass) requests, and with `with_cpu` also `dra.cpu`
+/// (device.driver == "dra.cpu") as the dra-driver-cpu chart installs it. `comments` (parallel) says where each comes from.
+std::vector<admission::Json> BuildDeviceClasses(std::vector<std::string>* comments = nullptr, bool with_cpu = false);
 
 /// True when `s` is a DNS-1123 label (1-63 characters of [a-z0-9-], alphanumeric at both ends).
 bool IsDnsLabel(std::string_view s);

@@ -235,6 +235,58 @@ TEST(TopologySlicesCliTest, DeviceClasses) {
   EXPECT_NE(r.out.find("device.attributes['gpu.nvidia.com'].type == 'mig'"), std::string::npos);
   const json list = json::parse(Cli({"slices", "--device-classes", "-o", "json"}).out);
   EXPECT_EQ(list["items"].size(), 3u);
+  // With a CPU mode, also the class dra-driver-cpu's chart installs.
+  const json with_cpu = json::parse(Cli({"slices", "--device-classes", "--cpu-mode", "grouped", "-o", "json"}).out);
+  ASSERT_EQ(with_cpu["items"].size(), 4u);
+  EXPECT_EQ(with_cpu["items"][3]["metadata"]["name"], "dra.cpu");
+}
+
+// --cpu-mode: none (default, no dra.cpu slice), grouped (one device per NUMA node), individual
+// (one per CPU); a bad mode is a usage error; a node the driver refuses is a note on stderr.
+TEST(TopologySlicesCliTest, CpuMode) {
+  const std::string g4dn = kDir + "aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa.xml";
+  EXPECT_EQ(Cli({"slices", "-f", g4dn, "--cpu-mode", "socket"}).code, kExitUsage);
+  EXPECT_EQ(Cli({"slices", "-f", g4dn, "--cpu-mode"}).code, kExitUsage);
+  auto cpu_slices = [](const json& list) {
+    std::vector<json> out;
+    for (const auto& s : list["items"]) {
+      if (s["spec"]["driver"] == "dra.cpu") out.push_back(s);
+    }
+    return out;
+  };
+  const CliRun none = Cli({"slices", "-f", g4dn, "--node", "g4dn-1", "-o", "json"});
+  ASSERT_EQ(none.code, kExitOk) << none.err;
+  EXPECT_TRUE(cpu_slices(json::parse(none.out)).empty());
+  EXPECT_EQ(Cli({"slices", "-f", g4dn, "--node", "g4dn-1", "-o", "json", "--cpu-mode", "none"}).out, none.out);
+
+  const CliRun grouped = Cli({"slices", "-f", g4dn, "--node", "g4dn-1", "-o", "json", "--cpu-mode=grouped"});
+  ASSERT_EQ(grouped.code, kExitOk) << grouped.err;
+  const auto g = cpu_slices(json::parse(grouped.out));
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0]["metadata"]["name"], "g4dn-1-dra-cpu");
+  ASSERT_EQ(g[0]["spec"]["devices"].size(), 2u);
+  const json& numa1 = g[0]["spec"]["devices"][1];
+  EXPECT_EQ(numa1["name"], "cpudevnuma001");
+  EXPECT_EQ(numa1["allowMultipleAllocations"], true);
+  EXPECT_EQ(numa1["capacity"]["dra.cpu/cpu"]["value"], "48");
+  EXPECT_EQ(numa1["attributes"]["resource.kubernetes.io/numaNode"]["int"], 1);
+  EXPECT_EQ(numa1["attributes"]["dra.cpu/socketID"]["int"], 1);
+
+  const CliRun individual = Cli({"slices", "-f", g4dn, "--node", "g4dn-1", "--cpu-mode", "individual"});
+  ASSERT_EQ(individual.code, kExitOk) << individual.err;
+  EXPECT_NE(individual.out.find("# node g4dn-1, driver dra.cpu"), std::string::npos);
+  EXPECT_NE(individual.out.find("name: cpudev095\n"), std::string::npos);
+  EXPECT_EQ(individual.out.find("name: cpudev096\n"), std::string::npos);
+  EXPECT_NE(individual.out.find("dra.cpu/smtEnabled: true because some core has two online logical CPUs"),
+            std::string::npos);
+
+  const std::string lassen = kDir + "llnl_lassen_ibm-ac922_2s-power9_4xV100-SXM2_cuda-nvml_4xmlx5.xml";
+  const CliRun refused = Cli({"slices", "-f", lassen, "--node", "lassen-1", "--cpu-mode", "grouped"});
+  ASSERT_EQ(refused.code, kExitOk) << refused.err;
+  EXPECT_EQ(refused.out.find("driver: dra.cpu"), std::string::npos);
+  EXPECT_NE(refused.err.find("dra.cpu: no devices: dra-driver-cpu supports cores with one or two logical CPUs"),
+            std::string::npos)
+      << refused.err;
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "draguard/cel/checker.h"
+#include "draguard/cel/device.h"
 #include "draguard/cel/evaluator.h"
 #include "draguard/dra/devices.h"
 #include "draguard/topology/snapshot.h"
@@ -246,6 +247,161 @@ TEST(ResourceSlicesTest, DeviceClassesSelectTheSimulatedDevices) {
                         (c == 2 && d.kind == DeviceKind::kNic);
       EXPECT_EQ(*r, want) << classes[c]["metadata"]["name"] << " " << d.name;
     }
+  }
+}
+
+// The devices of one driver in `built`, read back with the project's own device reader (the
+// ResourceSlice device JSON, names qualified or in the driver's domain).
+std::vector<std::pair<std::string, cel::Device>> ReadBack(const NodeSlices& built, const std::string& driver,
+                                                          std::vector<Json>* raw = nullptr) {
+  std::vector<std::pair<std::string, cel::Device>> out;
+  for (const DriverSlices& d : built.drivers) {
+    if (d.driver != driver) continue;
+    for (const Json& slice : d.slices) {
+      EXPECT_EQ(slice["spec"]["driver"], driver);
+      for (const Json& dev : slice["spec"]["devices"]) {
+        if (raw != nullptr) raw->push_back(dev);
+        Json in = {{"driver", driver},
+                   {"attributes", {{driver, dev["attributes"]}}},
+                   {"capacity", {{driver, dev.value("capacity", Json::object())}}}};
+        if (dev.contains("allowMultipleAllocations")) in["allowMultipleAllocations"] = dev["allowMultipleAllocations"];
+        auto parsed = cel::ParseDeviceJson(in.dump());
+        EXPECT_TRUE(parsed.ok()) << dev.dump() << ": " << parsed.status().message();
+        if (parsed.ok()) out.emplace_back(dev["name"].get<std::string>(), *parsed);
+      }
+    }
+  }
+  return out;
+}
+
+int64_t IntAttr(const cel::Device& d, const std::string& domain, const std::string& name) {
+  const auto& v = d.attributes.at(domain).at(name);
+  return std::get<int64_t>(v);
+}
+
+// dra-driver-cpu grouped (its default, groupBy numanode) on a two-socket export: one device per
+// NUMA node, named cpudevnuma<NNN> after the node number, consumable capacity dra.cpu/cpu equal to
+// the node's PU count, the standard numaNode and the compatibility attributes.
+TEST(ResourceSlicesTest, CpuGroupedOneDevicePerNumaNodeWithItsPuCount) {
+  auto snap = Load(fs::path(DRAGUARD_TEST_DATA) / "hwloc" / "aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa.xml");
+  ASSERT_NE(snap, nullptr);
+  const topology::NodeTopology& node = *snap->nodes().front();
+  EXPECT_TRUE(BuildResourceSlices(node, "g4dn-1").value().drivers.size() == 2u);  // default: no dra.cpu
+  auto built = BuildResourceSlices(node, "g4dn-1", {topology::CpuDeviceMode::kGrouped});
+  ASSERT_TRUE(built.ok()) << built.status().message();
+  ASSERT_EQ(built->drivers.back().driver, "dra.cpu");
+  EXPECT_EQ(built->drivers.back().slices[0]["metadata"]["name"], "g4dn-1-dra-cpu");
+  std::vector<Json> raw;
+  const auto devices = ReadBack(*built, "dra.cpu", &raw);
+  ASSERT_EQ(devices.size(), node.shape->numa_nodes.size());
+  for (std::size_t k = 0; k < devices.size(); ++k) {
+    const topology::NumaNode& numa = node.shape->numa_nodes[k];
+    const auto& [name, d] = devices[k];
+    EXPECT_EQ(name, "cpudevnuma00" + std::to_string(numa.os_index));
+    EXPECT_EQ(raw[k]["allowMultipleAllocations"], true);
+    EXPECT_EQ(d.capacity.at("dra.cpu").at("cpu").ToString(), std::to_string(numa.cpus));
+    EXPECT_EQ(IntAttr(d, "dra.cpu", "numCPUs"), numa.cpus);
+    EXPECT_EQ(IntAttr(d, "resource.kubernetes.io", "numaNode"), numa.os_index);
+    EXPECT_EQ(IntAttr(d, "dra.cpu", "numaNodeID"), numa.os_index);
+    EXPECT_EQ(IntAttr(d, "dra.net", "numaNode"), numa.os_index);
+    EXPECT_EQ(IntAttr(d, "dra.cpu", "socketID"), node.NumaPackage(static_cast<uint32_t>(k)));
+    EXPECT_EQ(std::get<bool>(d.attributes.at("dra.cpu").at("smtEnabled")), true);
+    EXPECT_EQ(d.attributes.at("dra.cpu").size(), 4u);  // numCPUs, numaNodeID, smtEnabled, socketID
+  }
+  // The claim draguard generates for grouped CPUs selects them: capacity and the standard attribute.
+  auto sel = cel::CompileSelector("device.attributes['resource.kubernetes.io'].numaNode == 1 && "
+                                  "device.capacity['dra.cpu'].cpu.compareTo(quantity('24')) >= 0");
+  ASSERT_TRUE(sel.ok()) << sel.status().message();
+  int matching = 0;
+  for (const auto& [name, d] : devices) matching += cel::EvaluateSelectorValue(*sel, cel::DeviceToValue(d)).value();
+  EXPECT_EQ(matching, 1);
+}
+
+// Individual: one device per logical CPU, ascending CPU number with each core's SMT sibling right
+// after it (cpudev000 = CPU 0, cpudev001 = its sibling 48), per NUMA node as many as its PUs.
+TEST(ResourceSlicesTest, CpuIndividualOneDevicePerCpuSiblingsConsecutive) {
+  auto snap = Load(fs::path(DRAGUARD_TEST_DATA) / "hwloc" / "aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa.xml");
+  ASSERT_NE(snap, nullptr);
+  const topology::NodeTopology& node = *snap->nodes().front();
+  auto built = BuildResourceSlices(node, "g4dn-1", {topology::CpuDeviceMode::kIndividual});
+  ASSERT_TRUE(built.ok()) << built.status().message();
+  std::vector<Json> raw;
+  const auto devices = ReadBack(*built, "dra.cpu", &raw);
+  ASSERT_EQ(devices.size(), 96u);
+  std::map<int64_t, uint32_t> per_numa;
+  std::set<int64_t> cpu_ids;
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    const auto& [name, d] = devices[i];
+    char want[16];
+    std::snprintf(want, sizeof want, "cpudev%03zu", i);
+    EXPECT_EQ(name, want);
+    EXPECT_FALSE(raw[i].contains("allowMultipleAllocations"));
+    EXPECT_FALSE(raw[i].contains("capacity"));
+    const int64_t numa = IntAttr(d, "resource.kubernetes.io", "numaNode");
+    ++per_numa[numa];
+    EXPECT_EQ(IntAttr(d, "dra.cpu", "numaNodeID"), numa);
+    EXPECT_EQ(IntAttr(d, "dra.net", "numaNode"), numa);
+    EXPECT_EQ(IntAttr(d, "dra.cpu", "socketID"), numa);
+    EXPECT_EQ(IntAttr(d, "dra.cpu", "cacheL3ID"), numa);
+    EXPECT_EQ(std::get<std::string>(d.attributes.at("dra.cpu").at("coreType")), "standard");
+    EXPECT_EQ(std::get<bool>(d.attributes.at("dra.cpu").at("smtEnabled")), true);
+    cpu_ids.insert(IntAttr(d, "dra.cpu", "cpuID"));
+  }
+  EXPECT_EQ(cpu_ids.size(), 96u);
+  for (const topology::NumaNode& n : node.shape->numa_nodes) EXPECT_EQ(per_numa[n.os_index], n.cpus);
+  auto cpu = [&](std::size_t i) { return IntAttr(devices[i].second, "dra.cpu", "cpuID"); };
+  auto core = [&](std::size_t i) { return IntAttr(devices[i].second, "dra.cpu", "coreID"); };
+  EXPECT_EQ(cpu(0), 0);
+  EXPECT_EQ(cpu(1), 48);
+  EXPECT_EQ(cpu(2), 1);
+  EXPECT_EQ(cpu(3), 49);
+  EXPECT_EQ(core(0), core(1));
+  EXPECT_NE(core(1), core(2));
+  EXPECT_EQ(cpu(48), 24);  // socket 1 starts at CPU 24
+  ASSERT_EQ(built->drivers.back().unknown.size(), 1u);
+  EXPECT_TRUE(built->drivers.back().unknown[0].empty());  // every value known on this export
+}
+
+// What the export cannot tell is listed, never invented; nodes the driver refuses get no devices.
+TEST(ResourceSlicesTest, CpuDevicesUnknownsAndRefusals) {
+  // POWER9 SMT4: dra-driver-cpu supports at most two threads per core and does not start.
+  auto lassen = Load(fs::path(DRAGUARD_TEST_DATA) / "hwloc" /
+                     "llnl_lassen_ibm-ac922_2s-power9_4xV100-SXM2_cuda-nvml_4xmlx5.xml");
+  ASSERT_NE(lassen, nullptr);
+  auto refused = BuildResourceSlices(*lassen->nodes().front(), "lassen-1", {topology::CpuDeviceMode::kGrouped});
+  ASSERT_TRUE(refused.ok());
+  for (const DriverSlices& d : refused->drivers) EXPECT_NE(d.driver, "dra.cpu");
+  EXPECT_TRUE(std::any_of(refused->notes.begin(), refused->notes.end(), [](const std::string& n) {
+    return n.find("dra.cpu: no devices") == 0 && n.find("has 4 logical CPUs") != std::string::npos;
+  }));
+  // Each NUMA node spans four packages: socketID unknown; L3 caches without an id: cacheL3ID unknown.
+  auto x3950 = Load(fs::path(DRAGUARD_TEST_DATA) / "hwloc" / "hwloc_ibm-x3950m2_16pkg_4numa_pci.xml");
+  ASSERT_NE(x3950, nullptr);
+  auto grouped = BuildResourceSlices(*x3950->nodes().front(), "x3950-1", {topology::CpuDeviceMode::kGrouped});
+  ASSERT_TRUE(grouped.ok());
+  const auto devices = ReadBack(*grouped, "dra.cpu");
+  ASSERT_EQ(devices.size(), 4u);
+  for (const auto& [name, d] : devices) EXPECT_EQ(d.attributes.at("dra.cpu").count("socketID"), 0u) << name;
+  EXPECT_NE(std::find(grouped->unknown_names.begin(), grouped->unknown_names.end(),
+                      "dra.cpu/socketID (the node spans packages 0, 1, 2, 3; the driver publishes the package of "
+                      "one of its CPUs)"),
+            grouped->unknown_names.end());
+  auto individual = BuildResourceSlices(*x3950->nodes().front(), "x3950-1", {topology::CpuDeviceMode::kIndividual});
+  ASSERT_TRUE(individual.ok());
+  EXPECT_EQ(ReadBack(*individual, "dra.cpu").size(), 96u);
+  EXPECT_NE(std::find(individual->unknown_names.begin(), individual->unknown_names.end(), "dra.cpu/cacheL3ID"),
+            individual->unknown_names.end());
+  // The DeviceClass the chart installs selects exactly the CPU devices.
+  std::vector<std::string> comments;
+  const auto classes = BuildDeviceClasses(&comments, /*with_cpu=*/true);
+  ASSERT_EQ(classes.size(), 4u);
+  ASSERT_EQ(comments.size(), 4u);
+  EXPECT_EQ(classes[3]["metadata"]["name"], "dra.cpu");
+  auto sel = cel::CompileSelector(classes[3]["spec"]["selectors"][0]["cel"]["expression"].get<std::string>());
+  ASSERT_TRUE(sel.ok());
+  for (const auto& [name, d] : devices) EXPECT_TRUE(cel::EvaluateSelectorValue(*sel, cel::DeviceToValue(d)).value());
+  for (const Device& d : SimulateNode(*x3950->nodes().front())) {
+    EXPECT_FALSE(cel::EvaluateSelectorValue(*sel, d.value).value()) << d.name;
   }
 }
 
