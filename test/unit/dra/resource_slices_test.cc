@@ -362,6 +362,47 @@ TEST(ResourceSlicesTest, CpuIndividualOneDevicePerCpuSiblingsConsecutive) {
   EXPECT_TRUE(built->drivers.back().unknown[0].empty());  // every value known on this export
 }
 
+// On every export the driver would run on: grouped, one device per NUMA node with CPUs and its PU
+// count as capacity; individual, one device per PU with distinct cpuIDs; both read back.
+TEST(ResourceSlicesTest, CpuDevicesOfEveryExportMatchTheModelsPuCounts) {
+  int simulated = 0;
+  for (const fs::path& p : Exports()) {
+    auto snap = Load(p);
+    if (snap == nullptr) continue;
+    SCOPED_TRACE(p.filename().string());
+    const topology::NodeTopology& node = *snap->nodes().front();
+    auto grouped = BuildResourceSlices(node, "node-1", {topology::CpuDeviceMode::kGrouped});
+    auto individual = BuildResourceSlices(node, "node-1", {topology::CpuDeviceMode::kIndividual});
+    ASSERT_TRUE(grouped.ok() && individual.ok());
+    const auto g = ReadBack(*grouped, "dra.cpu");
+    const auto i = ReadBack(*individual, "dra.cpu");
+    if (g.empty()) {  // refused (SMT4): said so
+      EXPECT_TRUE(i.empty());
+      EXPECT_TRUE(std::any_of(grouped->notes.begin(), grouped->notes.end(),
+                              [](const std::string& n) { return n.rfind("dra.cpu: no devices: ", 0) == 0; }));
+      continue;
+    }
+    ++simulated;
+    std::map<int64_t, int64_t> want;
+    uint64_t total = 0;
+    for (const topology::NumaNode& n : node.shape->numa_nodes) {
+      if (n.cpus > 0) want[n.os_index] = n.cpus;
+      total += n.cpus;
+    }
+    std::map<int64_t, int64_t> got;
+    for (const auto& [name, d] : g) {
+      got[IntAttr(d, "resource.kubernetes.io", "numaNode")] = IntAttr(d, "dra.cpu", "numCPUs");
+      EXPECT_EQ(d.capacity.at("dra.cpu").at("cpu").ToString(), std::to_string(IntAttr(d, "dra.cpu", "numCPUs")));
+    }
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(i.size(), total);
+    std::set<int64_t> ids;
+    for (const auto& [name, d] : i) ids.insert(IntAttr(d, "dra.cpu", "cpuID"));
+    EXPECT_EQ(ids.size(), i.size());
+  }
+  EXPECT_GE(simulated, 15);
+}
+
 // What the export cannot tell is listed, never invented; nodes the driver refuses get no devices.
 TEST(ResourceSlicesTest, CpuDevicesUnknownsAndRefusals) {
   // POWER9 SMT4: dra-driver-cpu supports at most two threads per core and does not start.
