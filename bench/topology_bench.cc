@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "draguard/topology/store.h"
@@ -141,6 +142,11 @@ void BM_ModelBytesPerNode(benchmark::State& state) {
     per_node += sizeof(NodeTopology) + str(n->name) + str(n->source) + str(n->version) + str(n->hwloc_version) +
                 str(n->host_name) + str(n->xml_format) + n->gpu_uuids.capacity() * sizeof(std::string) + 16;
     for (const auto& u : n->gpu_uuids) per_node += str(u);
+  }
+  // The logical CPU lists are shared between nodes with identical CPUs: each distinct one once.
+  std::set<const CpuList*> cpu_lists;
+  for (const auto& n : snap->nodes()) {
+    if (cpu_lists.insert(n->cpus.get()).second) per_node += sizeof(CpuList) + n->cpus->capacity() * sizeof(LogicalCpu);
   }
   for (auto _ : state) benchmark::DoNotOptimize(per_node);
   state.counters["node_bytes_per_node"] = static_cast<double>(per_node) / snap->node_count();
