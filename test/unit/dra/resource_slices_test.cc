@@ -403,6 +403,62 @@ TEST(ResourceSlicesTest, CpuDevicesOfEveryExportMatchTheModelsPuCounts) {
   EXPECT_GE(simulated, 15);
 }
 
+// SimulateCpuDevices on a hand-made CPU list: hybrid core types, a CPU outside any core, four-digit
+// device numbers, and kNone.
+TEST(ResourceSlicesTest, CpuDevicesFromAHandMadeCpuList) {
+  auto snap = Load(fs::path(DRAGUARD_TEST_DATA) / "hwloc-synthetic" / "xe8640-like_4xH100-SXM_4numa_nvlink-all_3xmlx5.xml");
+  ASSERT_NE(snap, nullptr);
+  topology::NodeTopology node = *snap->nodes().front();
+  using topology::CoreKind;
+  using topology::LogicalCpu;
+  topology::CpuList cpus;
+  // CPUs 0-1: one performance core; 2: an efficiency core; 3: no core, no L3 id, no package.
+  cpus.push_back(LogicalCpu{0, 0, 0, 0, 0, 7, CoreKind::kPerformance});
+  cpus.push_back(LogicalCpu{1, 0, 0, 0, 0, 7, CoreKind::kPerformance});
+  cpus.push_back(LogicalCpu{2, 8, 1, 0, 0, 7, CoreKind::kEfficiency});
+  cpus.push_back(LogicalCpu{3, topology::kNoIndex, topology::kNoIndex, topology::kNoIndex, 1, topology::kNoIndex,
+                            CoreKind::kStandard});
+  node.cpus = std::make_shared<const topology::CpuList>(cpus);
+  EXPECT_TRUE(topology::SimulateCpuDevices(node, topology::CpuDeviceMode::kNone).devices.empty());
+  const auto ind = topology::SimulateCpuDevices(node, topology::CpuDeviceMode::kIndividual);
+  ASSERT_EQ(ind.devices.size(), 4u);
+  auto attr = [](const topology::SimulatedDevice& d, const std::string& name) -> const topology::SimulatedAttribute* {
+    for (const auto& a : d.attributes) {
+      if (a.domain + "/" + a.name == name) return &a;
+    }
+    return nullptr;
+  };
+  EXPECT_EQ(std::get<std::string>(attr(ind.devices[0], "dra.cpu/coreType")->value), "p-core");
+  EXPECT_EQ(std::get<std::string>(attr(ind.devices[2], "dra.cpu/coreType")->value), "e-core");
+  EXPECT_EQ(std::get<int64_t>(attr(ind.devices[2], "dra.cpu/coreID")->value), 8);
+  // No core for CPU 3: smtEnabled, coreID, socketID and cacheL3ID are not invented.
+  EXPECT_EQ(attr(ind.devices[3], "dra.cpu/coreID"), nullptr);
+  EXPECT_EQ(attr(ind.devices[3], "dra.cpu/cacheL3ID"), nullptr);
+  EXPECT_EQ(attr(ind.devices[3], "dra.cpu/socketID"), nullptr);
+  EXPECT_EQ(attr(ind.devices[0], "dra.cpu/smtEnabled"), nullptr);
+  EXPECT_NE(std::find(ind.devices[3].unknown.begin(), ind.devices[3].unknown.end(), "dra.cpu/coreID"),
+            ind.devices[3].unknown.end());
+  EXPECT_FALSE(ind.notes.empty());
+  const auto grouped = topology::SimulateCpuDevices(node, topology::CpuDeviceMode::kGrouped);
+  ASSERT_EQ(grouped.devices.size(), 2u);
+  EXPECT_EQ(grouped.devices[0].name, "cpudevnuma000");
+  EXPECT_EQ(grouped.devices[0].capacity.at(0).bytes, 3u);
+  EXPECT_TRUE(grouped.devices[0].capacity.at(0).count);
+  EXPECT_EQ(grouped.devices[1].cpus, (std::vector<uint32_t>{3}));
+  // 1,001 single-thread CPUs: the 1,001st device is cpudev1000 (the driver's %03d).
+  topology::CpuList many;
+  for (uint32_t i = 0; i < 1001; ++i) many.push_back(LogicalCpu{i, i, i, 0, 0, 0, CoreKind::kStandard});
+  node.cpus = std::make_shared<const topology::CpuList>(many);
+  const auto big = topology::SimulateCpuDevices(node, topology::CpuDeviceMode::kIndividual);
+  ASSERT_EQ(big.devices.size(), 1001u);
+  EXPECT_EQ(big.devices[999].name, "cpudev999");
+  EXPECT_EQ(big.devices[1000].name, "cpudev1000");
+  EXPECT_EQ(std::get<bool>(attr(big.devices[0], "dra.cpu/smtEnabled")->value), false);
+  auto built = BuildResourceSlices(node, "big-1", {topology::CpuDeviceMode::kIndividual});
+  ASSERT_TRUE(built.ok()) << built.status().message();
+  EXPECT_EQ(built->drivers.back().slices.size(), 8u);  // 1,001 devices in slices of 128
+}
+
 // What the export cannot tell is listed, never invented; nodes the driver refuses get no devices.
 TEST(ResourceSlicesTest, CpuDevicesUnknownsAndRefusals) {
   // POWER9 SMT4: dra-driver-cpu supports at most two threads per core and does not start.
