@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The real control plane of draguard's cluster tests, on loopback, as local processes.
-#   cluster.sh up DIR --exports PATH...   start etcd, kube-apiserver, kube-controller-manager and
+#   cluster.sh up DIR [--cpu-mode M] --exports PATH...
+#                                         start etcd, kube-apiserver, kube-controller-manager and
 #                                         kube-scheduler; one Node per hwloc export (name = file
-#                                         name without .xml)
+#                                         name without .xml), with the ResourceSlices of its GPUs,
+#                                         NICs and, with --cpu-mode grouped|individual, CPUs
 #   cluster.sh install DIR [HELM_ARGS...] helm install (or upgrade) of charts/draguard into namespace
 #                                         draguard, and `draguard serve` started on the host with
 #                                         the chart's TLS, policy and ServiceAccount token
@@ -18,7 +20,7 @@ root=$(cd "$here/../.." && pwd)
 # The namespace of the release and of the topology ConfigMaps.
 namespace=draguard
 die() { echo "cluster.sh: $*" >&2; exit 1; }
-usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 # wait_for SECONDS DESCRIPTION COMMAND...: polls COMMAND until it succeeds, the deadline passes,
 # or COMMAND exits 125 (it will never succeed).
@@ -109,7 +111,11 @@ apiserver_ready() {
 
 up() {
   local dir=$1; shift
-  local exports=()
+  local exports=() cpu_mode=none
+  if [ "${1:-}" = "--cpu-mode" ]; then
+    cpu_mode=${2:-}; shift 2 || usage
+    case "$cpu_mode" in none|grouped|individual) ;; *) die "up: --cpu-mode must be none, grouped or individual";; esac
+  fi
   [ "${1:-}" = "--exports" ] || usage
   shift
   exports=("$@")
@@ -167,7 +173,7 @@ up() {
       --serviceaccount=kube-system:draguard-cluster-setup &&
     sa_dir "$dir" "$dir/setup-sa" kube-system draguard-cluster-setup; } > /dev/null ||
     die "up: creating namespace $namespace and the setup ServiceAccount failed"
-  "$draguard" topology slices --device-classes | "${k[@]}" apply -f - > /dev/null ||
+  "$draguard" topology slices --device-classes --cpu-mode "$cpu_mode" | "${k[@]}" apply -f - > /dev/null ||
     die "up: creating the drivers' DeviceClasses failed"
   for e in "${exports[@]}"; do
     local name
@@ -191,7 +197,7 @@ NODE
     "${k[@]}" taint node "$name" node.kubernetes.io/not-ready:NoSchedule- > /dev/null ||
       die "up: removing the not-ready taint of Node $name failed"
     # The devices the DRA drivers would publish for this server.
-    "$draguard" topology slices -f "$e" --node "$name" 2> "$dir/logs/slices-$name.log" |
+    "$draguard" topology slices -f "$e" --node "$name" --cpu-mode "$cpu_mode" 2> "$dir/logs/slices-$name.log" |
       "${k[@]}" apply -f - > /dev/null || die "up: publishing the ResourceSlices of $name failed (see $dir/logs/slices-$name.log)"
     # The topology ConfigMap and the Node's shape label, as the exporter DaemonSet publishes them.
     (in_cluster "$dir" "$dir/setup-sa" "$draguard" topology export --publish -f "$e" --node "$name" \

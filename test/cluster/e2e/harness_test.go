@@ -91,8 +91,15 @@ func script(t testing.TB, args ...string) error {
 // Up starts a cluster with one Node per export (paths relative to test/data).
 func Up(t testing.TB, exports ...string) *Cluster {
 	t.Helper()
+	return UpWithCPUs(t, "none", exports...)
+}
+
+// UpWithCPUs starts a cluster like Up whose Nodes also publish their CPUs as dra-driver-cpu
+// does in `cpuMode` (grouped, individual; none: no CPU devices).
+func UpWithCPUs(t testing.TB, cpuMode string, exports ...string) *Cluster {
+	t.Helper()
 	dir := t.TempDir()
-	args := []string{"up", dir, "--exports"}
+	args := []string{"up", dir, "--cpu-mode", cpuMode, "--exports"}
 	for _, e := range exports {
 		args = append(args, exportPath(t, e))
 	}
