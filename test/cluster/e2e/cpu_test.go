@@ -79,10 +79,10 @@ func TestCpusAllocatedWithTheirGpus(t *testing.T) {
 		gpus, cpus int
 		refused    bool
 	}{
-		{1, 8, false},   // one T4 with 8 of its NUMA node's 48 CPUs
-		{2, 16, false},  // two T4s of one NUMA node: the DGX-2H export allows 2 CPUs per NUMA node
-		{16, 4, false},  // the DGX-2H's 16 GPUs in two parts of 8 GPUs and 2 CPUs
-		{8, 8, true},    // 8 T4s need both NUMA nodes and have no NVLink; 8 CPUs fit no DGX-2H NUMA node
+		{1, 8, false},  // one T4 with 8 of its NUMA node's 48 CPUs
+		{2, 16, false}, // two T4s of one NUMA node: the DGX-2H export allows 2 CPUs per NUMA node
+		{16, 4, false}, // the DGX-2H's 16 GPUs in two parts of 8 GPUs and 2 CPUs
+		{8, 8, true},   // 8 T4s need both NUMA nodes and have no NVLink; 8 CPUs fit no DGX-2H NUMA node
 	}
 	for _, mode := range []string{"grouped", "individual"} {
 		t.Run(mode, func(t *testing.T) {
