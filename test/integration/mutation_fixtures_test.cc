@@ -12,7 +12,10 @@
 //    device set the scheduler could choose is enumerated and checked against the hwloc ground
 //    truth of test/data/hwloc/ground-truth.md (test/tools/check_mutation.mjs);
 //  - draguard's own validating rules must not deny the converted Pod or its templates;
-//  - conversion is idempotent and deterministic.
+//  - conversion is idempotent and deterministic;
+//  - under mutation.cpu (grouped and individual) the GPU Pods, given whole CPUs, are converted
+//    again and checked the same way, plus the CPU checks of check_mutation.mjs (CPUs and GPUs on
+//    one NUMA node, proven from the constraints; CPUs per NUMA node from the exports).
 //
 // Skips only when node or python3 is not installed; missing npm packages or python3-jsonpatch
 // are failures (CI installs them: scripts/install-deps.sh, scripts/install-test-tools.sh).
@@ -109,6 +112,7 @@ struct Topology {
   std::string name;
   std::shared_ptr<const topology::Snapshot> snapshot;
   std::map<std::string, std::string> files;  // node -> hwloc file name
+  std::map<std::string, std::string> paths;  // node -> hwloc file path
 };
 
 // ---- Pods ---------------------------------------------------------------------------------
@@ -232,6 +236,7 @@ void Build(Fixtures& f) {
     for (const auto& [node, file] : spec.nodes) {
       fs::copy_file(kData / "hwloc" / file, dir / (node + ".xml"));
       t.files[node] = fs::path(file).filename().string();
+      t.paths[node] = (kData / "hwloc" / file).lexically_normal().string();
     }
     std::vector<topology::LoadProblem> problems;
     auto snap = topology::LoadSnapshot(dir.string(), {}, &problems);
@@ -362,6 +367,118 @@ std::string RunCommand(const std::string& cmd, int* rc) {
 
 std::string Quote(const std::string& s) { return "'" + s + "'"; }
 
+// ---- Cases for check_mutation.mjs --------------------------------------------------------
+
+// Per topology and node: the hwloc file, the shape, the simulated devices and the NUMA nodes with
+// their CPUs (PUs) as draguard's model has them.
+Json TopologiesJson(const std::vector<Topology>& topologies, const policy::Policy& pol) {
+  Json out = Json::object();
+  dra::NicOptions nic{pol.mutation.nic.driver};
+  for (const auto& t : topologies) {
+    Json nodes = Json::object();
+    for (const auto& node : t.snapshot->nodes()) {
+      Json devices = Json::array();
+      for (const auto& d : dra::SimulateNode(*node, nic)) {
+        Json attrs = Json::object(), caps = Json::object();
+        for (const auto& [dom, m] : d.device.attributes) {
+          attrs[dom] = Json::object();
+          for (const auto& [name, v] : m) {
+            if (const auto* i = std::get_if<int64_t>(&v)) attrs[dom][name] = {{"int", *i}};
+            if (const auto* b = std::get_if<bool>(&v)) attrs[dom][name] = {{"bool", *b}};
+            if (const auto* s = std::get_if<std::string>(&v)) attrs[dom][name] = {{"string", *s}};
+            if (const auto* sv = std::get_if<cel::Semver>(&v)) attrs[dom][name] = {{"version", sv->ToString()}};
+          }
+        }
+        for (const auto& [dom, m] : d.device.capacity) {
+          caps[dom] = Json::object();
+          for (const auto& [name, q] : m) caps[dom][name] = q.ToString();
+        }
+        devices.push_back({{"name", d.name},
+                           {"kind", d.kind == dra::DeviceKind::kGpu ? "gpu" : "nic"},
+                           {"driver", d.device.driver},
+                           {"attributes", attrs},
+                           {"capacity", caps},
+                           {"unknown", d.unknown}});
+      }
+      Json numa = Json::array();
+      for (const auto& n : node->shape->numa_nodes) numa.push_back({{"os", n.os_index}, {"cpus", n.cpus}});
+      nodes[node->name] = {{"file", t.files.at(node->name)},
+                           {"xml", t.paths.at(node->name)},
+                           {"shape", node->shape->fingerprint},
+                           {"devices", devices},
+                           {"numaNodes", numa}};
+    }
+    out[t.name] = {{"nodes", nodes}};
+  }
+  return out;
+}
+
+// Writes converted case `c` (converted under `pol`) to cases_dir/id and returns its index entry.
+Json WriteCase(const Converted& c, const policy::Policy& pol, const fs::path& cases_dir, const std::string& id) {
+  const fs::path dir = cases_dir / id;
+  fs::create_directories(dir);
+  WriteFile(dir / "pod.json", c.pod->pod.dump());
+  WriteFile(dir / "patch.json", c.conversion.patch.dump());
+  WriteFile(dir / "expected.json", c.conversion.pod.dump());
+  Json templates = Json::array();
+  Json placements = Json::array();
+  for (const auto& t : c.conversion.templates) {
+    templates.push_back(t.object);
+    Json p = Json::array();
+    for (auto pl : t.placements) p.push_back(PlacementName(pl));
+    placements.push_back(p);
+  }
+  WriteFile(dir / "templates.json", templates.dump());
+  Json entries = Json::array();
+  for (const auto& e : c.profile.entries) {
+    const char* kind = e.profile.kind == RequestProfile::Kind::kGpu   ? "gpu"
+                       : e.profile.kind == RequestProfile::Kind::kMig ? "mig"
+                                                                      : "shared";
+    entries.push_back({{"request", e.request}, {"kind", kind}, {"count", e.profile.count}, {"cpus", e.profile.cpus}});
+  }
+  std::string memory;
+  const Json& md = c.pod->pod.value("metadata", Json::object());
+  if (md.is_object() && md.contains("annotations") && md["annotations"].is_object()) {
+    memory = md["annotations"].value(std::string(kMemoryAnnotation), "");
+  }
+  // Per template, the entries (containers' requests) that use it: each converted container has
+  // its own claim, whose template has one GPU request "gpu" (and "gpu-nic").
+  Json template_entries = Json::array();
+  for (std::size_t t = 0; t < c.conversion.templates.size(); ++t) template_entries.push_back(Json::array());
+  {
+    std::vector<std::vector<std::string>> covered;
+    auto prof = ProfilePod(c.pod->pod, pol, &covered);
+    const Json& cspec = c.conversion.pod.at("spec");
+    for (std::size_t e = 0; prof.ok() && e < prof->entries.size() && e < covered.size(); ++e) {
+      const Json& claims = c.conversion.pod.at(Json::json_pointer(covered[e][0] + "/resources/claims"));
+      const std::string claim = claims.back()["name"];
+      std::string tmpl;
+      for (const auto& rc : cspec.at("resourceClaims")) {
+        if (rc.value("name", "") == claim) tmpl = rc.value("resourceClaimTemplateName", "");
+      }
+      for (std::size_t t = 0; t < c.conversion.templates.size(); ++t) {
+        if (c.conversion.templates[t].name != tmpl) continue;
+        template_entries[t].push_back(entries[e]);
+        template_entries[t].back()["request"] = "gpu";
+      }
+    }
+  }
+  const char* cpu_mode = pol.mutation.cpu.mode == policy::CpuMode::kGrouped      ? "grouped"
+                         : pol.mutation.cpu.mode == policy::CpuMode::kIndividual ? "individual"
+                                                                                 : "none";
+  return {{"id", id},
+          {"templateEntries", template_entries},
+          {"name", CaseName(*c.topo, *c.pod)},
+          {"topology", c.topo->name},
+          {"namespace", c.pod->ns},
+          {"entries", entries},
+          {"nic", c.profile.nic},
+          {"interconnect", c.profile.interconnect},
+          {"memoryAnnotation", memory},
+          {"cpuMode", cpu_mode},
+          {"placements", placements}};
+}
+
 // ---- Tests ---------------------------------------------------------------------------------
 
 TEST_F(MutationFixtures, LoadsEverything) {
@@ -431,99 +548,11 @@ TEST_F(MutationFixtures, IndependentImplementationsAgree) {
                 {"shapeLabel", std::string(topology::kShapeLabel)},
                 {"topologies", Json::object()},
                 {"cases", Json::array()}};
-  dra::NicOptions nic{F().policy.mutation.nic.driver};
-  for (const auto& t : F().topologies) {
-    Json nodes = Json::object();
-    for (const auto& node : t.snapshot->nodes()) {
-      Json devices = Json::array();
-      for (const auto& d : dra::SimulateNode(*node, nic)) {
-        Json attrs = Json::object(), caps = Json::object();
-        for (const auto& [dom, m] : d.device.attributes) {
-          attrs[dom] = Json::object();
-          for (const auto& [name, v] : m) {
-            if (const auto* i = std::get_if<int64_t>(&v)) attrs[dom][name] = {{"int", *i}};
-            if (const auto* b = std::get_if<bool>(&v)) attrs[dom][name] = {{"bool", *b}};
-            if (const auto* s = std::get_if<std::string>(&v)) attrs[dom][name] = {{"string", *s}};
-            if (const auto* sv = std::get_if<cel::Semver>(&v)) attrs[dom][name] = {{"version", sv->ToString()}};
-          }
-        }
-        for (const auto& [dom, m] : d.device.capacity) {
-          caps[dom] = Json::object();
-          for (const auto& [name, q] : m) caps[dom][name] = q.ToString();
-        }
-        devices.push_back({{"name", d.name},
-                           {"kind", d.kind == dra::DeviceKind::kGpu ? "gpu" : "nic"},
-                           {"driver", d.device.driver},
-                           {"attributes", attrs},
-                           {"capacity", caps},
-                           {"unknown", d.unknown}});
-      }
-      nodes[node->name] = {{"file", t.files.at(node->name)}, {"shape", node->shape->fingerprint}, {"devices", devices}};
-    }
-    index["topologies"][t.name] = {{"nodes", nodes}};
-  }
+  index["topologies"] = TopologiesJson(F().topologies, F().policy);
   for (std::size_t i = 0; i < F().converted.size(); ++i) {
-    const Converted& c = F().converted[i];
     char id[32];
     std::snprintf(id, sizeof(id), "case-%05zu", i);
-    const fs::path dir = cases_dir / id;
-    fs::create_directories(dir);
-    WriteFile(dir / "pod.json", c.pod->pod.dump());
-    WriteFile(dir / "patch.json", c.conversion.patch.dump());
-    WriteFile(dir / "expected.json", c.conversion.pod.dump());
-    Json templates = Json::array();
-    Json placements = Json::array();
-    for (const auto& t : c.conversion.templates) {
-      templates.push_back(t.object);
-      Json p = Json::array();
-      for (auto pl : t.placements) p.push_back(PlacementName(pl));
-      placements.push_back(p);
-    }
-    WriteFile(dir / "templates.json", templates.dump());
-    Json entries = Json::array();
-    for (const auto& e : c.profile.entries) {
-      const char* kind = e.profile.kind == RequestProfile::Kind::kGpu   ? "gpu"
-                         : e.profile.kind == RequestProfile::Kind::kMig ? "mig"
-                                                                        : "shared";
-      entries.push_back({{"request", e.request}, {"kind", kind}, {"count", e.profile.count}});
-    }
-    std::string memory;
-    const Json& md = c.pod->pod.value("metadata", Json::object());
-    if (md.is_object() && md.contains("annotations") && md["annotations"].is_object()) {
-      memory = md["annotations"].value(std::string(kMemoryAnnotation), "");
-    }
-    // Per template, the entries (containers' requests) that use it: each converted container has
-    // its own claim, whose template has one GPU request "gpu" (and "gpu-nic").
-    Json template_entries = Json::array();
-    for (std::size_t t = 0; t < c.conversion.templates.size(); ++t) template_entries.push_back(Json::array());
-    {
-      std::vector<std::vector<std::string>> covered;
-      auto prof = ProfilePod(c.pod->pod, F().policy, &covered);
-      const Json& cspec = c.conversion.pod.at("spec");
-      for (std::size_t e = 0; prof.ok() && e < prof->entries.size() && e < covered.size(); ++e) {
-        const Json& claims = c.conversion.pod.at(Json::json_pointer(covered[e][0] + "/resources/claims"));
-        const std::string claim = claims.back()["name"];
-        std::string tmpl;
-        for (const auto& rc : cspec.at("resourceClaims")) {
-          if (rc.value("name", "") == claim) tmpl = rc.value("resourceClaimTemplateName", "");
-        }
-        for (std::size_t t = 0; t < c.conversion.templates.size(); ++t) {
-          if (c.conversion.templates[t].name != tmpl) continue;
-          template_entries[t].push_back(entries[e]);
-          template_entries[t].back()["request"] = "gpu";
-        }
-      }
-    }
-    index["cases"].push_back({{"id", id},
-                              {"templateEntries", template_entries},
-                              {"name", CaseName(*c.topo, *c.pod)},
-                              {"topology", c.topo->name},
-                              {"namespace", c.pod->ns},
-                              {"entries", entries},
-                              {"nic", c.profile.nic},
-                              {"interconnect", c.profile.interconnect},
-                              {"memoryAnnotation", memory},
-                              {"placements", placements}});
+    index["cases"].push_back(WriteCase(F().converted[i], F().policy, cases_dir, id));
   }
   // Controls: converted cases broken on purpose; the checkers must notice each one.
   index["controls"] = Json::array();
@@ -623,6 +652,423 @@ TEST_F(MutationFixtures, IndependentImplementationsAgree) {
   EXPECT_EQ(s.value("pods", 0), static_cast<int>(F().converted.size() + index["controls"].size()));
   EXPECT_GT(s.value("sets", 0), 1000);
   EXPECT_GT(s.value("rails", 0), 0) << "no rail-aligned claim was enumerated";
+}
+
+// ---- CPUs in claims (mutation.cpu) ----------------------------------------------------------
+//
+// The legacy Pods converted again under a policy that puts whole CPUs into the claims of the
+// GPUs (mutation.cpu.mode grouped and individual, with mutation.numaAlignment numaNode), checked
+// by the same tools: the patch by python3-jsonpatch, the Pods and templates by check_mutation.mjs,
+// which proves from the constraints that CPUs and GPUs share a NUMA node and checks the GPU sets
+// and the CPUs per NUMA node against the ground truth (CPU devices are not enumerated).
+
+// Whether a quantity is a whole number of CPUs ("16", 16, "16000m").
+bool WholeCpu(const Json& q) {
+  if (q.is_number_integer()) return q.get<int64_t>() > 0;
+  if (!q.is_string()) return false;
+  const std::string s = q.get<std::string>();
+  if (s.empty()) return false;
+  std::string digits = s;
+  if (s.back() == 'm') {
+    digits = s.substr(0, s.size() - 1);
+    if (digits.size() < 4 || digits.substr(digits.size() - 3) != "000") return false;
+  }
+  return !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) &&
+         digits.find_first_not_of('0') != std::string::npos;
+}
+
+// Gives every container with full GPUs `cpus` whole CPUs (requests and limits); with keep_whole,
+// a container that already asks for whole CPUs (request, or limit without request) keeps them.
+Json WithCpus(Json pod, int64_t cpus, bool keep_whole) {
+  Json& spec = pod["spec"];
+  if (!spec.contains("containers") || !spec["containers"].is_array()) return pod;
+  for (auto& c : spec["containers"]) {
+    if (!c.is_object() || !c.contains("resources") || !c["resources"].is_object()) continue;
+    Json& res = c["resources"];
+    bool gpu = false;
+    for (const char* sec : {"limits", "requests"}) {
+      gpu = gpu || (res.contains(sec) && res[sec].is_object() && res[sec].contains("nvidia.com/gpu"));
+    }
+    if (!gpu) continue;
+    if (keep_whole) {
+      const Json* req = res.contains("requests") && res["requests"].is_object() && res["requests"].contains("cpu")
+                            ? &res["requests"]["cpu"] : nullptr;
+      const Json* lim = res.contains("limits") && res["limits"].is_object() && res["limits"].contains("cpu")
+                            ? &res["limits"]["cpu"] : nullptr;
+      if (req != nullptr ? WholeCpu(*req) : (lim != nullptr && WholeCpu(*lim))) continue;
+    }
+    for (const char* sec : {"limits", "requests"}) {
+      if (!res.contains(sec) || !res[sec].is_object()) res[sec] = Json::object();
+      res[sec]["cpu"] = std::to_string(cpus);
+    }
+  }
+  return pod;
+}
+
+struct CpuPass {
+  std::string mode;  // "grouped" or "individual"
+  policy::Policy policy;
+  std::vector<Converted> converted;
+  std::vector<Refused> refused;
+  std::size_t unchanged = 0;
+  std::size_t cpu_templates = 0;  // templates with a CPU request
+};
+
+struct CpuFixtures {
+  std::vector<PodCase> pods;  // never resized once the passes point into it
+  std::vector<CpuPass> passes;
+  std::vector<std::string> errors;
+  long long ms = 0;
+};
+
+CpuFixtures* g_cpu = nullptr;
+
+// The default policy with mutation.numaAlignment numaNode and mutation.cpu.mode `mode`.
+Result<policy::Policy> CpuPolicy(const std::string& mode) {
+  std::string yaml(policy::DefaultPolicyYaml());
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"numaAlignment: pcieRoots", "numaAlignment: numaNode"}, {"cpu: {mode: none", "cpu: {mode: " + mode}}) {
+    const auto at = yaml.find(from);
+    if (at == std::string::npos) return Status::InvalidArgument("the default policy has no \"" + from + "\"");
+    yaml.replace(at, from.size(), to);
+  }
+  return policy::ParsePolicy(yaml, "cpu-" + mode);
+}
+
+// The CPU variants of the legacy Pods with full GPUs: whole CPUs for every GPU container (8 unless
+// it asks for whole CPUs; 24, more than a NUMA node of some exports has; 1, 2 and 4 for the
+// exports with few CPUs per NUMA node: dgx2h's and the XE8640-like), with GPU counts and NICs.
+const CpuFixtures& CpuF(const Fixtures& f) {
+  if (g_cpu != nullptr) return *g_cpu;
+  const auto start = std::chrono::steady_clock::now();
+  g_cpu = new CpuFixtures();
+  struct Variant {
+    std::string name;
+    int gpus;  // 0: as the Pod asks
+    int64_t cpus;
+    bool keep_whole;
+    bool rdma;
+  };
+  const std::vector<Variant> variants = {
+      {"cpu", 0, 8, true, false},           {"gpus-2+cpu", 2, 8, true, false},
+      {"gpus-4+cpu", 4, 8, true, false},    {"gpus-8+cpu", 8, 8, true, false},
+      {"gpus-2+nic-rdma+cpu", 2, 8, true, true}, {"gpus-2+cpu-24", 2, 24, false, false},
+      {"gpus-1+nic-rdma+cpu-1", 1, 1, false, true}, {"gpus-2+cpu-2", 2, 2, false, false},
+      {"gpus-16+cpu-4", 16, 4, false, false},
+  };
+  std::set<std::string> seen;
+  for (const auto& base : f.base_pods) {
+    if (!HasGpuKey(base.pod)) continue;
+    for (const auto& v : variants) {
+      Json pod = v.gpus > 0 ? WithGpuCount(base.pod, v.gpus) : base.pod;
+      if (v.rdma) pod = WithAnnotation(pod, std::string(kNicAnnotation), "rdma");
+      pod = WithCpus(pod, v.cpus, v.keep_whole);
+      if (seen.insert(pod.dump()).second) g_cpu->pods.push_back({base.label, v.name, base.ns, std::move(pod)});
+    }
+  }
+  for (const char* mode : {"grouped", "individual"}) {
+    auto pol = CpuPolicy(mode);
+    if (!pol.ok()) {
+      g_cpu->errors.push_back(std::string(mode) + ": " + pol.status().ToString());
+      continue;
+    }
+    CpuPass pass;
+    pass.mode = mode;
+    pass.policy = *pol;
+    g_cpu->passes.push_back(std::move(pass));
+  }
+  for (auto& pass : g_cpu->passes) {
+    for (const auto& topo : f.topologies) {
+      for (const auto& pc : g_cpu->pods) {
+        PodConversion c = ConvertPod(pc.pod, pc.ns, pass.policy, topo.snapshot.get());
+        switch (c.outcome) {
+          case PodConversion::Outcome::kUnchanged:
+            ++pass.unchanged;
+            break;
+          case PodConversion::Outcome::kRefused:
+            pass.refused.push_back({&topo, &pc, c.reason});
+            break;
+          case PodConversion::Outcome::kConverted: {
+            for (const auto& t : c.templates) {
+              for (const auto& r : t.object["spec"]["spec"]["devices"]["requests"]) {
+                if (r.contains("exactly") && r["exactly"].value("deviceClassName", "") == pass.policy.mutation.cpu.device_class) {
+                  ++pass.cpu_templates;
+                  break;
+                }
+              }
+            }
+            Converted cv{&topo, &pc, std::move(c), {}};
+            auto prof = ProfilePod(pc.pod, pass.policy);
+            if (prof.ok()) cv.profile = *prof;
+            pass.converted.push_back(std::move(cv));
+            break;
+          }
+        }
+      }
+    }
+  }
+  g_cpu->ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  std::cout << "CPU variants: " << g_cpu->pods.size() << " pods";
+  for (const auto& pass : g_cpu->passes) {
+    std::cout << "; mutation.cpu " << pass.mode << ": " << pass.converted.size() << " converted (" << pass.cpu_templates
+              << " templates with CPUs) / " << pass.refused.size() << " refused / " << pass.unchanged << " unchanged";
+  }
+  std::cout << " (" << g_cpu->ms << " ms)\n";
+  return *g_cpu;
+}
+
+// Both CPU modes, checked as IndependentImplementationsAgree checks the default policy, plus the
+// CPU checks of check_mutation.mjs; controls break a CPU claim or Pod on purpose.
+TEST_F(MutationFixtures, CpuInClaimsIndependentlyChecked) {
+  if (!HaveCommand("python3")) GTEST_SKIP() << "python3 is not installed";
+  if (!HaveCommand("node")) GTEST_SKIP() << "node is not installed";
+  for (const char* pkg : {"@marcbachmann/cel-js", "kubernetes-models"}) {
+    ASSERT_TRUE(fs::exists(kTools / "node_modules" / pkg / "package.json"))
+        << pkg << " is not installed in " << (kTools / "node_modules") << "; run scripts/install-test-tools.sh";
+  }
+  int rc = 0;
+  RunCommand("python3 -c 'import jsonpatch' 2>/dev/null", &rc);
+  ASSERT_EQ(rc, 0) << "python3 cannot import jsonpatch; install python3-jsonpatch (scripts/install-deps.sh)";
+  const CpuFixtures& cf = CpuF(F());
+  for (const auto& e : cf.errors) ADD_FAILURE() << e;
+  ASSERT_EQ(cf.passes.size(), 2u);
+
+  const fs::path cases_dir = F().work / "cpu-cases";
+  fs::create_directories(cases_dir);
+  const policy::Policy& pol0 = cf.passes[0].policy;
+  Json index = {{"groundTruth", Json::array({(kData / "hwloc" / "ground-truth.md").string(),
+                                             (kData / "hwloc-synthetic" / "ground-truth.md").string()})},
+                {"gpuClass", pol0.device_classes.gpu.empty() ? "gpu.nvidia.com" : pol0.device_classes.gpu[0]},
+                {"migClass", pol0.device_classes.mig.empty() ? "mig.nvidia.com" : pol0.device_classes.mig[0]},
+                {"nicClass", pol0.mutation.nic.device_class},
+                {"nicDriver", pol0.mutation.nic.driver},
+                {"cpuClass", pol0.mutation.cpu.device_class},
+                {"shapeLabel", std::string(topology::kShapeLabel)},
+                {"topologies", TopologiesJson(F().topologies, pol0)},
+                {"cases", Json::array()},
+                {"controls", Json::array()}};
+  std::size_t cases = 0;
+  for (const auto& pass : cf.passes) {
+    EXPECT_GT(pass.cpu_templates, 100u) << pass.mode;
+    for (std::size_t i = 0; i < pass.converted.size(); ++i) {
+      char id[48];
+      std::snprintf(id, sizeof(id), "cpu-%s-%05zu", pass.mode.c_str(), i);
+      index["cases"].push_back(WriteCase(pass.converted[i], pass.policy, cases_dir, id));
+      ++cases;
+    }
+  }
+  // Controls: a converted case of `mode` on `topo` [variant] whose first template has request
+  // `request`, broken on purpose (template, patch and converted Pod); the checker must say `want`.
+  std::map<std::string, std::string> wants;
+  auto control = [&](const std::string& id, const std::string& mode, const std::string& topo, const std::string& variant,
+                     const std::string& request, const std::string& want,
+                     const std::function<void(Json& tmpl, Json& patch, Json& pod)>& breaker) {
+    for (const auto& pass : cf.passes) {
+      if (pass.mode != mode) continue;
+      for (const auto& c : pass.converted) {
+        if (c.topo->name != topo || c.pod->variant != variant || c.conversion.templates.size() != 1) continue;
+        Json tmpl = c.conversion.templates[0].object;
+        bool has = false;
+        for (const auto& r : tmpl["spec"]["spec"]["devices"]["requests"]) has = has || r.value("name", "") == request;
+        if (!has) continue;
+        Json entry = WriteCase(c, pass.policy, cases_dir, id);
+        Json patch = c.conversion.patch;
+        Json pod = c.conversion.pod;
+        breaker(tmpl, patch, pod);
+        WriteFile(cases_dir / id / "patch.json", patch.dump());
+        WriteFile(cases_dir / id / "expected.json", pod.dump());
+        WriteFile(cases_dir / id / "templates.json", Json::array({tmpl}).dump());
+        entry["name"] = id + " (" + entry["name"].get<std::string>() + ")";
+        index["controls"].push_back(entry);
+        wants[id] = want;
+        return;
+      }
+    }
+    ADD_FAILURE() << "no " << mode << " " << topo << " [" << variant << "] case with request " << request << " for " << id;
+  };
+  const std::string numa_attr = "resource.kubernetes.io/numaNode";
+  // The numaNode constraint loses its CPU request: the CPUs may come from any NUMA node.
+  control("control-cpu-untied", "grouped", "g4dn", "gpus-2+cpu", "cpu", "is not tied to", [&](Json& t, Json&, Json&) {
+    for (auto& k : t["spec"]["spec"]["devices"]["constraints"]) {
+      if (k.value("matchAttribute", "") != numa_attr) continue;
+      Json kept = Json::array();
+      for (const auto& r : k["requests"]) {
+        if (r != "cpu") kept.push_back(r);
+      }
+      k["requests"] = kept;
+    }
+  });
+  // One NUMA part's GPUs lose their CPUs (XE8640-like: one GPU and one CPU per NUMA node).
+  control("control-cpu-part", "grouped", "xe8640", "gpus-2+cpu-2", "gpu-part-1", "is not tied to", [&](Json& t, Json&, Json&) {
+    for (auto& k : t["spec"]["spec"]["devices"]["constraints"]) {
+      Json kept = Json::array();
+      for (const auto& r : k["requests"]) {
+        if (r != "gpu-part-1") kept.push_back(r);
+      }
+      k["requests"] = kept;
+    }
+  });
+  // The container's cpu is one more than the claim's CPUs: kubelet and scheduler count them twice.
+  control("control-cpu-pod", "grouped", "g4dn", "gpus-2+cpu", "cpu", "its claim's CPUs", [&](Json&, Json& patch, Json& pod) {
+    auto& cts = pod["spec"]["containers"];
+    for (std::size_t i = 0; i < cts.size(); ++i) {
+      bool lists = false;
+      for (const auto& cl : cts[i]["resources"].value("claims", Json::array())) lists = lists || cl.value("request", "") == "cpu";
+      if (!lists) continue;
+      for (const char* sec : {"requests", "limits"}) {
+        const std::string n = cts[i]["resources"][sec]["cpu"].get<std::string>();
+        const std::string more = std::to_string(std::stoll(n) + 1);
+        cts[i]["resources"][sec]["cpu"] = more;
+        patch.push_back({{"op", "replace"}, {"path", "/spec/containers/" + std::to_string(i) + "/resources/" + sec + "/cpu"}, {"value", more}});
+      }
+      return;
+    }
+  });
+  // More CPUs than any NUMA node has (the Pod asks for as many): the GPUs fit, their CPUs nowhere.
+  control("control-cpu-room", "grouped", "g4dn", "gpus-2+cpu", "cpu", "do the GPUs fit with their CPUs", [&](Json& t, Json& patch, Json& pod) {
+    for (auto& r : t["spec"]["spec"]["devices"]["requests"]) {
+      if (r["name"] == "cpu") r["exactly"]["capacity"]["requests"]["dra.cpu/cpu"] = "4096";
+    }
+    auto& cts = pod["spec"]["containers"];
+    for (std::size_t i = 0; i < cts.size(); ++i) {
+      for (const auto& cl : cts[i]["resources"].value("claims", Json::array())) {
+        if (cl.value("request", "") != "cpu") continue;
+        for (const char* sec : {"requests", "limits"}) {
+          cts[i]["resources"][sec]["cpu"] = "4096";
+          patch.push_back({{"op", "replace"}, {"path", "/spec/containers/" + std::to_string(i) + "/resources/" + sec + "/cpu"}, {"value", "4096"}});
+        }
+      }
+    }
+  });
+  // The NIC loses its pcieRoot tie to the GPU: another GPU's NIC, on another NUMA node, may come.
+  control("control-cpu-nic", "grouped", "xe8640", "gpus-1+nic-rdma+cpu-1", "gpu-nic", "off the CPUs' NUMA node", [&](Json& t, Json&, Json&) {
+    Json kept = Json::array();
+    for (const auto& k : t["spec"]["spec"]["devices"]["constraints"]) {
+      if (k.value("matchAttribute", "") == numa_attr) kept.push_back(k);
+    }
+    t["spec"]["spec"]["devices"]["constraints"] = kept;
+  });
+  // Individual mode: one CPU device fewer than the container's cpu.
+  control("control-cpu-individual", "individual", "g4dn", "gpus-2+cpu", "cpu", "its claim's CPUs", [&](Json& t, Json&, Json&) {
+    for (auto& r : t["spec"]["spec"]["devices"]["requests"]) {
+      if (r["name"] == "cpu") r["exactly"]["count"] = r["exactly"]["count"].get<int>() - 1;
+    }
+  });
+  WriteFile(cases_dir / "index.json", index.dump());
+
+  std::string out = RunCommand("python3 " + Quote((kTools / "apply_json_patch.py").string()) + " " +
+                                   Quote(cases_dir.string()) + " 2>&1",
+                               &rc);
+  Json py = Json::parse(out, nullptr, false);
+  ASSERT_TRUE(rc == 0 && !py.is_discarded()) << "apply_json_patch.py failed (" << rc << "): " << out.substr(0, 2000);
+  EXPECT_EQ(py.value("checked", 0), static_cast<int>(cases + index["controls"].size()));
+  for (const auto& failure : py["failures"]) {
+    if (failure.value("case", "").rfind("control-", 0) != 0) ADD_FAILURE() << "json patch: " << failure.dump();
+  }
+  out = RunCommand("cd " + Quote(kTools.string()) + " && node check_mutation.mjs " + Quote(cases_dir.string()) + " 2>&1", &rc);
+  Json js = Json::parse(out, nullptr, false);
+  ASSERT_TRUE(!js.is_discarded()) << "check_mutation.mjs failed (" << rc << "): " << out.substr(0, 4000);
+  for (const auto& line : js["log"]) std::cout << "  " << line.get<std::string>() << "\n";
+  // Defects of the conversion under mutation.cpu that this check found (reported on issue 32; the
+  // mutation module is fixed apart). Each is matched narrowly, printed, and must still occur: once
+  // fixed, its entry here goes.
+  //  A. individual mode: a CPU request of more devices than a claim holds (count N > 32, N CPUs +
+  //     GPUs > 32): the API server rejects the template; DG013 denies it too.
+  //  B. several containers with GPUs: each container's CPUs are planned alone, so the Pod is
+  //     restricted to nodes where the containers' GPUs and CPUs do not fit together (4 containers of
+  //     8 CPUs on a node with 8 CPUs per NUMA node; 4 x 4 GPUs sent to 8-GPU nodes because the
+  //     16-GPU nodes have too few CPUs).
+  std::set<std::string> several;  // "topology | label [variant]" of Pods with several GPU containers
+  for (const auto& pass : cf.passes) {
+    for (const auto& c : pass.converted) {
+      if (c.profile.entries.size() >= 2) several.insert(CaseName(*c.topo, *c.pod));
+    }
+  }
+  auto known = [&](const std::string& f) -> std::string {
+    const bool too_many = f.find("outside 1..32") != std::string::npos || f.find("a claim holds at most 32") != std::string::npos;
+    if (too_many && f.find("[gpus-2+cpu]") != std::string::npos) return "A";
+    const bool unplaceable = f.find("cannot be allocated on any allowed node") != std::string::npos ||
+                             f.find("do the GPUs fit with their CPUs") != std::string::npos;
+    if (unplaceable) {
+      for (const auto& name : several) {
+        if (f.rfind(name + ": ", 0) == 0) return "B";
+      }
+    }
+    return "";
+  };
+  std::map<std::string, int> known_seen;
+  int shown = 0, unknown = 0;
+  for (const auto& failure : js["failures"]) {
+    const std::string f = failure.get<std::string>();
+    const std::string k = known(f);
+    if (!k.empty()) {
+      known_seen[k]++;
+      std::cout << "  known defect " << k << ": " << f.substr(0, 400) << "\n";
+      continue;
+    }
+    ++unknown;
+    if (++shown <= 60) ADD_FAILURE() << f;
+  }
+  EXPECT_EQ(unknown, 0) << unknown << " failures (first 60 shown)";
+  for (const char* k : {"A", "B"}) {
+    EXPECT_GT(known_seen[k], 0) << "known defect " << k << " no longer occurs: remove it from the list";
+  }
+  EXPECT_EQ(wants.size(), 6u);
+  for (const auto& [id, want] : wants) {
+    const Json& got = js["controls"].value(id, Json::array());
+    std::string hit;
+    for (const auto& m : got) {
+      if (hit.empty() && m.get<std::string>().find(want) != std::string::npos) hit = m.get<std::string>();
+    }
+    EXPECT_FALSE(hit.empty()) << id << ": check_mutation.mjs did not say \"" << want << "\": " << got.dump();
+    if (!hit.empty()) std::cout << "  " << id << " caught: " << hit.substr(0, 240) << "\n";
+  }
+  const Json& s = js["summary"];
+  std::cout << "CPU fixtures summary: " << cases << " converted cases; CPU templates " << s.value("cpuTemplates", 0)
+            << ", GPU sets tied to CPUs " << s.value("cpuSets", 0) << ", device sets " << s.value("sets", 0)
+            << ", failures " << js["failures"].size() << "\n";
+  EXPECT_EQ(s.value("pods", 0), static_cast<int>(cases + index["controls"].size()));
+  EXPECT_GT(s.value("cpuTemplates", 0), 200);
+  EXPECT_GT(s.value("cpuSets", 0), 100);
+  EXPECT_GT(s.value("cpuParts", 0), 0) << "no claim split into NUMA parts was enumerated";
+  EXPECT_GT(s.value("cpuContainers", 0), 200);
+  std::set<std::string> files;
+  for (const auto& t : F().topologies) {
+    for (const auto& [node, file] : t.files) files.insert(file);
+  }
+  EXPECT_EQ(s.value("numaFiles", 0), static_cast<int>(files.size())) << "CPUs per NUMA node not read from every export";
+
+  // draguard's own validating rules (DG005, DG016 deny under a CPU mode) accept the result.
+  static const engine::Registry kRegistry = engine::DefaultRegistry();
+  const auto now = std::chrono::system_clock::time_point{} + std::chrono::hours(24 * 365 * 56);
+  int reviewed = 0, dg013_known = 0;
+  for (const auto& pass : cf.passes) {
+    std::set<std::string> templates_seen;
+    for (const auto& c : pass.converted) {
+      auto review = [&](const Json& object, const std::string& what) {
+        auto req = RequestFor(object, c.pod->ns);
+        engine::RuleInput in{req, pass.policy, c.topo->snapshot.get(), now};
+        auto d = engine::Decide(engine::Evaluate(in, kRegistry), pass.policy);
+        const std::string message = d.response.status ? d.response.status->message : std::string("?");
+        if (!d.response.allowed && pass.mode == "individual" && message.find("DG013") != std::string::npos &&
+            message.find("a claim holds at most 32") != std::string::npos) {
+          ++dg013_known;  // known defect A
+          return;
+        }
+        EXPECT_TRUE(d.denied_rules.empty() && d.response.allowed)
+            << pass.mode << " " << CaseName(*c.topo, *c.pod) << ": " << what << " denied: " << message;
+        for (const auto& e : d.error_rules) ADD_FAILURE() << CaseName(*c.topo, *c.pod) << ": " << what << " rule error " << e;
+        ++reviewed;
+      };
+      review(c.conversion.pod, "Pod");
+      for (const auto& t : c.conversion.templates) {
+        if (templates_seen.insert(c.topo->name + "/" + c.pod->ns + "/" + t.name).second) review(t.object, "ResourceClaimTemplate");
+      }
+    }
+  }
+  std::cout << "engine under mutation.cpu: " << reviewed << " converted Pods and templates reviewed; " << dg013_known
+            << " templates denied by DG013 (known defect A)\n";
+  EXPECT_GT(dg013_known, 0) << "known defect A no longer occurs: remove it from the list";
 }
 
 // draguard's own validating rules accept what its mutation produced.

@@ -17,6 +17,31 @@
 //     from test/data/hwloc/ground-truth.md (host bridges, local NUMA nodes, NVLink matrices);
 //   - at least one node can allocate the whole claim, and memory floors admit the GPUs whose
 //     marketed memory meets them.
+//
+// CPUs in claims (cases converted under mutation.cpu, "cpuMode" grouped or individual): every
+// request of class index.cpuClass is a CPU request of N CPUs (grouped: count 1 and capacity
+// dra.cpu/cpu N; individual: count N). CPU devices are NOT enumerated (a node publishes one per
+// logical CPU in individual mode: C(80, 8) sets on one NUMA node of lassen); what is checked
+// instead, per template with a CPU request:
+//   (a) a proof from the constraints: every GPU request a container lists shares a
+//       matchAttribute resource.kubernetes.io/numaNode constraint (a request name covers its
+//       subrequests) with one of its CPU requests and every CPU request with one of its GPU
+//       requests, and every NIC request is tied to such a GPU request by pcieRoot or numaNode;
+//       on every node the Pod may use, every GPU device a tied request could receive publishes a
+//       numaNode equal to the ground truth's single NUMA node of that GPU (devices without the
+//       attribute cannot meet the constraint). CPU devices are assumed to publish their own NUMA
+//       node, as dra-driver-cpu does; the CPUs of each NUMA node are the cpuset of its NUMANode
+//       object in the hwloc export, read here from the XML and compared with draguard's model
+//       (index numaNodes) and with the totals of ground-truth.md (numanodes=, pus=), which does
+//       not list PUs per NUMA node;
+//   (b) every GPU set (with its NICs) the claim allows, restricted by the numaNode constraint,
+//       is enumerated and its GPUs and NICs are local to the NUMA node the CPUs must then come
+//       from, per ground truth (with parts, each part on its own);
+//   (c) satisfiability per NUMA node: on at least one allowed node the whole claim fits with,
+//       on every NUMA node, at most as many CPUs asked for as the node has;
+//   (d) the Pod: a container listing CPU requests has requests.cpu = limits.cpu = their sum N,
+//       which is the whole cpu the original container asked for, and lists every CPU request
+//       tied to its GPUs; a regular container with full GPUs and whole CPUs lists one.
 import {readFileSync, existsSync} from 'node:fs'
 import {join} from 'node:path'
 import {env, Quantity, toCel} from './cel_env.mjs'
@@ -50,10 +75,12 @@ function parseGroundTruth (text) {
     const l = lines[i]
     let m = /^### `([^`]+)`/.exec(l)
     if (m) {
-      cur = files[m[1]] = {gpus: {}, nics: {}, nvml: {}, nvlink: null}
+      cur = files[m[1]] = {gpus: {}, nics: {}, nvml: {}, nvlink: null, numanodes: undefined, pus: undefined}
       continue
     }
     if (!cur) continue
+    m = /^packages=\d+ numanodes=(\d+) pus=(\d+)/.exec(l)
+    if (m) { cur.numanodes = Number(m[1]); cur.pus = Number(m[2]); continue }
     if (l.startsWith('| ') && !l.startsWith('| GPU OS devices')) {
       const cols = l.split('|').slice(1, -1).map((s) => s.trim())
       if (cols.length === 8) {
@@ -143,6 +170,8 @@ DOMAINS = [...new Set([...DOMAINS, index.nicDriver])]
 const failureMap = new Map() // message -> {first case, count}
 const log = []
 const summary = {cases: 0, pods: 0, templates: 0, evaluations: 0, sets: 0, nodeChecks: 0, satisfiable: 0,
+  numaFiles: 0, cpuCases: 0, cpuTemplates: 0, cpuRequests: 0, cpuProofs: 0, cpuGpuDevicesChecked: 0, cpuGpuDevicesWithoutNuma: 0,
+  cpuSets: 0, cpuParts: 0, cpuRails: 0, cpuContainers: 0, cpuSatisfiable: 0, cpuNodesWithoutRoom: 0,
   migEntriesUnchecked: 0, ignoredAffinityKeys: 0, unknownMatches: 0, memoryUnknown: 0, podsInvalidBefore: 0, placements: {}, allowedButUnsatisfiable: 0, memoryChecks: 0, rails: 0}
 
 // Control cases (deliberately broken templates) collect their failures apart: each must fail.
@@ -158,6 +187,46 @@ const CLASS_SELECTORS = {
   [index.gpuClass]: "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
   [index.migClass]: "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'",
   [index.nicClass]: `device.driver == '${index.nicDriver}'`,
+}
+
+// ---- NUMA nodes and their CPUs ----------------------------------------------------------------
+// Logical CPUs in an hwloc bitmap string ("0x00ffffff,0xffffffff,,0x0": 32-bit words, empty = 0).
+function bitmapWeight (text) {
+  let n = 0
+  for (const word of text.split(',')) {
+    const hex = word.replace(/^0x/, '')
+    for (const ch of hex) {
+      let v = parseInt(ch, 16)
+      while (v) { n += v & 1; v >>= 1 }
+    }
+  }
+  return n
+}
+
+// NUMA node OS index -> CPUs, from the export's NUMANode objects (their cpuset), compared with
+// draguard's model (index numaNodes) and with ground-truth.md's totals. Read once per file.
+const xmlNumaCache = new Map()
+function numaCpusOf (tname, nname, n, gt) {
+  const model = new Map((n.numaNodes || []).map((x) => [x.os, x.cpus]))
+  if (!n.xml) return model
+  let xml = xmlNumaCache.get(n.xml)
+  if (!xml) {
+    xml = new Map()
+    const text = readFileSync(n.xml, 'utf8')
+    for (const m of text.matchAll(/<object type="NUMANode"([^>]*)>/g)) {
+      const os = /\sos_index="(\d+)"/.exec(m[1])
+      const cpuset = /\scpuset="([^"]*)"/.exec(m[1])
+      if (os) xml.set(Number(os[1]), cpuset ? bitmapWeight(cpuset[1]) : 0)
+    }
+    xmlNumaCache.set(n.xml, xml)
+    summary.numaFiles++
+    const total = [...xml.values()].reduce((a, b) => a + b, 0)
+    if (gt.numanodes !== undefined && gt.numanodes !== xml.size) fail(tname, `${n.file}: ${xml.size} NUMANode objects, ground truth numanodes=${gt.numanodes}`)
+    if (gt.pus !== undefined && gt.pus !== total) fail(tname, `${n.file}: the NUMA nodes' cpusets hold ${total} CPUs, ground truth pus=${gt.pus}`)
+  }
+  const show = (m) => JSON.stringify([...m].sort((a, b) => a[0] - b[0]))
+  if (show(xml) !== show(model)) fail(tname, `${n.file} (${nname}): CPUs per NUMA node ${show(model)} in draguard's model, ${show(xml)} in the export's NUMANode cpusets`)
+  return xml
 }
 
 // Nodes with their devices, CEL values and ground truth.
@@ -192,7 +261,7 @@ for (const [tname, topo] of Object.entries(index.topologies)) {
       }
       return dev
     })
-    nodes[tname][nname] = {name: nname, file: n.file, shape: n.shape, gt, devices}
+    nodes[tname][nname] = {name: nname, file: n.file, shape: n.shape, gt, devices, numaCpus: numaCpusOf(tname, nname, n, gt)}
   }
 }
 
@@ -319,8 +388,93 @@ function misaligned (placement, gpus, nic, node) {
   }
 }
 
+// ---- CPUs in claims -------------------------------------------------------------------------
+const NUMA_ATTR = 'resource.kubernetes.io/numaNode'
+const PCIE_ATTR = 'resource.kubernetes.io/pcieRoot'
+const requestClasses = (r) => r.exactly ? [r.exactly.deviceClassName] : (r.firstAvailable || []).map((a) => a.deviceClassName)
+function numaOf (dev) {
+  const v = dev.attributes?.['resource.kubernetes.io']?.numaNode
+  return v && Number.isInteger(v.int) ? v.int : undefined
+}
+
+// Whole CPUs of a quantity ("16", 16, "16000m"); NaN otherwise.
+function wholeCpus (q) {
+  const t = String(q ?? '')
+  if (/^[0-9]+$/.test(t)) return Number(t)
+  const m = /^([0-9]+)m$/.exec(t)
+  if (m && Number(m[1]) % 1000 === 0) return Number(m[1]) / 1000
+  return NaN
+}
+
+// The CPU requests of a template and how its numaNode constraints tie requests (union-find over
+// request and subrequest names; a main name stands for all its subrequests): null without CPU
+// requests. cpus: name -> CPUs (NaN when not of the mode's form); tiedCpus(name): the CPUs of the
+// CPU requests tied to request or subrequest `name` (0 when none).
+const tiesCache = new Map()
+function cpuTies (tmpl, mode) {
+  const key = mode + '\u0000' + JSON.stringify(tmpl.spec?.spec?.devices)
+  if (tiesCache.has(key)) return tiesCache.get(key)
+  const devices = tmpl.spec.spec.devices
+  const reqs = devices.requests || []
+  const cpus = new Map()
+  for (const r of reqs) {
+    if (!requestClasses(r).includes(index.cpuClass)) continue
+    const a = r.exactly
+    let n = NaN
+    if (a && (a.allocationMode || 'ExactCount') === 'ExactCount' && !(a.selectors || []).length) {
+      const cap = a.capacity?.requests?.['dra.cpu/cpu']
+      if (mode === 'grouped' && (a.count ?? 1) === 1 && cap !== undefined) n = wholeCpus(cap)
+      if (mode === 'individual' && cap === undefined && Number.isInteger(a.count)) n = a.count
+    }
+    cpus.set(r.name, n)
+  }
+  let out = null
+  if (cpus.size) {
+    const names = []
+    for (const r of reqs) {
+      names.push(r.name)
+      for (const a of r.firstAvailable || []) names.push(r.name + '/' + a.name)
+    }
+    const parent = new Map(names.map((x) => [x, x]))
+    const find = (x) => { if (!parent.has(x)) return x; while (parent.get(x) !== x) x = parent.get(x); return x }
+    const union = (a, b) => { if (parent.has(a) && parent.has(b)) parent.set(find(a), find(b)) }
+    for (const c of devices.constraints || []) {
+      if (c.matchAttribute !== NUMA_ATTR) continue
+      const rs = (c.requests || []).length ? c.requests : reqs.map((r) => r.name)
+      for (const x of rs) union(x, rs[0])
+    }
+    // A main name stands for its subrequests: a subrequest is tied through its main request too.
+    const comps = (x) => [find(x), ...(x.includes('/') ? [find(x.split('/')[0])] : [])]
+    const cpuComp = new Map()
+    for (const [name, n] of cpus) cpuComp.set(find(name), (cpuComp.get(find(name)) || 0) + n)
+    const tiedCpus = (x) => comps(x).reduce((acc, k) => acc + (cpuComp.get(k) || 0), 0)
+    const tied = (a, b) => comps(a).some((k) => comps(b).includes(k))
+    const gpus = new Set(reqs.filter((r) => requestClasses(r).includes(index.gpuClass)).map((r) => r.name))
+    out = {cpus, gpus, tiedCpus, tied}
+  }
+  tiesCache.set(key, out)
+  return out
+}
+
+// (b): the GPUs (and NICs) of a set whose request is tied to CPUs must be local, per ground truth,
+// to the NUMA node they publish, which the CPUs then come from. Returns why not, or null, and
+// records the CPUs asked for on that NUMA node in set.cpuDemand.
+function cpuNumaProblem (set, gpus, nics, cpus) {
+  const v = numaOf(gpus[0])
+  if (v === undefined) return `GPU ${gpus[0].name}@${gpus[0].bus} publishes no ${NUMA_ATTR} yet is tied to CPUs`
+  for (const d of [...gpus, ...nics]) {
+    if (d.kind === 'gpu' && numaOf(d) !== v) return `GPUs of different ${NUMA_ATTR} (${numaOf(d)}, ${v}) under one constraint`
+    if (!d.gt || !d.gt.numa.includes(v)) {
+      return `{${[...gpus, ...nics].map((x) => `${x.name}@${x.bus}`).join(',')}} with ${cpus} CPUs of NUMA node ${v}: ${d.name}@${d.bus} is local to NUMA ${d.gt ? d.gt.numa.join('+') || '(none)' : '?'}, off the CPUs' NUMA node`
+    }
+  }
+  set.cpuDemand = (set.cpuDemand || []).concat([[v, cpus]])
+  if (!controlSink) summary.cpuSets++
+  return null
+}
+
 // Valid (gpu set, nic) choices of one entry of one alternative on one node.
-function entrySets (tmpl, entry, alt, altName, nicReq, node, caseName) {
+function entrySets (tmpl, entry, alt, altName, nicReq, node, caseName, ties = null, problems = []) {
   const names = [entry.request + (altName ? '/' + altName : '')]
   if (nicReq) names.push(nicReq.name)
   const constraints = (tmpl.spec.spec.devices.constraints || []).filter((c) => covers(c, names))
@@ -345,7 +499,14 @@ function entrySets (tmpl, entry, alt, altName, nicReq, node, caseName) {
         const vals = new Set(devs.map((d) => attrValue(d, c.matchAttribute)))
         if (vals.has(undefined) || vals.size > 1) { ok = false; break }
       }
-      if (ok) out.push({gpus: set, nic})
+      if (!ok) continue
+      const choice = {gpus: set, nic}
+      const cpus = ties ? ties.tiedCpus(names[0]) : 0
+      if (cpus) {
+        const why = cpuNumaProblem(choice, set, nic ? [nic] : [], cpus)
+        if (why) { problems.push(`request ${names[0]} on ${node.name} (${node.file}) may get ${why}`); return out }
+      }
+      out.push(choice)
     }
   }
   return out
@@ -354,7 +515,7 @@ function entrySets (tmpl, entry, alt, altName, nicReq, node, caseName) {
 // Rails: N single-GPU requests <req>-rail-<i>, each with a NIC request <req>-rail-<i>-nic. Every
 // assignment of distinct devices that meets every matchAttribute constraint is enumerated; each
 // must have the GPUs aligned as `placement` says and every NIC under its own GPU's host bridge.
-function railSets (tmpl, entry, placement, node, caseName, problems) {
+function railSets (tmpl, entry, placement, node, caseName, problems, ties = null) {
   if (!controlSink) summary.rails++
   const devices = tmpl.spec.spec.devices
   const rails = []
@@ -391,7 +552,15 @@ function railSets (tmpl, entry, placement, node, caseName, problems) {
         if (!why && (!gpus[k].gt || !nics[k].gt || gpus[k].gt.bridge !== nics[k].gt.bridge)) why = `rail ${k}: NIC ${nics[k].name}@${nics[k].bus} is not under GPU ${gpus[k].bus}'s host bridge`
       })
       if (why) problems.push(`${tmpl.metadata.name} rails (placement ${placement}) on ${node.name} (${node.file}) may get ${why}`)
-      out.push({gpus, nic: null, nics})
+      const choice = {gpus, nic: null, nics}
+      const cpus = ties ? ties.tiedCpus(rails[0].gname) : 0
+      if (cpus) {
+        if (!controlSink) summary.cpuRails++
+        if (!rails.every((r) => ties.tied(r.gname, rails[0].gname))) problems.push(`${tmpl.metadata.name}: rails ${rails.map((r) => r.gname).join(', ')} are not all tied to the CPUs`)
+        const cwhy = cpuNumaProblem(choice, gpus, nics, cpus)
+        if (cwhy) problems.push(`${tmpl.metadata.name} rails on ${node.name} (${node.file}) may get ${cwhy}`)
+      }
+      out.push(choice)
       return
     }
     for (const g of rails[i].gpus) {
@@ -413,6 +582,65 @@ function railSets (tmpl, entry, placement, node, caseName, problems) {
   return out
 }
 
+// NUMA parts (GPUs that need several NUMA nodes): requests <req>-part-<i>, each with its share of
+// the GPUs and tied to its own CPU request. Every assignment of distinct devices meeting every
+// matchAttribute constraint is enumerated: all GPUs aligned as `placement` says, and each part's
+// GPUs local to the NUMA node its CPUs come from.
+function partSets (tmpl, entry, placement, node, caseName, problems, ties) {
+  const devices = tmpl.spec.spec.devices
+  const parts = []
+  for (let i = 0; ; i++) {
+    const r = devices.requests.find((x) => x.name === `${entry.request}-part-${i}`)
+    if (!r) break
+    if (!r.exactly) { problems.push(`${r.name} is not an exactly request`); return [] }
+    const what = `${tmpl.metadata.name} ${r.name} on ${node.name}`
+    parts.push({name: r.name, count: r.exactly.count ?? 1, cands: candidates(r.exactly, node, caseName, what), cpus: ties ? ties.tiedCpus(r.name) : 0})
+  }
+  if (!controlSink) summary.cpuParts++
+  const total = parts.reduce((a, p) => a + p.count, 0)
+  if (total !== entry.count) problems.push(`parts of ${entry.request} hold ${total} GPUs, the container asked for ${entry.count}`)
+  const constraints = (devices.constraints || []).filter((c) => c.matchAttribute)
+  const chosen = new Map() // part name -> devices
+  const holds = () => constraints.every((c) => {
+    const vals = new Set()
+    for (const [nm, devs] of chosen) {
+      if ((c.requests || []).length && !covers(c, [nm])) continue
+      for (const d of devs) vals.add(attrValue(d, c.matchAttribute))
+    }
+    return !vals.has(undefined) && vals.size <= 1
+  })
+  const out = []
+  const used = new Set()
+  let steps = 0
+  function dfs (i) {
+    if (++steps > 2000000 || problems.length > 20) return
+    if (i === parts.length) {
+      const gpus = parts.flatMap((p) => chosen.get(p.name))
+      const choice = {gpus, nic: null}
+      let why = misaligned(placement, gpus, null, node)
+      for (const p of parts) {
+        if (!why && p.cpus) why = cpuNumaProblem(choice, chosen.get(p.name), [], p.cpus)
+        if (!why && !p.cpus && ties) why = `${p.name} is tied to no CPU request`
+      }
+      if (why) problems.push(`${tmpl.metadata.name} parts (placement ${placement}) on ${node.name} (${node.file}) may get ${why}`)
+      out.push(choice)
+      return
+    }
+    const p = parts[i]
+    for (const set of subsets(p.cands.filter((d) => !used.has(d)), p.count, [])) {
+      chosen.set(p.name, set)
+      if (holds()) {
+        set.forEach((d) => used.add(d))
+        dfs(i + 1)
+        set.forEach((d) => used.delete(d))
+      }
+      chosen.delete(p.name)
+    }
+  }
+  dfs(0)
+  return out
+}
+
 const enumCache = new Map()
 
 function checkTemplateOnNode (c, tmpl, placements, node, ti) {
@@ -420,6 +648,7 @@ function checkTemplateOnNode (c, tmpl, placements, node, ti) {
   // Each converted container has a claim of its own: the entries that use this template.
   const entriesOf = c.templateEntries ? c.templateEntries[ti] : c.entries
   const reqs = tmpl.spec.spec.devices.requests
+  const ties = c.cpuMode && c.cpuMode !== 'none' ? cpuTies(tmpl, c.cpuMode) : null
   const perEntry = []
   const problems = []
   let sets = 0
@@ -427,7 +656,13 @@ function checkTemplateOnNode (c, tmpl, placements, node, ti) {
     const entry = entriesOf[e]
     const req = reqs.find((r) => r.name === entry.request)
     if (!req && entry.kind === 'gpu' && reqs.some((r) => r.name === `${entry.request}-rail-0`)) {
-      const r = railSets(tmpl, entry, placements[0], node, caseName, problems)
+      const r = railSets(tmpl, entry, placements[0], node, caseName, problems, ties)
+      sets += r.length
+      perEntry.push(r)
+      continue
+    }
+    if (!req && entry.kind === 'gpu' && reqs.some((r) => r.name === `${entry.request}-part-0`)) {
+      const r = partSets(tmpl, entry, placements[0], node, caseName, problems, ties)
       sets += r.length
       perEntry.push(r)
       continue
@@ -443,7 +678,7 @@ function checkTemplateOnNode (c, tmpl, placements, node, ti) {
     const classOf = (altName) => (altName && CLASS_OF[altName.replace(/-\d+$/, '')]) || placements[0]
     let chosenAny = []
     for (const [altName, alt] of alts) {
-      const s = entrySets(tmpl, entry, alt, altName, nicReq, node, caseName)
+      const s = entrySets(tmpl, entry, alt, altName, nicReq, node, caseName, ties, problems)
       if (s.length === 0) continue
       chosenAny = chosenAny.concat(s)
       for (const set of s) {
@@ -457,26 +692,39 @@ function checkTemplateOnNode (c, tmpl, placements, node, ti) {
     }
     perEntry.push(chosenAny)
   }
-  // The whole claim: disjoint sets for every entry.
+  // The whole claim: disjoint sets for every entry and, with CPUs (c), on every NUMA node at most
+  // as many CPUs asked for as it has (CPU devices are not enumerated: a NUMA node with that many
+  // CPUs has that many CPU devices, or a grouped device with that capacity).
   let steps = 0
   let undecided = false
   const used = new Set()
-  function dfs (e) {
+  const demand = new Map() // NUMA node -> CPUs asked for
+  function dfs (e, withCpus) {
     if (e === perEntry.length) return true
-    if (perEntry[e] === null) return dfs(e + 1)
+    if (perEntry[e] === null) return dfs(e + 1, withCpus)
     for (const s of perEntry[e]) {
       if (++steps > 2000000) { undecided = true; return false }
       const devs = [...s.gpus, ...(s.nic ? [s.nic] : []), ...(s.nics || [])]
       if (devs.some((d) => used.has(d))) continue
-      devs.forEach((d) => used.add(d))
-      const ok = dfs(e + 1)
-      devs.forEach((d) => used.delete(d))
-      if (ok) return true
+      const cpus = withCpus ? (s.cpuDemand || []) : []
+      for (const [v, n] of cpus) demand.set(v, (demand.get(v) || 0) + n)
+      if (cpus.every(([v]) => demand.get(v) <= (node.numaCpus.get(v) || 0))) {
+        devs.forEach((d) => used.add(d))
+        const ok = dfs(e + 1, withCpus)
+        devs.forEach((d) => used.delete(d))
+        if (ok) {
+          for (const [v, n] of cpus) demand.set(v, demand.get(v) - n)
+          return true
+        }
+      }
+      for (const [v, n] of cpus) demand.set(v, demand.get(v) - n)
     }
     return false
   }
-  const satisfiable = dfs(0)
-  return {problems, sets, satisfiable, undecided}
+  const satisfiable = dfs(0, true)
+  // Without the CPUs: whether the GPUs alone would fit (a claim that fails only on CPUs).
+  const gpuSatisfiable = satisfiable || (ties !== null && dfs(0, false))
+  return {problems, sets, satisfiable, gpuSatisfiable, undecided}
 }
 
 function allowedNodes (pod, tname) {
@@ -681,6 +929,118 @@ function checkMemory (c, templates) {
   }
 }
 
+// (a) and (d): the constraints prove the alignment, the GPU devices publish the ground truth's NUMA
+// node, and the Pod accounts the claim's CPUs once.
+const proofCache = new Map()
+function checkCpus (c, orig, pod, templates, allowed) {
+  const n = c.name
+  if (!controlSink) summary.cpuCases++
+  const byName = new Map(templates.map((t) => [t.metadata.name, t]))
+  const claimTemplate = new Map((pod.spec?.resourceClaims || [])
+    .filter((rc) => byName.has(rc.resourceClaimTemplateName)).map((rc) => [rc.name, byName.get(rc.resourceClaimTemplateName)]))
+  const listed = new Map() // template name -> CPU requests some container lists
+  for (const t of templates) {
+    const ties = cpuTies(t, c.cpuMode)
+    if (!ties) continue
+    if (!controlSink) { summary.cpuTemplates++; summary.cpuRequests += ties.cpus.size }
+    listed.set(t.metadata.name, new Set())
+    for (const [name, cpus] of ties.cpus) {
+      if (!(cpus >= 1)) fail(n, `${t.metadata.name}: CPU request ${name} is not of the ${c.cpuMode} form: ${JSON.stringify(t.spec.spec.devices.requests.find((r) => r.name === name))}`)
+    }
+    // On every node the Pod may use, the GPU devices a tied request could receive publish the
+    // ground truth's NUMA node.
+    for (const node of allowed) {
+      const key = JSON.stringify([c.topology, node.name, c.cpuMode, t.spec.spec.devices])
+      if (proofCache.has(key)) { for (const p of proofCache.get(key)) fail(n, p); continue }
+      const problems = []
+      for (const r of t.spec.spec.devices.requests) {
+        if (!ties.gpus.has(r.name)) continue
+        for (const [alt, altName] of r.exactly ? [[r.exactly, r.name]] : (r.firstAvailable || []).map((a) => [a, r.name + '/' + a.name])) {
+          if (!ties.tiedCpus(altName)) continue
+          for (const dev of candidates(alt, node, n, `${t.metadata.name} ${altName} on ${node.name}`)) {
+            const v = numaOf(dev)
+            if (!controlSink) summary.cpuGpuDevicesChecked++
+            if (v === undefined) { if (!controlSink) summary.cpuGpuDevicesWithoutNuma++; continue }
+            if (!dev.gt || dev.gt.numa.length !== 1 || dev.gt.numa[0] !== v) {
+              problems.push(`${t.metadata.name}: ${altName} on ${node.name} (${node.file}) may receive GPU ${dev.name}@${dev.bus}, which publishes ${NUMA_ATTR} ${v}; ground truth: local to NUMA ${dev.gt ? dev.gt.numa.join('+') || '(none)' : '?'}`)
+            }
+            if (!node.numaCpus.has(v)) problems.push(`${t.metadata.name}: GPU ${dev.name} on ${node.name} publishes NUMA node ${v}, which has no CPUs in the export`)
+          }
+        }
+      }
+      proofCache.set(key, problems)
+      for (const p of problems) fail(n, p)
+    }
+  }
+  for (const list of ['containers', 'initContainers']) {
+    (pod.spec?.[list] || []).forEach((ct, i) => {
+      const where = `${list}[${i}] ${ct.name}`
+      const byClaim = new Map()
+      for (const cl of ct.resources?.claims || []) {
+        if (!claimTemplate.has(cl.name)) continue
+        if (!byClaim.has(cl.name)) byClaim.set(cl.name, [])
+        byClaim.get(cl.name).push(cl.request || '')
+      }
+      let total = 0
+      let anyCpu = false
+      let anyGpu = false
+      for (const [claim, names0] of byClaim) {
+        const t = claimTemplate.get(claim)
+        const reqs = t.spec.spec.devices.requests
+        const names = names0.includes('') ? reqs.map((r) => r.name) : names0
+        if (reqs.some((r) => requestClasses(r).includes(index.gpuClass) && names.includes(r.name))) anyGpu = true
+        const ties = cpuTies(t, c.cpuMode)
+        if (!ties) continue
+        const gpuL = names.filter((x) => ties.gpus.has(x))
+        const cpuL = names.filter((x) => ties.cpus.has(x))
+        for (const x of cpuL) { listed.get(t.metadata.name).add(x); total += ties.cpus.get(x); anyCpu = true }
+        if (!controlSink) summary.cpuProofs++
+        // (a) Each GPU request with a CPU request of the container, each CPU request with a GPU
+        // request, by a numaNode constraint (every alternative of a firstAvailable request).
+        for (const g of gpuL) {
+          const r = reqs.find((x) => x.name === g)
+          const alts = r.exactly ? [g] : (r.firstAvailable || []).map((a) => g + '/' + a.name)
+          for (const a of alts) {
+            if (!cpuL.some((x) => ties.tied(a, x))) fail(n, `${t.metadata.name}: ${where}: GPU request ${a} is not tied to a CPU request it lists by matchAttribute ${NUMA_ATTR}: its CPUs may land off the GPUs' NUMA node`)
+          }
+        }
+        for (const x of cpuL) {
+          if (!gpuL.some((g) => ties.tied(g, x) || (reqs.find((r) => r.name === g).firstAvailable || []).every((a) => ties.tied(g + '/' + a.name, x)))) {
+            fail(n, `${t.metadata.name}: ${where}: CPU request ${x} is not tied to a GPU request it lists by matchAttribute ${NUMA_ATTR}: its CPUs may land off the GPUs' NUMA node`)
+          }
+        }
+        // NICs: tied to a GPU request that is tied to CPUs, by pcieRoot (the ground truth puts a
+        // host bridge's devices on its NUMA nodes; (b) checks each set) or numaNode.
+        for (const r of reqs) {
+          if (!requestClasses(r).includes(index.nicClass) || !names.includes(r.name)) continue
+          const ok = (t.spec.spec.devices.constraints || []).some((k) => (k.matchAttribute === PCIE_ATTR || k.matchAttribute === NUMA_ATTR) &&
+            covers(k, [r.name]) && gpuL.some((g) => covers(k, [g]) && ties.tiedCpus(g)))
+          if (!ok) fail(n, `${t.metadata.name}: ${where}: NIC request ${r.name} is tied to no GPU request that is tied to CPUs: the NIC may come from another NUMA node`)
+        }
+      }
+      // (d) The container accounts the claim's CPUs once: requests.cpu = limits.cpu = N, which is
+      // the whole cpu the original container asked for.
+      const before = (orig.spec?.[list] || []).find((b) => b.name === ct.name)
+      const origCpus = wholeCpus(before?.resources?.requests?.cpu ?? before?.resources?.limits?.cpu)
+      if (anyCpu) {
+        if (!controlSink) summary.cpuContainers++
+        const req = wholeCpus(ct.resources?.requests?.cpu)
+        const lim = wholeCpus(ct.resources?.limits?.cpu)
+        if (req !== total || lim !== total) fail(n, `${where}: requests.cpu ${ct.resources?.requests?.cpu} / limits.cpu ${ct.resources?.limits?.cpu}, its claim's CPUs ${total}`)
+        if (origCpus !== total) fail(n, `${where}: asked for cpu ${before?.resources?.requests?.cpu ?? before?.resources?.limits?.cpu}, its claim's CPUs ${total}`)
+      } else if (list === 'containers' && anyGpu && origCpus >= 1 && Number.isInteger(origCpus) &&
+                 [...byClaim.keys()].some((cl) => cpuTies(claimTemplate.get(cl), c.cpuMode) === null) &&
+                 ['limits', 'requests'].some((sec) => Number(before?.resources?.[sec]?.['nvidia.com/gpu'] || 0) >= 1)) {
+        fail(n, `${where}: full GPUs and ${origCpus} whole CPUs, yet its claim has no CPU request (mutation.cpu ${c.cpuMode})`)
+      }
+    })
+  }
+  for (const [tname, set] of listed) {
+    const ties = cpuTies(byName.get(tname), c.cpuMode)
+    for (const x of ties.cpus.keys()) if (!set.has(x)) fail(n, `${tname}: no container lists CPU request ${x}: its CPUs would be allocated to no container`)
+  }
+}
+
 function checkCase (c) {
   if (!controlSink) for (const p of c.placements.flat()) summary.placements[p] = (summary.placements[p] || 0) + 1
   const dir = join(root, c.id)
@@ -697,11 +1057,13 @@ function checkCase (c) {
     fail(c.name, 'the patched Pod may be scheduled on no node of the topology')
     return
   }
+  if (c.cpuMode && c.cpuMode !== 'none') checkCpus(c, orig, pod, templates, allowed)
   templates.forEach((t, ti) => {
     let satisfiable = false
+    let gpuSatisfiable = false
     for (const node of allowed) {
       summary.nodeChecks++
-      const key = JSON.stringify([c.topology, node.name, t.spec, c.templateEntries ? c.templateEntries[ti] : c.entries, c.nic, c.placements[ti]])
+      const key = JSON.stringify([c.topology, node.name, t.spec, c.templateEntries ? c.templateEntries[ti] : c.entries, c.nic, c.placements[ti], c.cpuMode || 'none'])
       let r = enumCache.get(key)
       if (!r) {
         r = checkTemplateOnNode(c, t, c.placements[ti], node, ti)
@@ -712,9 +1074,16 @@ function checkCase (c) {
       if (r.undecided) log.push(`${c.name}: ${t.metadata.name} on ${node.name}: search budget exhausted`)
       if (r.satisfiable) satisfiable = true
       else summary.allowedButUnsatisfiable++
+      if (r.gpuSatisfiable) gpuSatisfiable = true
+      if (r.gpuSatisfiable && !r.satisfiable && !controlSink) summary.cpuNodesWithoutRoom++
     }
-    if (satisfiable) summary.satisfiable++
-    else if (!c.entries.every((e) => e.kind === 'mig')) {
+    const tiesT = c.cpuMode && c.cpuMode !== 'none' ? cpuTies(t, c.cpuMode) : null
+    if (satisfiable) {
+      summary.satisfiable++
+      if (tiesT && !controlSink) summary.cpuSatisfiable++
+    } else if (tiesT && gpuSatisfiable) {
+      fail(c.name, `${t.metadata.name} (${t.metadata.annotations?.['draguard.io/profile']}): on no allowed node (${allowed.map((x) => x.name).join(', ')}) do the GPUs fit with their CPUs on a NUMA node that has them (CPUs per NUMA node: ${allowed.map((x) => `${x.name} ${JSON.stringify([...x.numaCpus])}`).join('; ')})`)
+    } else if (!c.entries.every((e) => e.kind === 'mig')) {
       fail(c.name, `${t.metadata.name} (${t.metadata.annotations?.['draguard.io/profile']}) cannot be allocated on any allowed node (${allowed.map((x) => x.name).join(', ')})`)
     }
   })
@@ -743,4 +1112,13 @@ log.push(`checked ${summary.cases} cases: ${summary.pods} pods, ${summary.templa
   `(${summary.memoryUnknown} skipped: memory unknown in the export); ${summary.unknownMatches} device matches rest on data the export lacks; ` +
   `${summary.podsInvalidBefore} original Pods already fail the schema (template variables); ` +
   `entries by placement: ${JSON.stringify(summary.placements)}`)
+if (summary.cpuCases) {
+  log.push(`CPUs in claims (CPU devices not enumerated): ${summary.cpuCases} cases, ${summary.cpuTemplates} templates with ` +
+    `${summary.cpuRequests} CPU requests, ${summary.cpuProofs} (container, claim) constraint proofs, ${summary.cpuContainers} containers ` +
+    `accounting their claim's CPUs; ${summary.cpuGpuDevicesChecked} (GPU device, request, node) numaNode checks against the ground truth ` +
+    `(${summary.cpuGpuDevicesWithoutNuma} devices without the attribute, excluded by the constraint); ${summary.cpuSets} GPU sets tied ` +
+    `to CPUs checked against their NUMA node (${summary.cpuParts} part and ${summary.cpuRails} rail enumerations); ${summary.cpuSatisfiable} ` +
+    `templates fit with their CPUs on some allowed node; ${summary.cpuNodesWithoutRoom} allowed nodes fit the GPUs but not the CPUs; ` +
+    `CPUs per NUMA node read from ${summary.numaFiles} exports`)
+}
 process.stdout.write(JSON.stringify({summary, failures, log, controls}))
