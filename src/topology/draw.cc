@@ -175,7 +175,7 @@ void Emit(const Box& b, std::string& out) {
   out += "</g>\n";
 }
 
-// Colours by request name, in order of first appearance over GPUs then NICs.
+// Colours by request name, in order of first appearance over GPUs, NICs, then NUMA nodes (CPUs).
 std::map<std::string, std::string> RequestColours(const DrawMarks& marks, std::vector<std::string>* order) {
   std::map<std::string, std::string> colours;
   auto add = [&](const std::vector<std::vector<std::string>>& per_device) {
@@ -189,6 +189,7 @@ std::map<std::string, std::string> RequestColours(const DrawMarks& marks, std::v
   };
   add(marks.gpu_requests);
   add(marks.nic_requests);
+  add(marks.numa_requests);
   return colours;
 }
 
@@ -267,7 +268,8 @@ DeviceBoxes MakeDevices(const NodeTopology& node, const DrawMarks& marks,
 
 // The root boxes (only roots with a GPU or NIC) by NUMA index (kNoIndex: no locality); the GPUs
 // and NICs without a root go to `unrooted`.
-Box MakeTree(const NodeTopology& node, DeviceBoxes devices) {
+Box MakeTree(const NodeTopology& node, DeviceBoxes devices, const DrawMarks& marks,
+             const std::map<std::string, std::string>& colours) {
   const Shape& s = *node.shape;
   std::vector<Box> roots(s.pcie_roots.size());
   std::vector<bool> used(s.pcie_roots.size(), false);
@@ -296,6 +298,12 @@ Box MakeTree(const NodeTopology& node, DeviceBoxes devices) {
     numa[k].lines.push_back("NUMA node P#" + std::to_string(m.os_index) + (m.subtype.empty() ? "" : " (" + m.subtype + ")"));
     numa[k].lines.push_back(std::to_string(m.cpus) + " CPUs · " + Bytes(m.memory_bytes));
     numa[k].data = " data-numa=\"" + std::to_string(m.os_index) + "\"";
+    if (k < marks.numa_requests.size() && !marks.numa_requests[k].empty()) {
+      numa[k].stroke = colours.at(marks.numa_requests[k].front());
+      numa[k].stroke_width = 4;
+      numa[k].lines.push_back("CPUs → " + JoinRequests(marks.numa_requests[k]));
+      numa[k].data += " data-requests=\"" + Escaped(JoinRequests(marks.numa_requests[k])) + "\"";
+    }
   }
   Box no_numa;
   no_numa.cls = "io";
@@ -453,7 +461,7 @@ std::string DrawSvg(const NodeTopology& node, const DrawMarks& marks) {
   const Shape& s = *node.shape;
   std::vector<std::string> order;
   const std::map<std::string, std::string> colours = RequestColours(marks, &order);
-  Box machine = MakeTree(node, MakeDevices(node, marks, colours));
+  Box machine = MakeTree(node, MakeDevices(node, marks, colours), marks, colours);
   std::size_t rdma = 0;
   for (const Nic& n : s.nics) rdma += n.rdma;
   machine.lines.push_back("Machine " + node.name);

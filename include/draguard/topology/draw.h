@@ -28,6 +28,9 @@ struct DrawMarks {
   std::vector<std::vector<std::string>> gpu_requests;
   /// Per NIC (parallel to Shape::nics, or empty): as gpu_requests.
   std::vector<std::vector<std::string>> nic_requests;
+  /// Per NUMA node (parallel to Shape::numa_nodes, or empty): the CPU requests that can take
+  /// their CPUs there; such a node is outlined in the colour of its first request.
+  std::vector<std::vector<std::string>> numa_requests;
   /// A refusal's reason, drawn as a red banner; empty when the claim was not refused.
   std::string miss;
   /// GPU indexes of the nearest miss, outlined in red.

@@ -67,6 +67,37 @@ TEST(PicturesTest, UnpinnedPodIsDrawnOnEveryShapeItMayLandOn) {
   }
 }
 
+// mutation.cpu: the NUMA nodes where the claim's CPU requests can take their CPUs (those of the
+// GPUs tied to them by numaNode) are marked with the requests.
+TEST(PicturesTest, CpuRequestsMarkTheNumaNodesOfTheirGpus) {
+  std::string yaml(policy::DefaultPolicyYaml());
+  yaml.erase(yaml.find("  cpu: {mode: none, deviceClass: dra.cpu}\n"), 42);
+  yaml.insert(yaml.find("\nmutation:\n") + 11, "  numaAlignment: numaNode\n  cpu: {mode: grouped}\n");
+  auto pol = policy::ParsePolicy(yaml);
+  ASSERT_TRUE(pol.ok()) << pol.status().message();
+  static const std::regex numa(R"re(<g class="numa" data-numa="(\d+)"( data-requests="([^"]*)")?)re");
+  auto marked = [](const std::string& svg) {
+    std::vector<std::string> out;
+    for (auto it = std::sregex_iterator(svg.begin(), svg.end(), numa); it != std::sregex_iterator(); ++it) {
+      out.push_back((*it)[1].str() + ":" + (*it)[3].str());
+    }
+    return out;
+  };
+  const auto one = DrawPlacements(testing::PodWith({{"nvidia.com/gpu", 2}, {"cpu", "16"}}), "ml", *pol,
+                                  testing::Topo(testing::kG4dn).get());
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(marked(one[0].svg), (std::vector<std::string>{"0:cpu", "1:cpu"}));
+  const auto parts = DrawPlacements(testing::PodWith({{"nvidia.com/gpu", 16}, {"cpu", "4"}}), "ml", *pol,
+                                    testing::Topo(testing::kDgx2h).get());
+  ASSERT_EQ(parts.size(), 1u);
+  EXPECT_EQ(marked(parts[0].svg), (std::vector<std::string>{"0:cpu-part-0, cpu-part-1", "1:cpu-part-0, cpu-part-1"}));
+  // Without mutation.cpu no NUMA node is marked.
+  const auto none = DrawPlacements(testing::PodWith({{"nvidia.com/gpu", 2}, {"cpu", "16"}}), "ml",
+                                   testing::DefaultPolicy(), testing::Topo(testing::kG4dn).get());
+  ASSERT_EQ(none.size(), 1u);
+  EXPECT_EQ(marked(none[0].svg), (std::vector<std::string>{"0:", "1:"}));
+}
+
 TEST(PicturesTest, RefusalShowsTheReasonAndTheNearestMiss) {
   const auto pol = testing::DefaultPolicy();
   const Json pod = testing::PodWith({{"nvidia.com/gpu", 2}}, {{"draguard.io/interconnect", "nvlink"}});

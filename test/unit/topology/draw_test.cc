@@ -305,6 +305,25 @@ TEST(DrawTest, HostileStringsStayWellFormed) {
             std::vector<std::string>{"topology of node<&>\xef\xbf\xbd"});
 }
 
+// A NUMA node that can take a CPU request's CPUs is outlined in the request's colour and says so.
+TEST(DrawTest, NumaNodesMarkTheirCpuRequests) {
+  auto node = HostileNode();
+  DrawMarks marks;
+  marks.gpu_requests = {{"gpu"}, {}};
+  marks.numa_requests.resize(node->shape->numa_nodes.size());
+  ASSERT_FALSE(marks.numa_requests.empty());
+  marks.numa_requests[0] = {"cpu"};
+  Svg svg(DrawSvg(*node, marks));
+  ASSERT_TRUE(svg.ok());
+  EXPECT_EQ(svg.Strings("//*[@class='numa'][@data-requests]/@data-requests"), std::vector<std::string>{"cpu"});
+  EXPECT_EQ(svg.Strings("//*[@class='legend']/*[local-name()='text']"),
+            (std::vector<std::string>{"request gpu", "request cpu"}));
+  const auto strokes = svg.Strings("//*[@class='numa'][@data-requests]/*[local-name()='rect']/@stroke");
+  ASSERT_EQ(strokes.size(), 1u);
+  EXPECT_NE(strokes[0], "#000000");
+  EXPECT_NE(DrawSvg(*node, marks), DrawSvg(*node));
+}
+
 TEST(DrawTest, MarksColourRequestsAndOutlineTheMiss) {
   auto node = HostileNode();
   DrawMarks marks;
