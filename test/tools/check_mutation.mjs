@@ -220,10 +220,10 @@ function numaCpusOf (tname, nname, n, gt) {
     }
     xmlNumaCache.set(n.xml, xml)
     summary.numaFiles++
-    const total = [...xml.values()].reduce((a, b) => a + b, 0)
-    if (gt.numanodes !== undefined && gt.numanodes !== xml.size) fail(tname, `${n.file}: ${xml.size} NUMANode objects, ground truth numanodes=${gt.numanodes}`)
-    if (gt.pus !== undefined && gt.pus !== total) fail(tname, `${n.file}: the NUMA nodes' cpusets hold ${total} CPUs, ground truth pus=${gt.pus}`)
   }
+  const total = [...xml.values()].reduce((a, b) => a + b, 0)
+  if (gt.numanodes !== undefined && gt.numanodes !== xml.size) fail(tname, `${n.file}: ${xml.size} NUMANode objects, ground truth numanodes=${gt.numanodes}`)
+  if (gt.pus !== undefined && gt.pus !== total) fail(tname, `${n.file}: the NUMA nodes' cpusets hold ${total} CPUs, ground truth pus=${gt.pus}`)
   const show = (m) => JSON.stringify([...m].sort((a, b) => a[0] - b[0]))
   if (show(xml) !== show(model)) fail(tname, `${n.file} (${nname}): CPUs per NUMA node ${show(model)} in draguard's model, ${show(xml)} in the export's NUMANode cpusets`)
   return xml
@@ -231,7 +231,11 @@ function numaCpusOf (tname, nname, n, gt) {
 
 // Nodes with their devices, CEL values and ground truth.
 const nodes = {} // topology -> node -> {...}
+// Control topologies (names starting with "control-": real ones with a device or a NUMA node's
+// CPUs altered on purpose) collect their failures apart, like control cases.
+const topologyControls = {}
 for (const [tname, topo] of Object.entries(index.topologies)) {
+  controlSink = tname.startsWith('control-') ? (topologyControls[tname] = []) : null
   nodes[tname] = {}
   for (const [nname, n] of Object.entries(topo.nodes)) {
     const gt = truth[n.file]
@@ -263,6 +267,7 @@ for (const [tname, topo] of Object.entries(index.topologies)) {
     })
     nodes[tname][nname] = {name: nname, file: n.file, shape: n.shape, gt, devices, numaCpus: numaCpusOf(tname, nname, n, gt)}
   }
+  controlSink = null
 }
 
 const evalCache = new Map()
@@ -1093,7 +1098,7 @@ for (const c of index.cases) {
   summary.cases++
   checkCase(c)
 }
-const controls = {}
+const controls = {...topologyControls}
 for (const c of index.controls || []) {
   controlSink = []
   checkCase(c)
