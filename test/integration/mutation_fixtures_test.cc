@@ -1007,6 +1007,48 @@ TEST_F(MutationFixtures, CpuInClaimsIndependentlyChecked) {
     control("control-cpu-gpu-numa", "grouped", "g4dn", "gpus-2+cpu", "cpu", "ground truth: local to NUMA 1", [](Json&, Json&, Json&) {});
     if (!index["controls"].empty()) index["controls"].back()["topology"] = "control-g4dn-lies";
   }
+  // Three claims of one Pod that fit each alone but not together: the container and two copies
+  // of it with copies of its claim (XE8640-like: 4 GPUs and one CPU on each of 4 NUMA nodes; each
+  // claim takes 2 GPUs and 2 CPUs in NUMA parts).
+  [&] {
+    for (const auto& c : cf.passes[0].converted) {
+      if (c.topo->name != "xe8640" || c.pod->variant != "gpus-2+cpu-2" || c.conversion.templates.size() != 1 ||
+          c.conversion.pod["spec"]["containers"].size() != 1) {
+        continue;
+      }
+      const std::string id = "control-cpu-together";
+      Json entry = WriteCase(c, cf.passes[0].policy, cases_dir, id);
+      Json pod = c.conversion.pod;
+      Json patch = c.conversion.patch;
+      const Json tmpl = c.conversion.templates[0].object;
+      Json templates = Json::array({tmpl});
+      const Json container = pod["spec"]["containers"][0];
+      for (int k = 1; k <= 2; ++k) {
+        Json copy = tmpl;
+        copy["metadata"]["name"] = tmpl["metadata"]["name"].get<std::string>() + "-" + std::to_string(k);
+        templates.push_back(copy);
+        const std::string claim = "draguard-copy-" + std::to_string(k);
+        Json rc_entry = {{"name", claim}, {"resourceClaimTemplateName", copy["metadata"]["name"]}};
+        pod["spec"]["resourceClaims"].push_back(rc_entry);
+        patch.push_back({{"op", "add"}, {"path", "/spec/resourceClaims/-"}, {"value", rc_entry}});
+        Json ct = container;
+        ct["name"] = container.value("name", "c") + "-" + std::to_string(k);
+        for (auto& cl : ct["resources"]["claims"]) cl["name"] = claim;
+        pod["spec"]["containers"].push_back(ct);
+        patch.push_back({{"op", "add"}, {"path", "/spec/containers/-"}, {"value", ct}});
+        entry["templateEntries"].push_back(entry["templateEntries"][0]);
+        entry["placements"].push_back(entry["placements"][0]);
+      }
+      WriteFile(cases_dir / id / "patch.json", patch.dump());
+      WriteFile(cases_dir / id / "expected.json", pod.dump());
+      WriteFile(cases_dir / id / "templates.json", templates.dump());
+      entry["name"] = id + " (" + entry["name"].get<std::string>() + ")";
+      index["controls"].push_back(entry);
+      wants[id] = "but on none together";
+      return;
+    }
+    ADD_FAILURE() << "no single-container grouped xe8640 [gpus-2+cpu-2] case for control-cpu-together";
+  }();
   WriteFile(cases_dir / "index.json", index.dump());
 
   std::string out = RunCommand("python3 " + Quote((kTools / "apply_json_patch.py").string()) + " " +
@@ -1066,7 +1108,7 @@ TEST_F(MutationFixtures, CpuInClaimsIndependentlyChecked) {
   for (const char* k : {"A", "B"}) {
     EXPECT_GT(known_seen[k], 0) << "known defect " << k << " no longer occurs: remove it from the list";
   }
-  EXPECT_EQ(wants.size(), 10u);
+  EXPECT_EQ(wants.size(), 11u);
   for (const auto& [id, want] : wants) {
     const Json& got = js["controls"].value(id, Json::array());
     std::string hit;
@@ -1079,6 +1121,7 @@ TEST_F(MutationFixtures, CpuInClaimsIndependentlyChecked) {
   const Json& s = js["summary"];
   std::cout << "CPU fixtures summary: " << cases << " converted cases; CPU templates " << s.value("cpuTemplates", 0)
             << ", GPU sets tied to CPUs " << s.value("cpuSets", 0) << ", device sets " << s.value("sets", 0)
+            << ", Pods with several claims allocated together " << s.value("podsTogether", 0)
             << ", failures " << js["failures"].size() << "\n";
   EXPECT_EQ(s.value("pods", 0), static_cast<int>(cases + index["controls"].size()));
   EXPECT_GT(s.value("cpuTemplates", 0), 200);

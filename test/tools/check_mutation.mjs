@@ -729,7 +729,7 @@ function checkTemplateOnNode (c, tmpl, placements, node, ti) {
   const satisfiable = dfs(0, true)
   // Without the CPUs: whether the GPUs alone would fit (a claim that fails only on CPUs).
   const gpuSatisfiable = satisfiable || (ties !== null && dfs(0, false))
-  return {problems, sets, satisfiable, gpuSatisfiable, undecided}
+  return {problems, sets, satisfiable, gpuSatisfiable, undecided, perEntry}
 }
 
 function allowedNodes (pod, tname) {
@@ -1063,6 +1063,7 @@ function checkCase (c) {
     return
   }
   if (c.cpuMode && c.cpuMode !== 'none') checkCpus(c, orig, pod, templates, allowed)
+  const perNode = new Map() // node name -> per template the enumeration result
   templates.forEach((t, ti) => {
     let satisfiable = false
     let gpuSatisfiable = false
@@ -1075,6 +1076,8 @@ function checkCase (c) {
         enumCache.set(key, r)
         summary.sets += r.sets
       }
+      if (!perNode.has(node.name)) perNode.set(node.name, [])
+      perNode.get(node.name).push(r)
       for (const p of r.problems) fail(c.name, `${t.metadata.name}: ${p}`)
       if (r.undecided) log.push(`${c.name}: ${t.metadata.name} on ${node.name}: search budget exhausted`)
       if (r.satisfiable) satisfiable = true
@@ -1092,6 +1095,44 @@ function checkCase (c) {
       fail(c.name, `${t.metadata.name} (${t.metadata.annotations?.['draguard.io/profile']}) cannot be allocated on any allowed node (${allowed.map((x) => x.name).join(', ')})`)
     }
   })
+  // Several templates: the Pod's claims are allocated on one node together, with distinct devices
+  // and, with CPUs, within each NUMA node's CPUs.
+  if (templates.length < 2) return
+  let together = false
+  let undecided = false
+  for (const node of allowed) {
+    const rs = perNode.get(node.name) || []
+    if (rs.length !== templates.length || !rs.every((r) => r.satisfiable)) continue
+    const lists = rs.flatMap((r) => r.perEntry)
+    const used = new Set()
+    const demand = new Map()
+    let steps = 0
+    const dfs = (e) => {
+      if (e === lists.length) return true
+      if (lists[e] === null) return dfs(e + 1)
+      for (const s of lists[e]) {
+        if (++steps > 2000000) { undecided = true; return false }
+        const devs = [...s.gpus, ...(s.nic ? [s.nic] : []), ...(s.nics || [])]
+        if (devs.some((d) => used.has(d))) continue
+        const cpus = s.cpuDemand || []
+        for (const [v, n] of cpus) demand.set(v, (demand.get(v) || 0) + n)
+        let ok = false
+        if (cpus.every(([v]) => demand.get(v) <= (node.numaCpus.get(v) || 0))) {
+          devs.forEach((d) => used.add(d))
+          ok = dfs(e + 1)
+          devs.forEach((d) => used.delete(d))
+        }
+        for (const [v, n] of cpus) demand.set(v, demand.get(v) - n)
+        if (ok) return true
+      }
+      return false
+    }
+    if (dfs(0)) { together = true; break }
+  }
+  if (!controlSink) summary.podsTogether = (summary.podsTogether || 0) + (together ? 1 : 0)
+  if (!together && !undecided && templates.every((t, ti) => allowed.some((node) => (perNode.get(node.name) || [])[ti]?.satisfiable))) {
+    fail(c.name, `the Pod's ${templates.length} claims (${templates.map((t) => t.metadata.name).join(', ')}) fit each on some allowed node, but on none together (${allowed.map((x) => x.name).join(', ')})`)
+  }
 }
 
 for (const c of index.cases) {
