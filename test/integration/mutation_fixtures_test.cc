@@ -834,7 +834,15 @@ TEST_F(MutationFixtures, CpuInClaimsIndependentlyChecked) {
   int rc = 0;
   RunCommand("python3 -c 'import jsonpatch' 2>/dev/null", &rc);
   ASSERT_EQ(rc, 0) << "python3 cannot import jsonpatch; install python3-jsonpatch (scripts/install-deps.sh)";
+  auto phase_start = std::chrono::steady_clock::now();
+  std::vector<std::pair<std::string, long long>> phases;  // phase, ms
+  auto phase = [&](const std::string& name) {
+    const auto now = std::chrono::steady_clock::now();
+    phases.emplace_back(name, std::chrono::duration_cast<std::chrono::milliseconds>(now - phase_start).count());
+    phase_start = now;
+  };
   const CpuFixtures& cf = CpuF(F());
+  phase("convert");
   for (const auto& e : cf.errors) ADD_FAILURE() << e;
   ASSERT_EQ(cf.passes.size(), 2u);
 
@@ -1050,10 +1058,12 @@ TEST_F(MutationFixtures, CpuInClaimsIndependentlyChecked) {
     ADD_FAILURE() << "no single-container grouped xe8640 [gpus-2+cpu-2] case for control-cpu-together";
   }();
   WriteFile(cases_dir / "index.json", index.dump());
+  phase("write cases");
 
   std::string out = RunCommand("python3 " + Quote((kTools / "apply_json_patch.py").string()) + " " +
                                    Quote(cases_dir.string()) + " 2>&1",
                                &rc);
+  phase("python3-jsonpatch");
   Json py = Json::parse(out, nullptr, false);
   ASSERT_TRUE(rc == 0 && !py.is_discarded()) << "apply_json_patch.py failed (" << rc << "): " << out.substr(0, 2000);
   EXPECT_EQ(py.value("checked", 0), static_cast<int>(cases + index["controls"].size()));
@@ -1061,6 +1071,7 @@ TEST_F(MutationFixtures, CpuInClaimsIndependentlyChecked) {
     if (failure.value("case", "").rfind("control-", 0) != 0) ADD_FAILURE() << "json patch: " << failure.dump();
   }
   out = RunCommand("cd " + Quote(kTools.string()) + " && node check_mutation.mjs " + Quote(cases_dir.string()) + " 2>&1", &rc);
+  phase("check_mutation.mjs");
   Json js = Json::parse(out, nullptr, false);
   ASSERT_TRUE(!js.is_discarded()) << "check_mutation.mjs failed (" << rc << "): " << out.substr(0, 4000);
   for (const auto& line : js["log"]) std::cout << "  " << line.get<std::string>() << "\n";
@@ -1164,6 +1175,10 @@ TEST_F(MutationFixtures, CpuInClaimsIndependentlyChecked) {
   }
   std::cout << "engine under mutation.cpu: " << reviewed << " converted Pods and templates reviewed; " << dg013_known
             << " templates denied by DG013 (known defect A)\n";
+  phase("engine");
+  std::cout << "CPU fixtures time:";
+  for (const auto& [name, ms] : phases) std::cout << " " << name << " " << ms << " ms;";
+  std::cout << "\n";
   EXPECT_GT(dg013_known, 0) << "known defect A no longer occurs: remove it from the list";
 }
 

@@ -1157,6 +1157,7 @@ log.push(`checked ${summary.cases} cases: ${summary.pods} pods, ${summary.templa
   `${summary.ignoredAffinityKeys} non-draguard affinity requirements ignored; ${summary.memoryChecks} memory-floor checks ` +
   `(${summary.memoryUnknown} skipped: memory unknown in the export); ${summary.unknownMatches} device matches rest on data the export lacks; ` +
   `${summary.podsInvalidBefore} original Pods already fail the schema (template variables); ` +
+  `${summary.podsTogether || 0} Pods with several claims fit one node together; ` +
   `entries by placement: ${JSON.stringify(summary.placements)}`)
 if (summary.cpuCases) {
   log.push(`CPUs in claims (CPU devices not enumerated): ${summary.cpuCases} cases, ${summary.cpuTemplates} templates with ` +
