@@ -1139,6 +1139,9 @@ TEST_F(MutationFixtures, CpuInClaimsIndependentlyChecked) {
   EXPECT_GT(s.value("cpuSets", 0), 100);
   EXPECT_GT(s.value("cpuParts", 0), 0) << "no claim split into NUMA parts was enumerated";
   EXPECT_GT(s.value("cpuContainers", 0), 200);
+  EXPECT_GT(s.value("cpuProofs", 0), 200);
+  EXPECT_GT(s.value("cpuGpuDevicesChecked", 0), 100) << "no GPU device's numaNode was compared with the ground truth";
+  EXPECT_GT(s.value("cpuSatisfiable", 0), 200);
   std::set<std::string> files;
   for (const auto& t : F().topologies) {
     for (const auto& [node, file] : t.files) files.insert(file);
