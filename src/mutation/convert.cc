@@ -1,7 +1,9 @@
 // Converting Pods (and offline, workloads) into DRA form (see mutation.h).
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "draguard/dra/pod_specs.h"
 #include "draguard/dra/satisfiability.h"
@@ -103,6 +105,38 @@ std::string JointlyUnsatisfiable(const std::vector<const GeneratedTemplate*>& te
   auto report = dra::CheckSatisfiable(merged, policy, topology);
   if (report.verdict != dra::SatisfiabilityReport::Verdict::kUnsatisfiable) return "";
   return "no node can hold all their devices at once: " + report.message;
+}
+
+// Whether the NUMA-local needs `ties` (mutation.cpu: GPUs and CPUs that one numaNode constraint
+// keeps on one NUMA node) fit the NUMA nodes of `shape` together: GPUs that publish
+// resource.kubernetes.io/numaNode and CPUs, each used once. A bounded search; running out of its
+// budget counts as fitting (the scheduler decides).
+bool NumaNeedsFit(const topology::Shape& shape, std::vector<internal::CpuTie> ties) {
+  std::vector<int64_t> gpus(shape.numa_nodes.size(), 0), cpus(shape.numa_nodes.size(), 0);
+  for (std::size_t k = 0; k < shape.numa_nodes.size(); ++k) cpus[k] = shape.numa_nodes[k].cpus;
+  for (const auto& g : shape.gpus) {
+    if (g.numa_nodes.size() != 1 || shape.numa_nodes.size() < 2) continue;  // no numaNode published
+    const uint32_t k = shape.NumaIndex(g.numa_nodes.front());
+    if (k < gpus.size()) ++gpus[k];
+  }
+  std::sort(ties.begin(), ties.end(), [](const internal::CpuTie& a, const internal::CpuTie& b) {
+    return std::tie(a.cpus, a.gpus) > std::tie(b.cpus, b.gpus);
+  });
+  int budget = 100000;
+  std::function<bool(std::size_t)> place = [&](std::size_t i) {
+    if (i == ties.size() || --budget <= 0) return true;
+    for (std::size_t k = 0; k < gpus.size(); ++k) {
+      if (gpus[k] < ties[i].gpus || cpus[k] < ties[i].cpus) continue;
+      gpus[k] -= ties[i].gpus;
+      cpus[k] -= ties[i].cpus;
+      const bool ok = place(i + 1);
+      gpus[k] += ties[i].gpus;
+      cpus[k] += ties[i].cpus;
+      if (ok) return true;
+    }
+    return false;
+  };
+  return place(0);
 }
 
 // Where a Pod may run: named nodes, or (when `nodes` is empty) shapes.
@@ -254,6 +288,48 @@ std::vector<const GeneratedTemplate*> TemplatesNamed(const std::vector<std::stri
   return out;
 }
 
+// With CPUs in several claims of a Pod (mutation.cpu; each claim was planned alone): narrows
+// `where` to the shapes whose NUMA nodes hold every claim's GPUs with their CPUs at once. Returns
+// why no shape does, or "".
+std::string KeepShapesWithNumaRoom(const std::vector<const GeneratedTemplate*>& templates, const policy::Policy& policy,
+                                   const topology::Snapshot& topology, std::optional<Restriction>& where) {
+  std::vector<internal::CpuTie> ties;
+  for (const auto* t : templates) {
+    auto more = internal::CpuTies(t->object, policy);
+    ties.insert(ties.end(), more.begin(), more.end());
+  }
+  if (ties.size() < 2) return "";
+  std::vector<std::string> fit;
+  std::size_t candidates = 0;
+  for (const topology::ShapeGroup& g : topology.shapes()) {
+    if (g.shape->gpus.empty()) continue;
+    if (where) {
+      bool allowed = false;
+      if (!where->nodes.empty()) {
+        for (const auto& n : g.nodes) allowed = allowed || std::binary_search(where->nodes.begin(), where->nodes.end(), n);
+      } else {
+        allowed = std::binary_search(where->shapes.begin(), where->shapes.end(), g.shape->fingerprint);
+      }
+      if (!allowed) continue;
+    }
+    ++candidates;
+    if (NumaNeedsFit(*g.shape, ties)) fit.push_back(g.shape->fingerprint);
+  }
+  if (fit.empty()) {
+    std::string needs;
+    for (const auto& t : ties) {
+      needs += (needs.empty() ? "" : ", ") + std::to_string(t.gpus) + " GPUs with " + std::to_string(t.cpus) + " CPUs";
+    }
+    return "no node they may use has NUMA nodes for all their GPUs with their CPUs at once (mutation.cpu: " + needs +
+           ", each on one NUMA node)";
+  }
+  if (fit.size() == candidates) return "";  // every shape it may use: nothing to narrow
+  std::sort(fit.begin(), fit.end());
+  const Restriction room{{}, fit};
+  where = where ? Intersect(*where, room, &topology, policy) : Intersect(room, room, &topology, policy);
+  return "";
+}
+
 // Gives every entry of `profile` its claim and template in `out.pod` (`covered`: per entry, the
 // containers it covers), and restricts the Pod to the nodes that can place them all. Returns why
 // the Pod is refused, or "".
@@ -298,6 +374,12 @@ std::string ConvertEntries(const Json& pod, const ClaimProfile& profile,
   if (profile.entries.size() > 1 && topology != nullptr) {
     auto per_entry = TemplatesNamed(entry_templates, out.templates);
     if (std::string why = JointlyUnsatisfiable(per_entry, policy, *topology); !why.empty()) {
+      return "containers " + Quoted(containers) + " together: " + why;
+    }
+  }
+  if (topology != nullptr) {
+    if (std::string why = KeepShapesWithNumaRoom(TemplatesNamed(entry_templates, out.templates), policy, *topology, where);
+        !why.empty()) {
       return "containers " + Quoted(containers) + " together: " + why;
     }
   }

@@ -52,6 +52,19 @@ std::string DescribeProfile(const RequestProfile& profile);
 /// the template's spec and metadata (converted as a Pod created from it would be).
 admission::Json PodAt(const admission::Json& object, const dra::PodSpecLocation& loc);
 
+/// A CPU request of a generated claim (mutation.cpu) with the GPU requests its
+/// `matchAttribute: resource.kubernetes.io/numaNode` constraint keeps on its NUMA node.
+struct CpuTie {
+  std::string cpu_request;                ///< "cpu", "cpu-part-0", ...
+  int64_t cpus = 0;                       ///< CPUs it asks for (count, or dra.cpu/cpu capacity)
+  std::vector<std::string> gpu_requests;  ///< the GPU requests tied to it
+  int64_t gpus = 0;                       ///< GPUs those requests allocate
+};
+
+/// The CPU requests (classes of deviceClasses.cpu) of `claim` (a ResourceClaimTemplate) and what
+/// ties them to GPUs.
+std::vector<CpuTie> CpuTies(const admission::Json& claim, const policy::Policy& policy);
+
 /// Lower-case hex of the first `bytes` bytes of SHA-256(`data`).
 std::string Sha256Hex(std::string_view data, std::size_t bytes);
 

@@ -71,55 +71,25 @@ topology::DrawMarks Marks(const dra::ClaimPlacement& placement, const topology::
   return m;
 }
 
-// The CPUs a CPU request (a class of deviceClasses.cpu) of `claim` asks for: its count, or its
-// dra.cpu/cpu capacity (grouped mode); 0 when it reads neither.
-int64_t RequestedCpus(const Json& exactly) {
-  if (auto cap = exactly.find("capacity"); cap != exactly.end() && cap->is_object()) {
-    const Json* q = dra::Member(dra::Member(&*cap, "requests"), "dra.cpu/cpu");
-    if (q != nullptr && q->is_string()) {
-      auto bytes = internal::QuantityBytes(q->get<std::string>());
-      return bytes ? static_cast<int64_t>(*bytes) : 0;
-    }
-  }
-  auto count = exactly.find("count");
-  return count != exactly.end() && count->is_number_integer() ? count->get<int64_t>() : 1;
-}
-
 // CPU marks (mutation.cpu): a CPU request of `claim` tied by a numaNode matchAttribute to GPU
 // requests can take its CPUs on the NUMA node of each GPU those requests can receive, when the
 // node has the CPUs. The CPU driver is not simulated, so this is read from the constraint.
 void MarkCpus(const Json& claim, const policy::Policy& policy, const topology::NodeTopology& node,
               topology::DrawMarks& m) {
   const topology::Shape& s = *node.shape;
-  const Json* devices = dra::Member(dra::Member(dra::Member(&claim, "spec"), "spec"), "devices");
-  const Json* requests = dra::Member(devices, "requests");
-  const Json* constraints = dra::Member(devices, "constraints");
-  if (requests == nullptr || !requests->is_array() || constraints == nullptr || !constraints->is_array()) return;
+  const std::vector<internal::CpuTie> ties = internal::CpuTies(claim, policy);
+  if (ties.empty()) return;
   m.numa_requests.resize(s.numa_nodes.size());
-  for (const auto& r : *requests) {
-    const Json* exactly = dra::Member(&r, "exactly");
-    if (exactly == nullptr || !policy.device_classes.IsCpuClass(dra::StringMember(exactly, "deviceClassName"))) continue;
-    const std::string name = dra::StringMember(&r, "name");
-    const int64_t cpus = RequestedCpus(*exactly);
-    std::set<std::string> partners;
-    for (const auto& c : *constraints) {
-      if (dra::StringMember(&c, "matchAttribute") != "resource.kubernetes.io/numaNode") continue;
-      const Json* names = dra::Member(&c, "requests");
-      if (names == nullptr || !names->is_array() || std::find(names->begin(), names->end(), Json(name)) == names->end()) {
-        continue;
-      }
-      for (const auto& n : *names) {
-        if (n.is_string() && n != name) partners.insert(n.get<std::string>());
-      }
-    }
+  for (const auto& tie : ties) {
+    const std::set<std::string> partners(tie.gpu_requests.begin(), tie.gpu_requests.end());
     for (uint32_t g = 0; g < s.gpus.size() && g < m.gpu_requests.size(); ++g) {
       if (s.gpus[g].numa_nodes.size() != 1) continue;
       bool tied = false;
       for (const auto& req : m.gpu_requests[g]) tied = tied || partners.count(req.substr(0, req.find('/'))) != 0;
       const uint32_t k = s.NumaIndex(s.gpus[g].numa_nodes.front());
-      if (!tied || k >= s.numa_nodes.size() || static_cast<int64_t>(s.numa_nodes[k].cpus) < cpus) continue;
+      if (!tied || k >= s.numa_nodes.size() || static_cast<int64_t>(s.numa_nodes[k].cpus) < tie.cpus) continue;
       auto& list = m.numa_requests[k];
-      if (std::find(list.begin(), list.end(), name) == list.end()) list.push_back(name);
+      if (std::find(list.begin(), list.end(), tie.cpu_request) == list.end()) list.push_back(tie.cpu_request);
     }
   }
 }

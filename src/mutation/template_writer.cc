@@ -1,6 +1,7 @@
 // The claim generator's template writer: one ResourceClaimTemplate per converted Pod, written from
 // the planner's placements (planner.h), named by a hash of its content and remembered per
 // topology snapshot.
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -354,6 +355,40 @@ class Writer {
   int64_t gpus_ = 0;
 };
 
+// The most devices one allocation of `claim` can take: the counts of its `exactly` requests plus,
+// per firstAvailable request, its largest subrequest.
+int64_t MaxDevices(const Json& claim) {
+  int64_t total = 0;
+  for (const auto& r : claim["spec"]["spec"]["devices"]["requests"]) {
+    if (r.contains("exactly")) {
+      total += r["exactly"].value("count", int64_t{1});
+    } else if (r.contains("firstAvailable")) {
+      int64_t most = 0;
+      for (const auto& sub : r["firstAvailable"]) most = std::max(most, sub.value("count", int64_t{1}));
+      total += most;
+    }
+  }
+  return total;
+}
+
+// A claim allocates at most 32 devices (resource.k8s.io/v1 AllocationResultsMaxSize); CPUs in
+// individual mode are one device each.
+Status CheckDeviceLimit(const GeneratedTemplate& t, const ClaimProfile& profile, const policy::Policy& policy) {
+  constexpr int64_t kMaxDevices = 32;
+  const int64_t devices = MaxDevices(t.object);
+  if (devices <= kMaxDevices) return Status::Ok();
+  std::string why = "the claim (" + t.description + ") would allocate " + std::to_string(devices) +
+                    " devices, more than the " + std::to_string(kMaxDevices) + " one claim can hold";
+  int64_t cpus = 0;
+  for (const auto& e : profile.entries) cpus += e.profile.cpus;
+  if (cpus > 0 && policy.mutation.cpu.mode == policy::CpuMode::kIndividual) {
+    why += " (in mutation.cpu individual mode each CPU is a device). Fix: ask for at most " +
+           std::to_string(std::max<int64_t>(0, kMaxDevices - (devices - cpus))) +
+           " CPUs, or run dra-driver-cpu in grouped mode (mutation.cpu.mode: grouped)";
+  }
+  return Status::FailedPrecondition(why);
+}
+
 }  // namespace
 
 std::string CpuRequestName(std::string_view gpu_request) {
@@ -389,6 +424,7 @@ Result<GeneratedTemplate> GenerateTemplate(const ClaimProfile& profile, std::str
   for (const auto& entry : profile.entries) DRAGUARD_RETURN_IF_ERROR(writer.Add(entry));
   auto out = writer.Finish(namespace_name);
   if (!out.ok()) return out;
+  DRAGUARD_RETURN_IF_ERROR(CheckDeviceLimit(*out, profile, policy));
   // The generated claim must be satisfiable on the topology (as DG014 would judge it).
   if (topology != nullptr && !view->shapes.empty()) {
     auto report = dra::CheckSatisfiable(out->object, policy, *topology);

@@ -2,6 +2,7 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "draguard/k8s/quantity.h"
@@ -96,6 +97,61 @@ std::string DescribeProfile(const RequestProfile& p) {
   }
   if (!p.memory.empty()) out += " >= " + p.memory;
   if (!p.product.empty()) out += " " + p.product;
+  return out;
+}
+
+namespace {
+
+// Devices (or, for a CPU request in grouped mode, CPUs) one request allocates: exactly's count or
+// dra.cpu/cpu capacity, a firstAvailable request's first subrequest.
+int64_t RequestSize(const admission::Json& request) {
+  const admission::Json* exactly = dra::Member(&request, "exactly");
+  if (exactly == nullptr) {
+    const admission::Json* alts = dra::Member(&request, "firstAvailable");
+    if (alts == nullptr || !alts->is_array() || alts->empty()) return 0;
+    exactly = &(*alts)[0];
+  }
+  const admission::Json* q = dra::Member(dra::Member(dra::Member(exactly, "capacity"), "requests"), "dra.cpu/cpu");
+  if (q != nullptr && q->is_string()) {
+    auto n = QuantityBytes(q->get<std::string>());
+    return n ? static_cast<int64_t>(*n) : 0;
+  }
+  const admission::Json* count = dra::Member(exactly, "count");
+  return count != nullptr && count->is_number_integer() ? count->get<int64_t>() : 1;
+}
+
+}  // namespace
+
+std::vector<CpuTie> CpuTies(const admission::Json& claim, const policy::Policy& policy) {
+  std::vector<CpuTie> out;
+  const admission::Json* devices = dra::Member(dra::Member(dra::Member(&claim, "spec"), "spec"), "devices");
+  const admission::Json* requests = dra::Member(devices, "requests");
+  const admission::Json* constraints = dra::Member(devices, "constraints");
+  if (requests == nullptr || !requests->is_array()) return out;
+  std::map<std::string, int64_t> sizes;
+  for (const auto& r : *requests) sizes[dra::StringMember(&r, "name")] = RequestSize(r);
+  for (const auto& r : *requests) {
+    const admission::Json* exactly = dra::Member(&r, "exactly");
+    if (exactly == nullptr || !policy.device_classes.IsCpuClass(dra::StringMember(exactly, "deviceClassName"))) continue;
+    CpuTie tie;
+    tie.cpu_request = dra::StringMember(&r, "name");
+    tie.cpus = RequestSize(r);
+    if (constraints != nullptr && constraints->is_array()) {
+      for (const auto& c : *constraints) {
+        const admission::Json* names = dra::Member(&c, "requests");
+        if (dra::StringMember(&c, "matchAttribute") != "resource.kubernetes.io/numaNode" || names == nullptr ||
+            !names->is_array() || std::find(names->begin(), names->end(), admission::Json(tie.cpu_request)) == names->end()) {
+          continue;
+        }
+        for (const auto& n : *names) {
+          if (!n.is_string() || n == tie.cpu_request) continue;
+          tie.gpu_requests.push_back(n.get<std::string>());
+          tie.gpus += sizes[n.get<std::string>()];
+        }
+      }
+    }
+    out.push_back(std::move(tie));
+  }
   return out;
 }
 

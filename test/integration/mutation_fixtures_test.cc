@@ -1075,50 +1075,11 @@ TEST_F(MutationFixtures, CpuInClaimsIndependentlyChecked) {
   Json js = Json::parse(out, nullptr, false);
   ASSERT_TRUE(!js.is_discarded()) << "check_mutation.mjs failed (" << rc << "): " << out.substr(0, 4000);
   for (const auto& line : js["log"]) std::cout << "  " << line.get<std::string>() << "\n";
-  // Defects of the conversion under mutation.cpu that this check found (issue 32; they are fixed in
-  // the mutation module, not here). Each is matched narrowly, printed, and must still occur: once
-  // fixed, its entry here goes.
-  //  A. individual mode: a CPU request of more devices than a claim holds (count N > 32, N CPUs +
-  //     GPUs > 32): the API server rejects the template; DG013 denies it too.
-  //  B. several containers with GPUs: each container's CPUs are planned alone, so the Pod is
-  //     restricted to nodes where the containers' GPUs and CPUs do not fit together (4 containers of
-  //     8 CPUs on a node with 8 CPUs per NUMA node; 4 x 4 GPUs sent to 8-GPU nodes because the
-  //     16-GPU nodes have too few CPUs).
-  std::set<std::string> several;  // "topology | label [variant]" of Pods with several GPU containers
-  for (const auto& pass : cf.passes) {
-    for (const auto& c : pass.converted) {
-      if (c.profile.entries.size() >= 2) several.insert(CaseName(*c.topo, *c.pod));
-    }
-  }
-  auto known = [&](const std::string& f) -> std::string {
-    const bool too_many = f.find("outside 1..32") != std::string::npos || f.find("a claim holds at most 32") != std::string::npos;
-    if (too_many && f.find("[gpus-2+cpu]") != std::string::npos) return "A";
-    const bool unplaceable = f.find("cannot be allocated on any allowed node") != std::string::npos ||
-                             f.find("do the GPUs fit with their CPUs") != std::string::npos;
-    if (unplaceable) {
-      for (const auto& name : several) {
-        if (f.rfind(name + ": ", 0) == 0) return "B";
-      }
-    }
-    return "";
-  };
-  std::map<std::string, int> known_seen;
-  int shown = 0, unknown = 0;
+  int shown = 0;
   for (const auto& failure : js["failures"]) {
-    const std::string f = failure.get<std::string>();
-    const std::string k = known(f);
-    if (!k.empty()) {
-      known_seen[k]++;
-      std::cout << "  known defect " << k << ": " << f.substr(0, 400) << "\n";
-      continue;
-    }
-    ++unknown;
-    if (++shown <= 60) ADD_FAILURE() << f;
+    if (++shown <= 60) ADD_FAILURE() << failure.get<std::string>();
   }
-  EXPECT_EQ(unknown, 0) << unknown << " failures (first 60 shown)";
-  for (const char* k : {"A", "B"}) {
-    EXPECT_GT(known_seen[k], 0) << "known defect " << k << " no longer occurs: remove it from the list";
-  }
+  EXPECT_EQ(js["failures"].size(), 0u) << js["failures"].size() << " failures (first 60 shown)";
   EXPECT_EQ(wants.size(), 11u);
   for (const auto& [id, want] : wants) {
     const Json& got = js["controls"].value(id, Json::array());
@@ -1151,7 +1112,7 @@ TEST_F(MutationFixtures, CpuInClaimsIndependentlyChecked) {
   // draguard's own validating rules (DG005, DG016 deny under a CPU mode) accept the result.
   static const engine::Registry kRegistry = engine::DefaultRegistry();
   const auto now = std::chrono::system_clock::time_point{} + std::chrono::hours(24 * 365 * 56);
-  int reviewed = 0, dg013_known = 0;
+  int reviewed = 0;
   for (const auto& pass : cf.passes) {
     std::set<std::string> templates_seen;
     for (const auto& c : pass.converted) {
@@ -1160,11 +1121,6 @@ TEST_F(MutationFixtures, CpuInClaimsIndependentlyChecked) {
         engine::RuleInput in{req, pass.policy, c.topo->snapshot.get(), now};
         auto d = engine::Decide(engine::Evaluate(in, kRegistry), pass.policy);
         const std::string message = d.response.status ? d.response.status->message : std::string("?");
-        if (!d.response.allowed && pass.mode == "individual" && message.find("DG013") != std::string::npos &&
-            message.find("a claim holds at most 32") != std::string::npos) {
-          ++dg013_known;  // known defect A
-          return;
-        }
         EXPECT_TRUE(d.denied_rules.empty() && d.response.allowed)
             << pass.mode << " " << CaseName(*c.topo, *c.pod) << ": " << what << " denied: " << message;
         for (const auto& e : d.error_rules) ADD_FAILURE() << CaseName(*c.topo, *c.pod) << ": " << what << " rule error " << e;
@@ -1176,13 +1132,11 @@ TEST_F(MutationFixtures, CpuInClaimsIndependentlyChecked) {
       }
     }
   }
-  std::cout << "engine under mutation.cpu: " << reviewed << " converted Pods and templates reviewed; " << dg013_known
-            << " templates denied by DG013 (known defect A)\n";
+  std::cout << "engine under mutation.cpu: " << reviewed << " converted Pods and templates reviewed\n";
   phase("engine");
   std::cout << "CPU fixtures time:";
   for (const auto& [name, ms] : phases) std::cout << " " << name << " " << ms << " ms;";
   std::cout << "\n";
-  EXPECT_GT(dg013_known, 0) << "known defect A no longer occurs: remove it from the list";
 }
 
 // draguard's own validating rules accept what its mutation produced.

@@ -315,7 +315,7 @@ TEST(ConvertPod, CpusThatNoNumaNodeCanHoldNextToTheGpus) {
   ASSERT_EQ(cpus.outcome, PodConversion::Outcome::kRefused);
   EXPECT_NE(cpus.reason.find("at most 48 CPUs on a NUMA node with 2 of the GPUs. Fix: ask for at most 48 CPUs"),
             std::string::npos) << cpus.reason;
-  EXPECT_EQ(ConvertPod(PodWith({{"nvidia.com/gpu", 4}, {"cpu", "48"}}), "ml", CpuPolicy("individual"), topo.get()).outcome,
+  EXPECT_EQ(ConvertPod(PodWith({{"nvidia.com/gpu", 4}, {"cpu", "48"}}), "ml", CpuPolicy("grouped"), topo.get()).outcome,
             PodConversion::Outcome::kConverted);
 }
 
@@ -350,6 +350,57 @@ TEST(ConvertPod, CpusSplitOverNumaNodesWithTheirGpus) {
   auto g4 = ConvertPod(PodWith({{"nvidia.com/gpu", 8}, {"cpu", "8"}}), "ml", CpuPolicy("individual"),
                        testing::Topo(testing::kG4dn).get());
   EXPECT_EQ(g4.outcome, PodConversion::Outcome::kRefused) << g4.reason;
+}
+
+// Several GPU containers with CPUs: each claim is planned alone, then the Pod keeps only the
+// shapes whose NUMA nodes hold all of them at once.
+TEST(ConvertPod, CpusOfSeveralContainersMustFitTogether) {
+  auto pod = [](int containers, int gpus, const char* cpus) {
+    Json p = PodWith({{"nvidia.com/gpu", gpus}, {"cpu", cpus}});
+    for (int i = 1; i < containers; ++i) {
+      Json c = p["spec"]["containers"][0];
+      c["name"] = "worker-" + std::to_string(i);
+      p["spec"]["containers"].push_back(c);
+    }
+    return p;
+  };
+  auto g4dn = testing::Topo(testing::kG4dn);  // 2 NUMA nodes, 4 T4 and 48 CPUs each
+  // Two containers of 4 GPUs and 40 CPUs: one per NUMA node. Three: no room.
+  auto two = ConvertPod(pod(2, 4, "40"), "ml", CpuPolicy("grouped"), g4dn.get());
+  EXPECT_EQ(two.outcome, PodConversion::Outcome::kConverted) << two.reason;
+  auto three = ConvertPod(pod(3, 2, "40"), "ml", CpuPolicy("grouped"), g4dn.get());
+  ASSERT_EQ(three.outcome, PodConversion::Outcome::kRefused);
+  EXPECT_NE(three.reason.find("no node they may use has NUMA nodes for all their GPUs with their CPUs at once "
+                              "(mutation.cpu: 2 GPUs with 40 CPUs, 2 GPUs with 40 CPUs, 2 GPUs with 40 CPUs"),
+            std::string::npos) << three.reason;
+  // In the mixed cluster the DGX-2H (2 CPUs per NUMA node) cannot take 8 CPUs, and a g4dn node
+  // holds two of the four 4-GPU claims: refused, not pinned to the g4dn nodes.
+  auto four = ConvertPod(pod(4, 4, "8"), "ml", CpuPolicy("grouped"), testing::Mixed().get());
+  EXPECT_EQ(four.outcome, PodConversion::Outcome::kRefused) << four.reason;
+  // Two 1-GPU containers with 2 CPUs fit both shapes (the DGX-2H on its two NUMA nodes).
+  auto small = ConvertPod(pod(2, 1, "2"), "ml", CpuPolicy("grouped"), testing::Mixed().get());
+  ASSERT_EQ(small.outcome, PodConversion::Outcome::kConverted) << small.reason;
+  EXPECT_FALSE(small.pod["spec"].contains("affinity")) << small.pod["spec"].dump();
+  // Three of them: the DGX-2H has two NUMA nodes of 2 CPUs, so the Pod is pinned to the g4dn nodes.
+  auto three_small = ConvertPod(pod(3, 1, "2"), "ml", CpuPolicy("grouped"), testing::Mixed().get());
+  ASSERT_EQ(three_small.outcome, PodConversion::Outcome::kConverted) << three_small.reason;
+  const std::string affinity = three_small.pod["spec"]["affinity"].dump();
+  EXPECT_NE(affinity.find("g4dn-a"), std::string::npos) << affinity;
+  EXPECT_EQ(affinity.find("dgx-a"), std::string::npos) << affinity;
+}
+
+// A claim allocates at most 32 devices: in individual mode every CPU is one.
+TEST(ConvertPod, IndividualCpusCountAgainstTheDeviceLimitOfAClaim) {
+  auto g4dn = testing::Topo(testing::kG4dn);
+  auto many = ConvertPod(PodWith({{"nvidia.com/gpu", 2}, {"cpu", "31"}}), "ml", CpuPolicy("individual"), g4dn.get());
+  ASSERT_EQ(many.outcome, PodConversion::Outcome::kRefused);
+  EXPECT_NE(many.reason.find("would allocate 33 devices, more than the 32 one claim can hold (in mutation.cpu "
+                             "individual mode each CPU is a device). Fix: ask for at most 30 CPUs"),
+            std::string::npos) << many.reason;
+  EXPECT_EQ(ConvertPod(PodWith({{"nvidia.com/gpu", 2}, {"cpu", "30"}}), "ml", CpuPolicy("individual"), g4dn.get()).outcome,
+            PodConversion::Outcome::kConverted);
+  EXPECT_EQ(ConvertPod(PodWith({{"nvidia.com/gpu", 2}, {"cpu", "31"}}), "ml", CpuPolicy("grouped"), g4dn.get()).outcome,
+            PodConversion::Outcome::kConverted);
 }
 
 // In a mixed cluster the Pod is restricted to the shapes with a NUMA node holding the GPUs and the
