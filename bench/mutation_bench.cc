@@ -79,6 +79,15 @@ const dg::policy::Policy& Policy() {
   return p;
 }
 
+// The default policy with mutation.cpu grouped (CPUs in the claim of the GPUs, by numaNode).
+const dg::policy::Policy& CpuPolicy() {
+  static const dg::policy::Policy p =
+      dg::policy::ParsePolicy("apiVersion: draguard.io/v1alpha1\nkind: Policy\n"
+                              "mutation: {numaAlignment: numaNode, cpu: {mode: grouped}}\n")
+          .value();
+  return p;
+}
+
 const dg::engine::Registry& Rules() {
   static const dg::engine::Registry r = dg::engine::DefaultRegistry();
   return r;
@@ -97,6 +106,22 @@ void BM_Review(benchmark::State& state, const char* topo_file, int gpus, bool mu
     benchmark::DoNotOptimize(out);
   }
 }
+// One review under mutation.cpu grouped: the container's 8 CPUs go into the claim of its GPUs.
+void BM_ReviewCpus(benchmark::State& state, const char* topo_file, int gpus, bool mutate) {
+  static CachedProvisioner provisioner;
+  static const dg::webhook::Reviewer reviewer(Rules(), {}, &provisioner);
+  auto topo = topo_file ? Topology(topo_file) : nullptr;
+  const std::string body = Review(LegacyPod(gpus));
+  auto kind = mutate ? dg::admission::WebhookKind::kMutating : dg::admission::WebhookKind::kValidating;
+  for (auto _ : state) {
+    auto out = reviewer.Review(body, kind, CpuPolicy(), topo.get(), std::chrono::system_clock::time_point{},
+                               std::chrono::steady_clock::now() + dg::webhook::kDefaultReviewTimeout);
+    benchmark::DoNotOptimize(out);
+  }
+}
+BENCHMARK_CAPTURE(BM_ReviewCpus, validate_2gpu_8cpu_g4dn, kG4dn, 2, false);
+BENCHMARK_CAPTURE(BM_ReviewCpus, mutate_2gpu_8cpu_g4dn, kG4dn, 2, true);
+
 BENCHMARK_CAPTURE(BM_Review, validate_1gpu_no_topology, nullptr, 1, false);
 BENCHMARK_CAPTURE(BM_Review, mutate_1gpu_no_topology, nullptr, 1, true);
 BENCHMARK_CAPTURE(BM_Review, validate_2gpu_g4dn, kG4dn, 2, false);
