@@ -524,18 +524,35 @@ TEST_F(MutationFixtures, RefusalsNameRequestAndLimit) {
   for (const auto& [k, n] : reasons) std::cout << "  " << n << "x " << k << "\n";
 }
 
-// Writes every converted case, applies the patches with python3-jsonpatch, then validates and
-// evaluates everything with node (kubernetes-models, cel-js, ground truth).
-TEST_F(MutationFixtures, IndependentImplementationsAgree) {
-  if (!HaveCommand("python3")) GTEST_SKIP() << "python3 is not installed";
-  if (!HaveCommand("node")) GTEST_SKIP() << "node is not installed";
+// Why the independent checkers cannot run here, "" when they can: python3 or node missing (a
+// skip), or an install step not done (`fatal`: the npm packages, python3-jsonpatch).
+std::string MissingCheckerTool(bool* fatal) {
+  *fatal = false;
+  if (!HaveCommand("python3")) return "python3 is not installed";
+  if (!HaveCommand("node")) return "node is not installed";
+  *fatal = true;
   for (const char* pkg : {"@marcbachmann/cel-js", "kubernetes-models"}) {
-    ASSERT_TRUE(fs::exists(kTools / "node_modules" / pkg / "package.json"))
-        << pkg << " is not installed in " << (kTools / "node_modules") << "; run scripts/install-test-tools.sh";
+    if (!fs::exists(kTools / "node_modules" / pkg / "package.json")) {
+      return std::string(pkg) + " is not installed in " + (kTools / "node_modules").string() +
+             "; run scripts/install-test-tools.sh";
+    }
   }
   int rc = 0;
   RunCommand("python3 -c 'import jsonpatch' 2>/dev/null", &rc);
-  ASSERT_EQ(rc, 0) << "python3 cannot import jsonpatch; install python3-jsonpatch (scripts/install-deps.sh)";
+  if (rc != 0) return "python3 cannot import jsonpatch; install python3-jsonpatch (scripts/install-deps.sh)";
+  *fatal = false;
+  return "";
+}
+
+// Writes every converted case, applies the patches with python3-jsonpatch, then validates and
+// evaluates everything with node (kubernetes-models, cel-js, ground truth).
+TEST_F(MutationFixtures, IndependentImplementationsAgree) {
+  bool fatal = false;
+  if (const std::string why = MissingCheckerTool(&fatal); !why.empty()) {
+    if (fatal) FAIL() << why;
+    GTEST_SKIP() << why;
+  }
+  int rc = 0;
 
   const fs::path cases_dir = F().work / "cases";
   fs::create_directories(cases_dir);
@@ -825,15 +842,12 @@ const CpuFixtures& CpuF(const Fixtures& f) {
 // Both CPU modes, checked as IndependentImplementationsAgree checks the default policy, plus the
 // CPU checks of check_mutation.mjs; controls break a CPU claim or Pod on purpose.
 TEST_F(MutationFixtures, CpuInClaimsIndependentlyChecked) {
-  if (!HaveCommand("python3")) GTEST_SKIP() << "python3 is not installed";
-  if (!HaveCommand("node")) GTEST_SKIP() << "node is not installed";
-  for (const char* pkg : {"@marcbachmann/cel-js", "kubernetes-models"}) {
-    ASSERT_TRUE(fs::exists(kTools / "node_modules" / pkg / "package.json"))
-        << pkg << " is not installed in " << (kTools / "node_modules") << "; run scripts/install-test-tools.sh";
+  bool fatal = false;
+  if (const std::string why = MissingCheckerTool(&fatal); !why.empty()) {
+    if (fatal) FAIL() << why;
+    GTEST_SKIP() << why;
   }
   int rc = 0;
-  RunCommand("python3 -c 'import jsonpatch' 2>/dev/null", &rc);
-  ASSERT_EQ(rc, 0) << "python3 cannot import jsonpatch; install python3-jsonpatch (scripts/install-deps.sh)";
   auto phase_start = std::chrono::steady_clock::now();
   std::vector<std::pair<std::string, long long>> phases;  // phase, ms
   auto phase = [&](const std::string& name) {
