@@ -220,6 +220,8 @@ RunResult BackgroundAudit::Run() {
     return result;
   }
   JudgeContext ctx{reviewer_, registry_, *snap.policy, snap.topology.get(), now_(), "default"};
+  SchedulerClaimIndex scheduler_claims;  // filled by the Pods, listed first (AuditedKinds)
+  ctx.scheduler_claims = &scheduler_claims;
   ReportBuilder reports(options_.max_results);
   std::map<std::vector<std::string>, double> violations;
   Discovery discovery;

@@ -1,8 +1,11 @@
 #include "draguard/audit/judge.h"
 
 #include <cctype>
+#include <functional>
+#include <string>
 #include <utility>
 
+#include "draguard/engine/scheduler_claims.h"
 #include "draguard/mutation/mutation.h"
 
 namespace draguard::audit {
@@ -73,19 +76,47 @@ void AddMutateFindings(const engine::Decision& d, const engine::Registry& regist
   }
 }
 
-// A ResourceClaim kube-scheduler created for a Pod's extended resources (KEP-5004, the
-// DeviceClass's extendedResourceName): the Pod asked for it and is judged itself.
-bool IsExtendedResourceClaim(const Json& object, const admission::AdmissionRequest& req) {
-  if (req.kind.group != "resource.k8s.io" || req.kind.kind != "ResourceClaim") return false;
-  auto md = object.find("metadata");
-  if (md == object.end() || !md->is_object()) return false;
-  auto ann = md->find("annotations");
-  if (ann == md->end() || !ann->is_object()) return false;
-  auto it = ann->find("resource.kubernetes.io/extended-resource-claim");
-  return it != ann->end() && it->is_string() && *it == "true";
+// A ResourceClaim carrying kube-scheduler's extended-resource annotation (KEP-5004).
+bool IsAnnotatedClaim(const Json& object, const admission::AdmissionRequest& req) {
+  return req.kind.group == "resource.k8s.io" && req.kind.kind == "ResourceClaim" &&
+         engine::HasExtendedResourceClaimAnnotation(object);
+}
+
+std::uint64_t Hash(std::string_view a, std::string_view b) {
+  std::string key;
+  key.reserve(a.size() + b.size() + 1);
+  key.append(a).push_back('/');
+  key.append(b);
+  const std::uint64_t h = std::hash<std::string>{}(key);
+  return h == 0 ? 1 : h;  // 0 means "no claim"
 }
 
 }  // namespace
+
+void SchedulerClaimIndex::NotePod(const Json& pod, std::string_view default_namespace) {
+  if (pods_.size() >= kMaxPods) return;
+  std::string ns = MetaString(pod, "namespace");
+  if (ns.empty()) ns = default_namespace;
+  const std::string name = MetaString(pod, "name");
+  if (name.empty()) return;
+  std::uint64_t claim = 0;
+  if (auto st = pod.find("status"); st != pod.end() && st->is_object()) {
+    if (auto ext = st->find("extendedResourceClaimStatus"); ext != st->end() && ext->is_object()) {
+      if (auto n = ext->find("resourceClaimName"); n != ext->end() && n->is_string() && !n->get_ref<const std::string&>().empty()) {
+        claim = Hash(ns, n->get_ref<const std::string&>());
+      }
+    }
+  }
+  pods_[Hash(ns, name)] = claim;
+}
+
+SchedulerClaimIndex::Proof SchedulerClaimIndex::ProofFor(const Json& claim, std::string_view namespace_) const {
+  const std::string pod = engine::ControllerPodOf(claim);
+  if (pod.empty()) return Proof::kNotMade;
+  auto it = pods_.find(Hash(namespace_, pod));
+  if (it == pods_.end()) return Proof::kPodNotSeen;
+  return it->second == Hash(namespace_, MetaString(claim, "name")) ? Proof::kMade : Proof::kNotMade;
+}
 
 std::vector<AuditedKind> AuditedKinds(const policy::Policy& policy) {
   std::vector<AuditedKind> kinds = {
@@ -151,10 +182,26 @@ ObjectVerdict JudgeObject(Json object, const JudgeContext& ctx) {
   v.namespace_ = req.namespace_;
   const auto deadline = std::chrono::steady_clock::now() + webhook::kDefaultReviewTimeout;
   const bool pod = req.kind.group.empty() && req.kind.kind == "Pod";
-  if (IsExtendedResourceClaim(req.object, req)) {
-    v.verdict = Verdict::kExempt;
-    v.exemption = "a claim kube-scheduler made for the extended resources of its Pod, which is judged itself";
-    return v;
+  if (pod && ctx.scheduler_claims != nullptr) ctx.scheduler_claims->NotePod(req.object, req.namespace_);
+  if (IsAnnotatedClaim(req.object, req)) {
+    // No creator is stored: the claim is kube-scheduler's when its Pod's status says so. A claim
+    // that carries the annotation without that proof is judged like any other.
+    using Proof = SchedulerClaimIndex::Proof;
+    const Proof proof = ctx.scheduler_claims != nullptr ? ctx.scheduler_claims->ProofFor(req.object, req.namespace_)
+                                                        : Proof::kNotMade;
+    const std::string owner = engine::ControllerPodOf(req.object);
+    if (proof == Proof::kMade) {
+      v.verdict = Verdict::kExempt;
+      v.exemption = "the claim kube-scheduler made for the extended resources of Pod \"" + owner +
+                    "\" (KEP-5004), named in its status: the Pod is judged itself";
+      return v;
+    }
+    if (proof == Proof::kPodNotSeen) {
+      v.verdict = Verdict::kExempt;
+      v.exemption = "claims to be kube-scheduler's for Pod \"" + owner +
+                    "\", which was not seen before it (list Pods before ResourceClaims); not verified";
+      return v;
+    }
   }
 
   Verdict mutate_verdict = Verdict::kAllow;

@@ -137,6 +137,8 @@ int Audit(const std::vector<std::string>& args, std::istream& in, std::ostream& 
   engine::Registry registry = engine::DefaultRegistry();
   webhook::Reviewer reviewer(registry);
   audit::JudgeContext ctx{reviewer, registry, *pol, topo.get(), std::chrono::system_clock::now(), default_ns};
+  audit::SchedulerClaimIndex scheduler_claims;  // the Pods read so far prove kube-scheduler's claims
+  ctx.scheduler_claims = &scheduler_claims;
 
   const std::uintmax_t total = InputBytes(paths);
   Progress progress(err, isatty(STDERR_FILENO) == 1 && total >= kProgressBytes, total);

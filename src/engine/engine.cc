@@ -9,6 +9,7 @@
 #include "draguard/dra/pod_specs.h"
 #include "draguard/glob.h"
 #include "draguard/trim.h"
+#include "draguard/truncate.h"
 
 namespace draguard::engine {
 namespace {
@@ -48,6 +49,22 @@ std::string Exemption(const admission::AdmissionRequest& req, const policy::Poli
   return "";
 }
 
+// Why a claim a trusted scheduler made is admitted unjudged.
+std::string SchedulerClaimExemption(const admission::AdmissionRequest& req) {
+  const std::string pod = ControllerPodOf(req.object);
+  return "ResourceClaim made by " + Truncate(req.user_info.username) + " for the extended resources of " +
+         (pod.empty() ? std::string("a Pod") : "Pod \"" + Truncate(pod) + "\"") +
+         " (KEP-5004): the Pod's request, judged when the Pod was admitted";
+}
+
+// Why the annotation of a claim someone else made changes nothing.
+std::string UntrustedSchedulerClaimNote(const admission::AdmissionRequest& req) {
+  const std::string& user = req.user_info.username;
+  return std::string(kExtendedResourceClaimAnnotation) + " ignored: " +
+         (user.empty() ? std::string("its creator is unknown") : "created by " + Truncate(user)) +
+         ", not by a trusted scheduler (policy trustedSchedulers); the claim is judged like any other";
+}
+
 // The per-object exceptions in effect (DecideExceptions) into `out`.
 void RuleExemptions(const RuleInput& input, const Registry& registry, EngineResult* out) {
   if (!ExceptionsMayApply(input.request, input.policy)) return;  // most reviews: no subject to build
@@ -72,6 +89,11 @@ std::string ExemptionFrom(const RuleInput& input, const Registry& registry, std:
 
 EngineResult Evaluate(const RuleInput& given, const Registry& registry) {
   EngineResult out;
+  out.scheduler_claim = ClassifySchedulerClaim(given.request, given.policy);
+  if (out.scheduler_claim == SchedulerClaim::kScheduler) {
+    out.exemption = SchedulerClaimExemption(given.request);
+    return out;
+  }
   out.exemption = Exemption(given.request, given.policy);
   if (!out.exemption.empty()) return out;
   // One CEL budget for every rule of the review.
@@ -82,6 +104,7 @@ EngineResult Evaluate(const RuleInput& given, const Registry& registry) {
     out.shape_errors.push_back(dra::OwnerName(input.request) + ": " + e);
   }
   RuleExemptions(input, registry, &out);
+  if (out.scheduler_claim == SchedulerClaim::kOther) out.notes.push_back(UntrustedSchedulerClaimNote(input.request));
   // Three rules walk the object's pod specs: find them once.
   dra::PodObjects objects;
   if (input.pod_objects == nullptr) {

@@ -312,6 +312,11 @@ ServerMetrics::ServerMetrics(Registry& r)
       conversions(r.Counter("draguard_mutate_conversions_total",
                             "Pod CREATEs judged by /mutate, by how the conversion ended (a closed set of reasons).",
                             {"reason"})),
+      scheduler_claims(r.Counter("draguard_extended_resource_claims_total",
+                                 "ResourceClaims carrying resource.kubernetes.io/extended-resource-claim reviewed by "
+                                 "/validate, by creator: scheduler (a trusted scheduler, admitted as the Pod's "
+                                 "request) or other (judged like any claim).",
+                                 {"creator"})),
       policy_reloads(r.Counter("draguard_policy_reload_total", "Policy (re)loads by result.",
                                {"result"})),
       tls_reloads(r.Counter("draguard_tls_reload_total",

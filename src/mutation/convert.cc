@@ -41,7 +41,7 @@ void ForEachResourceSection(J& spec, Fn&& fn) {
 bool HasLegacy(const Json& spec, const policy::Policy& policy) {
   bool found = false;
   ForEachResourceSection(spec, [&](const Json&, const char*, const Json& sec) {
-    for (auto e = sec.begin(); e != sec.end() && !found; ++e) found = policy.IsLegacyResource(e.key());
+    for (auto e = sec.begin(); e != sec.end() && !found; ++e) found = policy.IsLegacyGpuRequest(e.key());
   });
   return found;
 }
@@ -52,7 +52,7 @@ void StripLegacy(Json& spec, const policy::Policy& policy) {
   ForEachResourceSection(spec, [&](Json& res, const char* section, Json& sec) {
     std::vector<std::string> drop;
     for (auto e = sec.begin(); e != sec.end(); ++e) {
-      if (policy.IsLegacyResource(e.key())) drop.push_back(e.key());
+      if (policy.IsLegacyGpuRequest(e.key())) drop.push_back(e.key());
     }
     for (const auto& k : drop) sec.erase(k);
     if (sec.empty()) emptied.emplace_back(&res, section);
@@ -419,7 +419,7 @@ void FindLegacy(const Json& node, const std::string& pointer, const policy::Poli
     const std::string child = pointer + "/" + dra::EscapePointerToken(it.key());
     if ((it.key() == "limits" || it.key() == "requests") && it->is_object()) {
       for (auto e = it->begin(); e != it->end(); ++e) {
-        if (policy.IsLegacyResource(e.key()) && NonZero(*e)) out->push_back(child + "/" + dra::EscapePointerToken(e.key()));
+        if (policy.IsLegacyGpuRequest(e.key()) && NonZero(*e)) out->push_back(child + "/" + dra::EscapePointerToken(e.key()));
       }
       continue;
     }

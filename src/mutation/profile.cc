@@ -1,4 +1,5 @@
 // Reading what a Pod's legacy GPU requests ask for (see mutation.h).
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -73,7 +74,7 @@ std::map<std::string, Json> LegacyEntries(const Json& container, const policy::P
     auto sec = res->find(section);
     if (sec == res->end() || !sec->is_object()) continue;
     for (auto it = sec->begin(); it != sec->end(); ++it) {
-      if (policy.IsLegacyResource(it.key())) out[it.key()] = *it;  // limits overwrite requests
+      if (policy.IsLegacyGpuRequest(it.key())) out[it.key()] = *it;  // limits overwrite requests
     }
   }
   return out;
@@ -135,13 +136,43 @@ Status ReadContainer(const Json& container, const PodSettings& pod, const policy
   std::vector<std::string> soft;  // HAMi soft shares, dropped
   for (const auto& [name, value] : entries) {
     const std::string what = who + " " + name;
-    if (name == "nvidia.com/gpu" || name == "nvidia.com/gpu.shared") {
+    // A device count of `kind`: false when it asks for none (the entry is skipped), an error when
+    // it is not a count.
+    auto take = [&](RequestProfile::Kind kind) -> Result<bool> {
       auto n = DeviceCount(value, what);
       if (!n.ok()) return n.status();
-      if (*n == 0) continue;
+      if (*n == 0) return false;
       ++kinds;
-      prof.kind = name == "nvidia.com/gpu" ? RequestProfile::Kind::kGpu : RequestProfile::Kind::kShared;
-      prof.count = name == "nvidia.com/gpu" ? *n : 1;  // shared replicas are one GPU under MPS
+      prof.kind = kind;
+      prof.count = *n;
+      return true;
+    };
+    if (const std::string_view cls = policy.ImplicitGpuClass(name); !cls.empty()) {
+      // KEP-5004's implicit name of a GPU DeviceClass: whole devices of that class.
+      auto listed = [&](const std::vector<std::string>& list) {
+        return std::find(list.begin(), list.end(), cls) != list.end();
+      };
+      if (listed(policy.device_classes.mig)) {
+        return Status::FailedPrecondition(
+            what + " asks for MIG devices without saying which profile. Fix: request nvidia.com/mig-<profile> "
+                   "(e.g. nvidia.com/mig-1g.10gb), or a ResourceClaimTemplate of class " + std::string(cls) +
+                   " with a profile selector");
+      }
+      if (!listed(policy.device_classes.gpu)) {
+        return Status::FailedPrecondition(what + " (a passthrough GPU class) has no DRA conversion draguard can "
+                                                 "generate. Fix: request the device through a ResourceClaimTemplate "
+                                                 "of class " + std::string(cls));
+      }
+      auto taken = take(RequestProfile::Kind::kGpu);
+      if (!taken.ok()) return taken.status();
+      if (!*taken) continue;
+      // The policy's first GPU class is the default one: a profile without a class, as for nvidia.com/gpu.
+      if (cls != policy.device_classes.gpu.front()) prof.device_class = std::string(cls);
+    } else if (name == "nvidia.com/gpu" || name == "nvidia.com/gpu.shared") {
+      auto taken = take(name == "nvidia.com/gpu" ? RequestProfile::Kind::kGpu : RequestProfile::Kind::kShared);
+      if (!taken.ok()) return taken.status();
+      if (!*taken) continue;
+      if (prof.kind == RequestProfile::Kind::kShared) prof.count = 1;  // shared replicas are one GPU under MPS
       if (prof.kind == RequestProfile::Kind::kShared) {
         if (policy.mutation.shared == policy::SharedMode::kDeny) {
           return Status::FailedPrecondition(
@@ -153,12 +184,9 @@ Status ReadContainer(const Json& container, const PodSettings& pod, const policy
         prof.mps_memory = pod.mps_memory;
       }
     } else if (name.rfind("nvidia.com/mig-", 0) == 0) {
-      auto n = DeviceCount(value, what);
-      if (!n.ok()) return n.status();
-      if (*n == 0) continue;
-      ++kinds;
-      prof.kind = RequestProfile::Kind::kMig;
-      prof.count = *n;
+      auto taken = take(RequestProfile::Kind::kMig);
+      if (!taken.ok()) return taken.status();
+      if (!*taken) continue;
       prof.mig_profile = name.substr(std::string("nvidia.com/mig-").size());
       if (!IsMigProfileName(prof.mig_profile)) {
         return Status::InvalidArgument(what + ": \"" + prof.mig_profile + "\" is not a MIG profile name");

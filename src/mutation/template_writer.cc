@@ -227,7 +227,9 @@ class Writer {
   // A full-GPU or shared entry, placed by the planner, with its NIC and MPS config.
   Result<Placement> AddGpus(const std::string& request, const RequestProfile& p, Json exactly, std::string& words) {
     const auto& classes = policy_.device_classes.gpu;
-    exactly["deviceClassName"] = classes.empty() ? "gpu.nvidia.com" : classes[0];
+    exactly["deviceClassName"] = !p.device_class.empty() ? p.device_class
+                                 : classes.empty()       ? std::string("gpu.nvidia.com")
+                                                         : classes[0];
     const std::vector<std::string> texts = internal::GpuSelectors(p);
     Json selectors = Json::array();
     for (const auto& t : texts) selectors.push_back({{"cel", {{"expression", t}}}});

@@ -93,6 +93,7 @@ std::string DescribeProfile(const RequestProfile& p) {
       break;
     case RequestProfile::Kind::kGpu:
       out += "full GPU";
+      if (!p.device_class.empty()) out += " of class " + p.device_class;
       break;
   }
   if (!p.memory.empty()) out += " >= " + p.memory;

@@ -411,7 +411,7 @@ Result<Policy> ParseDocument(const YAML::Node& root, const Parser& p) {
                                   "extendedResourceMapping", "customResources", "deviceClasses",
                                   "memoryReservation", "topologyAlignment", "adminAccess",
                                   "allocationModeAll", "readiness", "celCostPerReview", "exceptions",
-                                  "annotationExceptions"}));
+                                  "annotationExceptions", "trustedSchedulers"}));
   std::string api_version, kind;
   if (!root["apiVersion"]) return p.Error(root, "apiVersion", "is required (draguard.io/v1alpha1)");
   DRAGUARD_RETURN_IF_ERROR(p.String(root["apiVersion"], "apiVersion", &api_version));
@@ -535,6 +535,16 @@ Result<Policy> ParseDocument(const YAML::Node& root, const Parser& p) {
          {"warn", ExtendedResourceMapping::kWarn},
          {"allow", ExtendedResourceMapping::kAllow}},
         &pol.extended_resource_mapping));
+  }
+  if (auto n = root["trustedSchedulers"]) {
+    DRAGUARD_RETURN_IF_ERROR(p.StringList(n, "trustedSchedulers", &pol.trusted_schedulers));
+    for (std::size_t i = 0; i < pol.trusted_schedulers.size(); ++i) {
+      // An identity, never a pattern: a glob would let every matching user skip the claim rules.
+      if (pol.trusted_schedulers[i].find_first_of("*?") != std::string::npos) {
+        return p.Error(n[i], "trustedSchedulers[" + std::to_string(i) + "]",
+                       "must be an exact username (no '*' or '?'), e.g. system:kube-scheduler");
+      }
+    }
   }
   if (auto n = root["customResources"]) {
     pol.custom_resources.clear();
@@ -782,6 +792,12 @@ bool Policy::IsLegacyResource(std::string_view resource_name) const {
     if (GlobMatch(pattern, resource_name)) return true;
   }
   return false;
+}
+
+std::string_view Policy::ImplicitGpuClass(std::string_view resource_name) const {
+  if (!resource_name.starts_with(kImplicitResourcePrefix)) return {};
+  std::string_view cls = resource_name.substr(kImplicitResourcePrefix.size());
+  return device_classes.IsGpuClass(cls) ? cls : std::string_view{};
 }
 
 Result<Policy> ParsePolicy(std::string_view yaml, std::string_view source) {

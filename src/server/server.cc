@@ -108,6 +108,8 @@ struct Server::Impl {
   std::unique_ptr<metrics::CounterTable> rule_results;
   // The conversion series by webhook::ConversionReason, created at 0 at Start.
   std::array<metrics::Counter, webhook::kConversionReasons> conversions;
+  // draguard_extended_resource_claims_total by creator (scheduler, other), created at 0 at Start.
+  metrics::Counter scheduler_claims, other_claims;
   std::thread shutdown_thread;
   std::atomic<bool> shutting_down{false};
   bool skip_delay = false;
@@ -200,6 +202,8 @@ void Server::Impl::HandleAdmission(admission::WebhookKind kind, const HttpReques
   if (out.conversion != webhook::ConversionReason::kNotApplicable) {
     conversions[static_cast<std::size_t>(out.conversion)].Inc();
   }
+  if (out.scheduler_claim == engine::SchedulerClaim::kScheduler) scheduler_claims.Inc();
+  if (out.scheduler_claim == engine::SchedulerClaim::kOther) other_claims.Inc();
   using SV = std::string_view;
   const logging::FieldView fields[] = {{"webhook", SV(webhook)},
                                        {"uid", SV(out.uid)},
@@ -320,6 +324,11 @@ Status Server::Start() {
   for (std::size_t i = 1; i < webhook::kConversionReasons; ++i) {
     const std::string_view reason[] = {webhook::ConversionReasonName(static_cast<webhook::ConversionReason>(i))};
     m.conversions[i] = metrics->conversions.Series(reason);
+  }
+  for (auto [kind, series] : {std::pair{engine::SchedulerClaim::kScheduler, &m.scheduler_claims},
+                              std::pair{engine::SchedulerClaim::kOther, &m.other_claims}}) {
+    const std::string_view creator[] = {engine::SchedulerClaimName(kind)};
+    *series = metrics->scheduler_claims.Series(creator);
   }
   m.certs = std::make_unique<CertificateSource>(
       m.opt.tls_cert, m.opt.tls_key,

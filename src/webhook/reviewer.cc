@@ -175,6 +175,7 @@ Judgement Reviewer::Judge(const admission::AdmissionRequest& req, admission::Web
   if (webhook == admission::WebhookKind::kValidating) {
     engine::RuleInput input{req, policy, topology, now};
     input.deadline = deadline;
+    input.claims = claims_;
     j.result = engine::Evaluate(input, registry_);
     j.decision = engine::Decide(j.result, policy);
   } else {
@@ -209,8 +210,8 @@ bool MayEvaluateCel(std::string_view body) {
 }
 
 Reviewer::Reviewer(const engine::Registry& registry, admission::DecodeLimits limits,
-                   mutation::TemplateProvisioner* provisioner)
-    : registry_(registry), limits_(limits), provisioner_(provisioner) {}
+                   mutation::TemplateProvisioner* provisioner, const dra::ClaimCatalog* claims)
+    : registry_(registry), limits_(limits), provisioner_(provisioner), claims_(claims) {}
 
 ReviewOutcome Reviewer::Review(std::string_view body, admission::WebhookKind webhook,
                                const policy::Policy& policy, const topology::Snapshot* topology,
@@ -267,6 +268,7 @@ ReviewOutcome Reviewer::Review(std::string_view body, admission::WebhookKind web
     }
     out.verdict = decision.verdict;
     out.conversion = judgement.conversion;
+    out.scheduler_claim = judgement.result.scheduler_claim;
     for (const auto* list : {&decision.denied_rules, &decision.warned_rules, &decision.audited_rules}) {
       out.rules.insert(out.rules.end(), list->begin(), list->end());
     }

@@ -123,7 +123,22 @@ superset of what the glob matches (never a subset, so nothing relevant is skippe
 {{- if $exact -}}
 {{- $terms = prepend $terms (printf "k in [%s]" (join ", " ($exact | uniq))) -}}
 {{- end -}}
+{{- /* Every DeviceClass answers to deviceclass.resource.kubernetes.io/<class> (KEP-5004): a GPU
+class's implicit name is a legacy request, which draguard judges and converts. */ -}}
+{{- $terms = append $terms "k.startsWith('deviceclass.resource.kubernetes.io/')" -}}
 {{- if $terms -}}({{ join " || " ($terms | uniq) }}){{- else -}}false{{- end -}}
+{{- end -}}
+
+{{/*
+CEL predicate of the claims webhook: false for a ResourceClaim that one of policy.trustedSchedulers
+creates with kube-scheduler's extended-resource annotation (KEP-5004), which the server would
+admit unjudged anyway; "" when no scheduler is trusted.
+*/}}
+{{- define "draguard.celNotSchedulerClaim" -}}
+{{- $trusted := default list .Values.policy.trustedSchedulers -}}
+{{- if $trusted -}}
+!(request.resource.resource == 'resourceclaims' && request.operation == 'CREATE' && request.userInfo.username in {{ toJson $trusted }} && has(object.metadata.annotations) && 'resource.kubernetes.io/extended-resource-claim' in object.metadata.annotations && object.metadata.annotations['resource.kubernetes.io/extended-resource-claim'] == 'true')
+{{- end -}}
 {{- end -}}
 
 {{/*

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "draguard/admission/review.h"
@@ -69,6 +71,36 @@ struct ObjectVerdict {
   std::string mutation_reason;  ///< kRefused: why
 };
 
+/// What the audit knows of the claims kube-scheduler made for legacy Pods (KEP-5004). A stored
+/// claim records no creator, so the proof is the Pod's status: kube-scheduler names its claim in
+/// status.extendedResourceClaimStatus.resourceClaimName, which only components that may write
+/// pods/status can set. JudgeObject notes every Pod it judges and asks about every claim with the
+/// extended-resource annotation; Pods are judged first in a cluster (AuditedKinds) and should come
+/// first in a dump. At most kMaxPods Pods are remembered (a few dozen bytes each). Not thread-safe.
+class SchedulerClaimIndex {
+ public:
+  /// Pods remembered at most; later Pods are not (their claims are then reported as unverified).
+  static constexpr std::size_t kMaxPods = 1000000;
+
+  /// What the Pods seen so far say about one claim.
+  enum class Proof : uint8_t {
+    kMade,        ///< its controller Pod names it in its status: the scheduler made it
+    kNotMade,     ///< its controller Pod was seen and does not name it (or it has no controller Pod)
+    kPodNotSeen,  ///< its controller Pod is not (yet) known
+  };
+
+  /// Remembers a stored Pod (namespace, name) and the claim its status names, if any.
+  void NotePod(const admission::Json& pod, std::string_view default_namespace);
+  /// The proof for `claim` (a stored ResourceClaim in `namespace_`).
+  Proof ProofFor(const admission::Json& claim, std::string_view namespace_) const;
+  /// Pods remembered.
+  std::size_t size() const { return pods_.size(); }
+
+ private:
+  // Hash of "namespace/pod" -> hash of the claim name its status names (0: none).
+  std::unordered_map<std::uint64_t, std::uint64_t> pods_;
+};
+
 /// Everything a judgement needs; all references must outlive the calls.
 struct JudgeContext {
   const webhook::Reviewer& reviewer;   ///< built on `registry`, without a provisioner
@@ -77,6 +109,9 @@ struct JudgeContext {
   const topology::Snapshot* topology = nullptr;
   std::chrono::system_clock::time_point now{};  ///< evaluation time (exception expiry)
   std::string default_namespace = "default";    ///< for objects without metadata.namespace
+  /// The Pods judged so far, the proof for kube-scheduler's claims; null = no proof (every
+  /// annotated claim is judged like any other).
+  SchedulerClaimIndex* scheduler_claims = nullptr;
 };
 
 /// Judges `object` (an audited kind; see IsAudited) as a CREATE: a Pod goes through /mutate and,

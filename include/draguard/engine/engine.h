@@ -13,6 +13,7 @@
 #include "draguard/engine/exceptions.h"
 #include "draguard/engine/registry.h"
 #include "draguard/engine/rule.h"
+#include "draguard/engine/scheduler_claims.h"
 #include "draguard/engine/shape.h"
 #include "draguard/policy/policy.h"
 
@@ -40,6 +41,9 @@ struct EngineResult {
   /// Rules that could not finish because the review's CEL budget (cost or deadline) ran out:
   /// Decide denies for them in enforce mode whatever ruleErrors says, and warns in audit mode.
   std::vector<std::string> budget_rules;
+  /// Whether the object is a claim carrying kube-scheduler's extended-resource annotation, and
+  /// who made it (ClassifySchedulerClaim): kScheduler is admitted as exempt.
+  SchedulerClaim scheduler_claim = SchedulerClaim::kNone;
 };
 
 /// RFC 3339 timestamps (policy::ParseRfc3339).

@@ -24,6 +24,7 @@ class Budget;
 
 namespace draguard::dra {
 struct PodObjects;
+class ClaimCatalog;
 }  // namespace draguard::dra
 
 namespace draguard::engine {
@@ -74,6 +75,9 @@ struct RuleInput {
   /// The request's pod objects (dra::FindPodObjects), found once per review by Evaluate; null
   /// when a rule is called on its own (PodObjectsOf then finds them).
   const dra::PodObjects* pod_objects = nullptr;
+  /// The server's watch cache of the ResourceClaimTemplates and ResourceClaims Pods reference;
+  /// null when API access is off (or offline). Pod rules read what they cannot see in the Pod there.
+  const dra::ClaimCatalog* claims = nullptr;
 };
 
 /// The pod objects of `input`'s request: input.pod_objects when set, else found into `scratch`.

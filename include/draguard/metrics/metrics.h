@@ -225,6 +225,7 @@ struct ServerMetrics {
   GaugeFamily& inflight;          ///< draguard_admission_inflight
   CounterFamily& rule_results;    ///< draguard_rule_results_total{rule,action,result}
   CounterFamily& conversions;     ///< draguard_mutate_conversions_total{reason}
+  CounterFamily& scheduler_claims;  ///< draguard_extended_resource_claims_total{creator}
   CounterFamily& policy_reloads;  ///< draguard_policy_reload_total{result}
   CounterFamily& tls_reloads;     ///< draguard_tls_reload_total{result}
   GaugeFamily& cert_expiry;       ///< draguard_tls_cert_expiry_timestamp_seconds

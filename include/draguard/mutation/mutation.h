@@ -57,6 +57,9 @@ struct RequestProfile {
   /// kGpu with mutation.cpu: whole CPUs requested in the same claim as request "cpu", on the
   /// GPUs' NUMA node; 0 = none (the kubelet places the container's CPUs).
   int64_t cpus = 0;
+  /// kGpu: the DeviceClass of the request when the Pod named one by its implicit extended-resource
+  /// name (deviceclass.resource.kubernetes.io/<class>); empty = the policy's first GPU class.
+  std::string device_class;
   bool operator==(const RequestProfile&) const = default;
 };
 

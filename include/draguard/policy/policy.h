@@ -34,6 +34,10 @@ const char* ActionName(Action action);
 /// How a legacy name backed by DRA through DeviceClass.extendedResourceName (KEP-5004) is treated.
 enum class ExtendedResourceMapping { kDeny, kWarn, kAllow };
 
+/// The prefix of every DeviceClass's implicit extended-resource name (KEP-5004,
+/// resourceapi.ResourceDeviceClassPrefix): `deviceclass.resource.kubernetes.io/<class>`.
+inline constexpr std::string_view kImplicitResourcePrefix = "deviceclass.resource.kubernetes.io/";
+
 /// One matchExpressions entry of a Kubernetes label selector.
 struct LabelSelectorRequirement {
   std::string key;                  ///< label key
@@ -211,6 +215,11 @@ struct Policy {
   RuleErrorPolicy rule_errors = RuleErrorPolicy::kAllow;
   bool require_topology_for_readiness = false;  ///< /readyz waits for at least one node
   ExtendedResourceMapping extended_resource_mapping = ExtendedResourceMapping::kDeny;
+  /// trustedSchedulers: the userInfo.username of each kube-scheduler (exact names, no globs). A
+  /// ResourceClaim one of them creates with the annotation resource.kubernetes.io/extended-resource-claim
+  /// is the claim it made for a Pod's extended resources (KEP-5004): admitted unjudged. The same
+  /// annotation from anyone else changes nothing.
+  std::vector<std::string> trusted_schedulers = {"system:kube-scheduler"};
   std::vector<CustomResource> custom_resources = DefaultCustomResources();
   DeviceClasses device_classes;
   /// DG003: the lowest acceptable memory floor of a full-GPU request (a Kubernetes quantity).
@@ -237,6 +246,14 @@ struct Policy {
   Action ActionFor(std::string_view rule_id, Action default_action, RuleCursor& cursor) const;
   /// True when `resource_name` matches a legacyResources entry.
   bool IsLegacyResource(std::string_view resource_name) const;
+  /// The GPU DeviceClass (deviceClasses gpu, mig or passthrough) whose implicit extended-resource
+  /// name `resource_name` is (KEP-5004: deviceclass.resource.kubernetes.io/<class>); "" otherwise.
+  std::string_view ImplicitGpuClass(std::string_view resource_name) const;
+  /// True when `resource_name` asks for GPUs the legacy way: a legacyResources match or a GPU
+  /// class's implicit name (ImplicitGpuClass).
+  bool IsLegacyGpuRequest(std::string_view resource_name) const {
+    return IsLegacyResource(resource_name) || !ImplicitGpuClass(resource_name).empty();
+  }
 };
 
 /// Parses an RFC 3339 timestamp ("2026-01-31T00:00:00Z", offsets and fractions allowed).

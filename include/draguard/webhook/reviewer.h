@@ -15,6 +15,7 @@
 
 #include "draguard/admission/codec.h"
 #include "draguard/admission/response.h"
+#include "draguard/dra/claim_catalog.h"
 #include "draguard/engine/engine.h"
 #include "draguard/mutation/mutation.h"
 #include "draguard/mutation/provisioner.h"
@@ -84,6 +85,9 @@ struct ReviewOutcome {
   std::vector<RuleMetric> rule_metrics;
   /// /mutate: how the conversion ended (kNotApplicable for /validate and for requests not judged).
   ConversionReason conversion = ConversionReason::kNotApplicable;
+  /// /validate: whether the object was a claim carrying kube-scheduler's extended-resource
+  /// annotation, and who made it (kNone otherwise).
+  engine::SchedulerClaim scheduler_claim = engine::SchedulerClaim::kNone;
 };
 
 /// What the webhook decides about one decoded request, with the facts behind the decision.
@@ -106,8 +110,11 @@ class Reviewer {
  public:
   /// `registry` (and `provisioner`, when set) must outlive the reviewer. Without a provisioner,
   /// /mutate converts Pods but creates no templates (they must exist already, e.g. `render`ed).
+  /// `claims`, when set, is the watch cache of claims and templates the Pod rules read (DG015,
+  /// DG016) and must outlive the reviewer; null = none (API access off, or offline).
   explicit Reviewer(const engine::Registry& registry, admission::DecodeLimits limits = {},
-                    mutation::TemplateProvisioner* provisioner = nullptr);
+                    mutation::TemplateProvisioner* provisioner = nullptr,
+                    const dra::ClaimCatalog* claims = nullptr);
 
   /// Decodes, evaluates, decides and encodes one review. `deadline` bounds the whole review: the
   /// template provisioning of /mutate gets what is left of it (at most mutation.apiTimeoutMs). An
@@ -146,6 +153,7 @@ class Reviewer {
   const engine::Registry& registry_;
   admission::DecodeLimits limits_;
   mutation::TemplateProvisioner* provisioner_ = nullptr;
+  const dra::ClaimCatalog* claims_ = nullptr;
   // The decoder's parser buffers, shared by the reviews running at once (thread-safe).
   std::shared_ptr<const admission::DecodePool> decode_pool_ = std::make_shared<admission::DecodePool>();
 };

@@ -1,4 +1,5 @@
 // DG001 legacy-gpu-resource: Pods and pod templates must not request device-plugin GPU resources.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -39,7 +40,6 @@ constexpr const char* kMigFix =
 constexpr const char* kSharingFix =
     "HAMi sharing limits are not enforced by DRA: request a DRA claim with a memory selector "
     "(class gpu.nvidia.com) or an MPS sharing config instead";
-constexpr const char* kImplicitPrefix = "deviceclass.resource.kubernetes.io/";
 
 // HAMi's per-GPU sharing dimensions count memory / cores, not devices: no DeviceClass backs them.
 bool IsSharingDimension(const std::string& name) {
@@ -62,8 +62,7 @@ void CheckResources(const Json& resources, const std::string& pointer, const std
     auto it = resources.find(section);
     if (it == resources.end() || !it->is_object()) continue;
     for (const auto& [name, qty] : it->items()) {
-      bool implicit = name.rfind(kImplicitPrefix, 0) == 0 &&
-                      ctx.policy.device_classes.IsGpuClass(name.substr(std::string(kImplicitPrefix).size()));
+      const bool implicit = !ctx.policy.ImplicitGpuClass(name).empty();
       if (!implicit && !ctx.policy.IsLegacyResource(name)) continue;
       if (IsZero(qty)) continue;
       // A limit and a request of the same resource are one finding, reported at the limit.
@@ -74,7 +73,11 @@ void CheckResources(const Json& resources, const std::string& pointer, const std
       Finding f;
       f.pointer = pointer + "/" + section + "/" + EscapePointerToken(name);
       f.message = ctx.prefix + who + " requests " + name + " (" + section + ": " + QuantityText(qty) + ")";
-      f.fix = IsSharingDimension(name) ? kSharingFix : name.find("/mig-") != std::string::npos ? kMigFix : kFix;
+      const std::string_view implicit_class = ctx.policy.ImplicitGpuClass(name);
+      const bool mig = name.find("/mig-") != std::string::npos ||
+                       std::find(ctx.policy.device_classes.mig.begin(), ctx.policy.device_classes.mig.end(),
+                                 implicit_class) != ctx.policy.device_classes.mig.end();
+      f.fix = IsSharingDimension(name) ? kSharingFix : mig ? kMigFix : kFix;
       // KEP-5004: the name may be backed by DRA through DeviceClass.extendedResourceName (or is
       // the implicit deviceclass.resource.kubernetes.io/<class> name): DRA-allocated, but still
       // without memory floor or topology constraint.

@@ -1,6 +1,7 @@
 // DG015 pod-claim-references: containers reference the Pod's resourceClaims correctly.
 #include <set>
 
+#include "draguard/dra/claim_catalog.h"
 #include "draguard/dra/pod_specs.h"
 #include "rules/rules.h"
 #include "rules/util.h"
@@ -9,6 +10,28 @@ namespace draguard::engine::rules {
 namespace {
 
 using admission::Json;
+
+// A reference to a template or claim that the server's watch cache knows does not exist
+// (dra::ClaimCatalog): the Pod would stay Pending until it does. Only a warning: the cache follows
+// the API by a moment, and `kubectl apply` or Helm may create the Pod before its template. The
+// templates draguard generates are made by /mutate itself and are not looked up.
+bool MissingReference(const RuleInput& input, const std::string& entry, const std::string& claim_name,
+                      const std::string& template_name, const std::string& pointer, Finding* out) {
+  const std::string& ns = input.request.namespace_;
+  if (input.claims == nullptr || ns.empty()) return false;
+  if (!template_name.empty() && IsGeneratedTemplateName(template_name)) return false;
+  const bool by_template = !template_name.empty();
+  const dra::ClaimLookup found = by_template ? input.claims->Template(ns, template_name) : input.claims->Claim(ns, claim_name);
+  if (found.state != dra::ClaimLookup::State::kAbsent) return false;
+  const std::string what = by_template ? "ResourceClaimTemplate \"" + template_name + "\""
+                                       : "ResourceClaim \"" + claim_name + "\"";
+  out->pointer = pointer + (by_template ? "/resourceClaimTemplateName" : "/resourceClaimName");
+  out->message = "spec.resourceClaims entry \"" + entry + "\" references " + what + ", which does not exist in namespace " +
+                 ns + ": the Pod stays Pending until it does";
+  out->fix = "create the " + what + " in " + ns + " before the Pod, or correct the name";
+  out->cap = policy::Action::kWarn;
+  return true;
+}
 
 class PodClaimReferences final : public Rule {
  public:
@@ -38,14 +61,19 @@ class PodClaimReferences final : public Rule {
         } else if (!declared.insert(name).second) {
           add(p + "/name", "spec.resourceClaims has two entries named \"" + name + "\"", "make the names unique");
         }
-        bool by_name = !StringMember(&e, "resourceClaimName").empty();
-        bool by_template = !StringMember(&e, "resourceClaimTemplateName").empty();
+        const std::string claim_name = StringMember(&e, "resourceClaimName");
+        const std::string template_name = StringMember(&e, "resourceClaimTemplateName");
+        bool by_name = !claim_name.empty();
+        bool by_template = !template_name.empty();
         if (Member(&e, "source") != nullptr && !by_name && !by_template) {
           add(p + "/source", "spec.resourceClaims entry \"" + name + "\" uses the removed source: wrapper "
               "(Kubernetes 1.30 and older)", "set resourceClaimName or resourceClaimTemplateName directly on the entry");
         } else if (by_name == by_template) {
           add(p, "spec.resourceClaims entry \"" + name + "\" must set exactly one of resourceClaimName and "
               "resourceClaimTemplateName", "keep resourceClaimTemplateName (one claim per Pod)");
+        } else if (Finding missing; MissingReference(input, name, claim_name, template_name, p, &missing)) {
+          missing.message = prefix + missing.message;
+          findings.push_back(std::move(missing));
         }
       }
       for (const auto& c : Containers(spec)) {

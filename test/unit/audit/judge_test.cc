@@ -249,29 +249,72 @@ TEST(Judge, AConvertiblePodIsConvertedAndNotDenied) {
 
 // kube-scheduler's claim for a Pod's extended resources (KEP-5004) is the Pod's request, judged
 // with the Pod: an audit of a real cluster must not report it as a claim without a memory floor.
+// A stored claim records no creator: the proof is the Pod's status, which names the claim.
 TEST(Judge, TheSchedulersExtendedResourceClaimIsJudgedWithItsPod) {
   engine::Registry registry = engine::DefaultRegistry();
   webhook::Reviewer reviewer(registry);
   policy::PolicyStore store;
   ASSERT_TRUE(store.LoadDefault().ok());
+  SchedulerClaimIndex index;
   JudgeContext ctx{reviewer, registry, *store.Current(), nullptr, {}, "ml"};
-  Json claim = Json::parse(R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim",
+  ctx.scheduler_claims = &index;
+  const Json claim = Json::parse(R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim",
     "metadata":{"name":"train-extended-resources-l5d74","namespace":"ml",
       "annotations":{"resource.kubernetes.io/extended-resource-claim":"true"},
       "ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"train","uid":"u","controller":true}]},
     "spec":{"devices":{"requests":[{"name":"container-0-request-0",
       "exactly":{"deviceClassName":"gpu.nvidia.com","allocationMode":"ExactCount","count":1}}]}}})");
+  auto pod = [](const std::string& name, const std::string& claim_name) {
+    Json p = {{"apiVersion", "v1"}, {"kind", "Pod"},
+              {"metadata", {{"name", name}, {"namespace", "ml"}}},
+              {"spec", {{"containers", Json::array({{{"name", "c"}, {"image", "i"}}})}}}};
+    if (!claim_name.empty()) {
+      p["status"]["extendedResourceClaimStatus"] = {
+          {"resourceClaimName", claim_name},
+          {"requestMappings", Json::array({{{"containerName", "c"}, {"resourceName", "nvidia.com/gpu"},
+                                            {"requestName", "container-0-request-0"}}})}};
+    }
+    return p;
+  };
+
+  // Its Pod not seen yet (a dump that lists claims first): not verified, not reported as failing.
+  ObjectVerdict early = JudgeObject(claim, ctx);
+  EXPECT_EQ(early.verdict, engine::Verdict::kExempt);
+  EXPECT_NE(early.exemption.find("not verified"), std::string::npos) << early.exemption;
+
+  // The Pod names the claim in its status: the scheduler made it.
+  JudgeObject(pod("train", "train-extended-resources-l5d74"), ctx);
   ObjectVerdict v = JudgeObject(claim, ctx);
   EXPECT_EQ(v.verdict, engine::Verdict::kExempt);
   EXPECT_TRUE(v.findings.empty());
-  EXPECT_NE(v.exemption.find("extended resources"), std::string::npos) << v.exemption;
+  EXPECT_NE(v.exemption.find("kube-scheduler made"), std::string::npos) << v.exemption;
 
-  // The same claim written by a user is judged (DG003: no memory floor).
-  claim["metadata"].erase("annotations");
-  ObjectVerdict u = JudgeObject(claim, ctx);
+  // A Pod that names another claim: this one only carries the annotation, and is judged.
+  Json forged = claim;
+  forged["metadata"]["name"] = "forged";
+  ObjectVerdict f = JudgeObject(forged, ctx);
+  EXPECT_EQ(f.verdict, engine::Verdict::kDeny);
+  ASSERT_FALSE(f.findings.empty());
+  EXPECT_EQ(f.findings.front().rule, "DG003");
+  // So is one whose controller is a Pod without an extended-resource claim, or no Pod at all.
+  JudgeObject(pod("plain", ""), ctx);
+  Json other = claim;
+  other["metadata"]["ownerReferences"][0]["name"] = "plain";
+  EXPECT_EQ(JudgeObject(other, ctx).verdict, engine::Verdict::kDeny);
+  other["metadata"].erase("ownerReferences");
+  EXPECT_EQ(JudgeObject(other, ctx).verdict, engine::Verdict::kDeny);
+  // Without the index (no proof at all), the annotation changes nothing.
+  JudgeContext blind{reviewer, registry, *store.Current(), nullptr, {}, "ml"};
+  EXPECT_EQ(JudgeObject(claim, blind).verdict, engine::Verdict::kDeny);
+
+  // The same claim without the annotation is judged (DG003: no memory floor).
+  Json plain = claim;
+  plain["metadata"].erase("annotations");
+  ObjectVerdict u = JudgeObject(plain, ctx);
   EXPECT_EQ(u.verdict, engine::Verdict::kDeny);
   ASSERT_FALSE(u.findings.empty());
   EXPECT_EQ(u.findings.front().rule, "DG003");
+  EXPECT_EQ(index.size(), 2u);
 }
 
 TEST(Judge, AuditedKindsCoverTheWebhookRulesAndThePolicyResources) {

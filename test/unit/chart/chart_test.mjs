@@ -454,6 +454,8 @@ const POD_CASES = [
   ["MIG in init container", { containers: [ctr()], initContainers: [ctr({ limits: { "nvidia.com/mig-1g.10gb": 1 } })] }, true, true],
   ["HAMi gpumem", { containers: [ctr({ limits: { "nvidia.com/gpumem": "1000" } })] }, true, true],
   ["pod-level legacy resources", { resources: { limits: GPU }, containers: [ctr()] }, true, true],
+  ["implicit GPU class name (KEP-5004)", { containers: [ctr({ limits: { "deviceclass.resource.kubernetes.io/gpu.nvidia.com": "1" } })] }, true, true],
+  ["implicit MIG class name in requests", { containers: [ctr({ requests: { "deviceclass.resource.kubernetes.io/mig.nvidia.com": 1 } })] }, true, true],
   ["DRA claim pod", { resourceClaims: [{ name: "gpu", resourceClaimTemplateName: "t" }], containers: [ctr({ claims: [{ name: "gpu" }] })] }, true, false],
   ["empty resourceClaims", { resourceClaims: [], containers: [ctr()] }, false, false],
 ];
@@ -503,6 +505,24 @@ function checkMatchConditions(r, label) {
       celCheck(e, { object: obj, oldObject: null, request: req(kind) }, want, `${kind} ${JSON.stringify(obj).slice(0, 80)}`);
     }
   });
+  check(`${label}: matchConditions: kube-scheduler's own extended-resource claims are not sent`, () => {
+    const e = cond("claims.validate.draguard.io", "not-scheduler-extended-resource-claim");
+    const claim = (annotations) => ({ apiVersion: "resource.k8s.io/v1", kind: "ResourceClaim",
+      metadata: { generateName: "p-extended-resources-", ...(annotations ? { annotations } : {}) },
+      spec: { devices: { requests: [{ name: "container-0-request-0", exactly: { deviceClassName: "gpu.nvidia.com", allocationMode: "ExactCount", count: 1 } }] } } });
+    const ann = { "resource.kubernetes.io/extended-resource-claim": "true" };
+    const claimReq = (username, resource = "resourceclaims", kind = "ResourceClaim") => ({
+      kind: { group: "resource.k8s.io", version: "v1", kind }, resource: { group: "resource.k8s.io", version: "v1", resource },
+      operation: "CREATE", namespace: "team", userInfo: { username } });
+    const cases = [
+      ["the scheduler's claim", claim(ann), claimReq("system:kube-scheduler"), false],
+      ["the annotation from a tenant", claim(ann), claimReq("alice"), true],
+      ["a claim of the scheduler without the annotation", claim(), claimReq("system:kube-scheduler"), true],
+      ["another annotation value", claim({ "resource.kubernetes.io/extended-resource-claim": "false" }), claimReq("system:kube-scheduler"), true],
+      ["a template with the annotation", { ...claim(ann), kind: "ResourceClaimTemplate" }, claimReq("system:kube-scheduler", "resourceclaimtemplates", "ResourceClaimTemplate"), true],
+    ];
+    for (const [name, object, request, want] of cases) celCheck(e, { object, oldObject: null, request }, want, name);
+  });
   check(`${label}: matchConditions: UPDATEs that leave spec alone are skipped`, () => {
     for (const name of ["workloads.validate.draguard.io", "crds.validate.draguard.io"]) {
       const e = cond(name, "spec-changed");
@@ -550,6 +570,18 @@ async function scenarios() {
   checkMatchConditions(def, "default");
   check("default: failurePolicy Fail in enforce mode (validate and mutate)", () => {
     for (const { w } of webhooksOf(def)) eq(w.failurePolicy, "Fail", w.name);
+  });
+  check("policy.trustedSchedulers follows into the claims webhook's matchCondition (none when empty)", () => {
+    const claimsHook = (r) => webhooksOf(r).find((h) => h.w.name === "claims.validate.draguard.io").w;
+    const custom = render(["--set-json", 'policy.trustedSchedulers=["system:serviceaccount:kube-system:my-scheduler"]']);
+    const e = claimsHook(custom).matchConditions[0].expression;
+    const object = { metadata: { annotations: { "resource.kubernetes.io/extended-resource-claim": "true" } } };
+    const request = (username) => ({ resource: { resource: "resourceclaims" }, operation: "CREATE", userInfo: { username } });
+    celCheck(e, { object, oldObject: null, request: request("system:serviceaccount:kube-system:my-scheduler") }, false, "the listed scheduler");
+    celCheck(e, { object, oldObject: null, request: request("system:kube-scheduler") }, true, "a scheduler not listed");
+    eq(claimsHook(render(["--set-json", "policy.trustedSchedulers=[]"])).matchConditions, undefined, "no scheduler trusted");
+    assert(find(custom.docs, "ConfigMap", "draguard-policy")[0].data["policy.yaml"].includes("system:serviceaccount:kube-system:my-scheduler"),
+      "the policy lists the same scheduler");
   });
   check("default: no ServiceMonitor / PrometheusRule", () => {
     eq(find(def.docs, "ServiceMonitor").length + find(def.docs, "PrometheusRule").length, 0, "monitoring objects");

@@ -42,6 +42,45 @@ TEST(Dg015, PodUpdateIsNotJudged) {
   EXPECT_EQ(RunRule("DG015", req, DefaultPolicy()).status, RuleStatus::kSkip);
 }
 
+// With the server's claim cache: a reference to a template or claim that does not exist is a
+// warning (the cache follows the API by a moment, and a Pod may come before its template).
+TEST(Dg015, ReferencesToObjectsTheClaimCacheDoesNotHave) {
+  FakeCatalog catalog;
+  catalog.templates["team-a/t"] = Template(R"({"devices":{"requests":[]}})");
+  catalog.claims["team-a/shared"] = Claim(R"({"devices":{"requests":[]}})");
+  const policy::Policy pol = DefaultPolicy();
+  auto run = [&](const std::string& claims, const dra::ClaimCatalog* c) {
+    return RunRuleWith("DG015", Request(Pod(claims, R"({"name":"gpu"})")), pol, c);
+  };
+  EXPECT_EQ(run(kGpu, &catalog).status, RuleStatus::kPass);
+  EXPECT_EQ(run(R"({"name":"gpu","resourceClaimName":"shared"})", &catalog).status, RuleStatus::kPass);
+  RuleResult missing = run(R"({"name":"gpu","resourceClaimTemplateName":"gone"})", &catalog);
+  ASSERT_EQ(missing.status, RuleStatus::kFail);
+  ASSERT_EQ(missing.findings.size(), 1u);
+  EXPECT_EQ(missing.findings[0].pointer, "/spec/resourceClaims/0/resourceClaimTemplateName");
+  EXPECT_NE(missing.findings[0].message.find("ResourceClaimTemplate \"gone\", which does not exist in namespace team-a"),
+            std::string::npos)
+      << missing.findings[0].message;
+  EXPECT_EQ(missing.findings[0].cap, policy::Action::kWarn);
+  RuleResult claim = run(R"({"name":"gpu","resourceClaimName":"other"})", &catalog);
+  ASSERT_EQ(claim.status, RuleStatus::kFail);
+  EXPECT_EQ(claim.findings[0].pointer, "/spec/resourceClaims/0/resourceClaimName");
+  // Templates draguard generates are made by /mutate itself: never looked up.
+  EXPECT_EQ(run(R"({"name":"gpu","resourceClaimTemplateName":"draguard-0123456789abcdef0123"})", &catalog).status,
+            RuleStatus::kPass);
+  // A cache that has not listed yet, or none (API access off): today's judgement.
+  catalog.synced = false;
+  EXPECT_EQ(run(R"({"name":"gpu","resourceClaimTemplateName":"gone"})", &catalog).status, RuleStatus::kPass);
+  EXPECT_EQ(run(R"({"name":"gpu","resourceClaimTemplateName":"gone"})", nullptr).status, RuleStatus::kPass);
+  // The whole engine warns and admits.
+  catalog.synced = true;
+  RuleInput in{Request(Pod(R"({"name":"gpu","resourceClaimTemplateName":"gone"})", R"({"name":"gpu"})")), pol, nullptr, {}};
+  in.claims = &catalog;
+  Decision d = Decide(Evaluate(in, DefaultRegistry()), pol);
+  EXPECT_TRUE(d.response.allowed);
+  EXPECT_TRUE(Contains(d.warned_rules, "DG015"));
+}
+
 TEST(Dg015, ActionsAndExemption) { ExpectActionsAndExemption("DG015", Request(Pod(kGpu, R"({"name":"nope"})"))); }
 
 }  // namespace

@@ -102,6 +102,65 @@ TEST(Dg016, MessageSaysWhatToAdd) {
   EXPECT_NE(other.findings[0].fix.find("DeviceClass cpus.example.com"), std::string::npos) << other.findings[0].fix;
 }
 
+// Hand-written templates and claims, read from the server's claim cache: a GPU claim without the
+// container's CPUs is reported like a generated one; CPUs in the claim must share a numaNode
+// constraint with the GPUs; a cold cache says what it could not check (audit only).
+TEST(Dg016, HandWrittenClaimsFromTheClaimCache) {
+  const policy::Policy pol = DefaultPolicy();
+  FakeCatalog catalog;
+  const std::string gpu = R"({"name":"gpu","exactly":{"deviceClassName":"gpu.nvidia.com","count":2}})";
+  const std::string cpu = R"({"name":"cpu","exactly":{"deviceClassName":"dra.cpu","count":8}})";
+  catalog.templates["team-a/gpus"] = Template(R"({"devices":{"requests":[)" + gpu + "]}}");
+  catalog.templates["team-a/gpus-cpus"] = Template(R"({"devices":{"requests":[)" + gpu + "," + cpu +
+                                                   R"(],"constraints":[{"requests":["gpu","cpu"],"matchAttribute":"resource.kubernetes.io/numaNode"}]}})");
+  catalog.templates["team-a/gpus-cpus-loose"] = Template(R"({"devices":{"requests":[)" + gpu + "," + cpu + "]}}");
+  catalog.templates["team-a/nics"] = Template(R"({"devices":{"requests":[{"name":"nic","exactly":{"deviceClassName":"dranet"}}]}})");
+  catalog.claims["team-a/shared-gpus"] = Claim(R"({"devices":{"requests":[)" + gpu + "]}}");
+  const std::string pinned = Equal(R"("8")");
+  auto pod = [&](const std::string& source, const std::string& container_claims) {
+    return Request(R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"resourceClaims":[{"name":"g",)" +
+                   source + R"(}],"containers":[{"name":"t","resources":{)" + pinned + R"(,"claims":[)" +
+                   container_claims + "]}}]}}");
+  };
+  auto run = [&](const admission::AdmissionRequest& r) { return RunRuleWith("DG016", r, pol, &catalog); };
+
+  RuleResult outside = run(pod(R"("resourceClaimTemplateName":"gpus")", R"({"name":"g"})"));
+  ASSERT_EQ(outside.status, RuleStatus::kFail);
+  ASSERT_EQ(outside.findings.size(), 1u);
+  EXPECT_NE(outside.findings[0].message.find("8 exclusive CPUs outside claim \"g\" of its GPUs (template \"gpus\")"),
+            std::string::npos)
+      << outside.findings[0].message;
+  EXPECT_NE(outside.findings[0].fix.find("(template \"gpus\")"), std::string::npos) << outside.findings[0].fix;
+  EXPECT_FALSE(outside.findings[0].cap.has_value());
+  // The same through a ResourceClaim referenced by name.
+  EXPECT_EQ(run(pod(R"("resourceClaimName":"shared-gpus")", R"({"name":"g","request":"gpu"})")).status, RuleStatus::kFail);
+  // CPUs in the claim, held with the GPUs by a numaNode constraint: nothing to report.
+  EXPECT_EQ(run(pod(R"("resourceClaimTemplateName":"gpus-cpus")", R"({"name":"g"})")).status, RuleStatus::kPass);
+  EXPECT_EQ(run(pod(R"("resourceClaimTemplateName":"gpus-cpus")", R"({"name":"g","request":"gpu"},{"name":"g","request":"cpu"})")).status,
+            RuleStatus::kPass);
+  // Only the GPU request of it: the CPUs stay with the kubelet.
+  EXPECT_EQ(run(pod(R"("resourceClaimTemplateName":"gpus-cpus")", R"({"name":"g","request":"gpu"})")).status, RuleStatus::kFail);
+  // CPUs in the claim without a constraint that holds them with the GPUs.
+  RuleResult loose = run(pod(R"("resourceClaimTemplateName":"gpus-cpus-loose")", R"({"name":"g"})"));
+  ASSERT_EQ(loose.status, RuleStatus::kFail);
+  EXPECT_NE(loose.findings[0].message.find("no matchAttribute resource.kubernetes.io/numaNode constraint holds request \"cpu\""),
+            std::string::npos)
+      << loose.findings[0].message;
+  // A claim without GPUs, and a template the cache knows is absent (DG015's): not this rule's.
+  EXPECT_EQ(run(pod(R"("resourceClaimTemplateName":"nics")", R"({"name":"g"})")).status, RuleStatus::kSkip);
+  EXPECT_EQ(run(pod(R"("resourceClaimTemplateName":"gone")", R"({"name":"g"})")).status, RuleStatus::kSkip);
+  // Without a cache (API access off): as before, hand-written claims are not judged.
+  EXPECT_EQ(RunRuleWith("DG016", pod(R"("resourceClaimTemplateName":"gpus")", R"({"name":"g"})"), pol, nullptr).status,
+            RuleStatus::kSkip);
+  // A cache that has not listed yet: an audit-only finding says what was not checked.
+  catalog.synced = false;
+  RuleResult cold = run(pod(R"("resourceClaimTemplateName":"gpus")", R"({"name":"g"})"));
+  ASSERT_EQ(cold.status, RuleStatus::kFail);
+  EXPECT_EQ(cold.findings[0].cap, policy::Action::kAudit);
+  EXPECT_NE(cold.findings[0].message.find("not listed yet"), std::string::npos) << cold.findings[0].message;
+  EXPECT_NE(cold.findings[0].message.find("was not checked"), std::string::npos) << cold.findings[0].message;
+}
+
 TEST(Dg016, PodUpdateIsNotJudged) {
   auto req = Request(Pod(Container("t", Equal(R"("8")"))), "team-a", admission::Operation::kUpdate);
   EXPECT_EQ(RunRule("DG016", req, DefaultPolicy()).status, RuleStatus::kSkip);

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "draguard/dra/claim_catalog.h"
 #include "draguard/engine/engine.h"
 #include "draguard/engine/registry.h"
 #include "draguard/policy/policy.h"
@@ -59,6 +60,48 @@ inline RuleResult RunRule(const std::string& id, const admission::AdmissionReque
   const Rule* rule = kRegistry.Find(id);
   EXPECT_NE(rule, nullptr) << id;
   RuleInput in{req, pol, nullptr, std::chrono::system_clock::time_point{} + std::chrono::hours(24 * 365 * 56)};
+  return rule->Evaluate(in);
+}
+
+/// A claim catalog of fixed contents (the server's watch cache in the rules' view): templates and
+/// claims by "namespace/name", each a stored object (JSON text). `synced` false answers every
+/// lookup kUnknown.
+class FakeCatalog final : public dra::ClaimCatalog {
+ public:
+  bool synced = true;
+  std::map<std::string, std::string> templates, claims;  ///< "ns/name" -> object JSON
+
+  dra::ClaimLookup Template(std::string_view ns, std::string_view name) const override { return Find(templates, ns, name); }
+  dra::ClaimLookup Claim(std::string_view ns, std::string_view name) const override { return Find(claims, ns, name); }
+
+ private:
+  dra::ClaimLookup Find(const std::map<std::string, std::string>& m, std::string_view ns, std::string_view name) const {
+    dra::ClaimLookup l;
+    if (!synced) {
+      l.why = "not listed yet";
+      return l;
+    }
+    auto it = m.find(std::string(ns) + "/" + std::string(name));
+    if (it == m.end()) {
+      l.state = dra::ClaimLookup::State::kAbsent;
+      return l;
+    }
+    auto summary = dra::SummarizeClaimObject(Json::parse(it->second));
+    EXPECT_TRUE(summary.has_value()) << it->second;
+    l.state = dra::ClaimLookup::State::kFound;
+    l.summary = std::make_shared<const dra::ClaimSummary>(summary.value_or(dra::ClaimSummary{}));
+    return l;
+  }
+};
+
+/// Runs the registered rule `id` alone, with a claim catalog.
+inline RuleResult RunRuleWith(const std::string& id, const admission::AdmissionRequest& req, const policy::Policy& pol,
+                              const dra::ClaimCatalog* claims) {
+  static const Registry kRegistry = DefaultRegistry();
+  const Rule* rule = kRegistry.Find(id);
+  EXPECT_NE(rule, nullptr) << id;
+  RuleInput in{req, pol, nullptr, {}};
+  in.claims = claims;
   return rule->Evaluate(in);
 }
 

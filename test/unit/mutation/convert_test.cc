@@ -30,6 +30,45 @@ TEST(ConvertPod, PatchRemovesLegacyEntriesAndReferencesTheTemplate) {
   EXPECT_NE(c.summary.find(name), std::string::npos);
 }
 
+// KEP-5004: every DeviceClass answers to deviceclass.resource.kubernetes.io/<class>; a GPU class's
+// implicit name is converted like nvidia.com/gpu, into whole devices of that class.
+TEST(ConvertPod, ImplicitNamesOfGpuClassesConvertLikeNvidiaComGpu) {
+  auto pol = DefaultPolicy();
+  const auto topo = testing::Topo(testing::kG4dn);
+  auto legacy = ConvertPod(PodWith({{"nvidia.com/gpu", 2}, {"cpu", "2"}}), "ml", pol, topo.get());
+  ASSERT_EQ(legacy.outcome, PodConversion::Outcome::kConverted) << legacy.reason;
+  Json pod = PodWith({{"deviceclass.resource.kubernetes.io/gpu.nvidia.com", "2"}, {"cpu", "2"}});
+  auto c = ConvertPod(pod, "ml", pol, topo.get());
+  ASSERT_EQ(c.outcome, PodConversion::Outcome::kConverted) << c.reason;
+  ASSERT_EQ(c.templates.size(), 1u);
+  // The same template as for nvidia.com/gpu: the default GPU class is the policy's.
+  EXPECT_EQ(c.templates[0].name, legacy.templates[0].name);
+  EXPECT_EQ(c.pod["spec"]["containers"][0]["resources"]["limits"], Json({{"cpu", "2"}}));
+  EXPECT_EQ(ConvertPod(c.pod, "ml", pol, topo.get()).outcome, PodConversion::Outcome::kUnchanged);
+
+  // Another GPU class of the policy: its devices, in a template of its own.
+  pol.device_classes.gpu = {"gpu.nvidia.com", "h100.example.com"};
+  pol.fingerprint.clear();
+  auto other = ConvertPod(PodWith({{"deviceclass.resource.kubernetes.io/h100.example.com", 1}}), "ml", pol, nullptr);
+  ASSERT_EQ(other.outcome, PodConversion::Outcome::kConverted) << other.reason;
+  ASSERT_EQ(other.templates.size(), 1u);
+  EXPECT_EQ(other.templates[0].object["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"],
+            "h100.example.com")
+      << other.templates[0].object.dump();
+
+  // The MIG class's implicit name names no profile; a passthrough class has no generated claim.
+  auto mig = ConvertPod(PodWith({{"deviceclass.resource.kubernetes.io/mig.nvidia.com", 1}}), "ml", pol, nullptr);
+  EXPECT_EQ(mig.outcome, PodConversion::Outcome::kRefused);
+  EXPECT_NE(mig.reason.find("without saying which profile"), std::string::npos) << mig.reason;
+  EXPECT_NE(mig.reason.find("nvidia.com/mig-<profile>"), std::string::npos) << mig.reason;
+  auto vfio = ConvertPod(PodWith({{"deviceclass.resource.kubernetes.io/vfio.gpu.nvidia.com", 1}}), "ml", pol, nullptr);
+  EXPECT_EQ(vfio.outcome, PodConversion::Outcome::kRefused);
+  EXPECT_NE(vfio.reason.find("vfio.gpu.nvidia.com"), std::string::npos) << vfio.reason;
+  // Another class's implicit name (CPUs) is not a GPU request: nothing to convert.
+  EXPECT_EQ(ConvertPod(PodWith({{"deviceclass.resource.kubernetes.io/dra.cpu", 1}}), "ml", pol, nullptr).outcome,
+            PodConversion::Outcome::kUnchanged);
+}
+
 TEST(ConvertPod, ConvertedPodsAndPodsWithoutLegacyRequestsAreUnchanged) {
   auto pol = DefaultPolicy();
   auto c = ConvertPod(PodWith({{"nvidia.com/gpu", 2}}), "ml", pol, testing::Topo(testing::kG4dn).get());

@@ -239,6 +239,42 @@ TEST(Policy, DefaultPolicyFileMatchesTheBuiltInDefaults) {
   EXPECT_EQ(p->extended_resource_mapping, ExtendedResourceMapping::kDeny);
   EXPECT_TRUE(p->IsLegacyResource("nvidia.com/gpumem"));
   EXPECT_TRUE(p->IsLegacyResource("nvidia.com/gpu-10gb"));
+  EXPECT_EQ(p->trusted_schedulers, builtin.trusted_schedulers);
+  EXPECT_EQ(p->trusted_schedulers, std::vector<std::string>{"system:kube-scheduler"});
+}
+
+TEST(Policy, ImplicitNamesOfGpuClassesAreLegacyGpuRequests) {
+  Policy p;
+  EXPECT_EQ(p.ImplicitGpuClass("deviceclass.resource.kubernetes.io/gpu.nvidia.com"), "gpu.nvidia.com");
+  EXPECT_EQ(p.ImplicitGpuClass("deviceclass.resource.kubernetes.io/mig.nvidia.com"), "mig.nvidia.com");
+  EXPECT_EQ(p.ImplicitGpuClass("deviceclass.resource.kubernetes.io/vfio.gpu.nvidia.com"), "vfio.gpu.nvidia.com");
+  EXPECT_EQ(p.ImplicitGpuClass("deviceclass.resource.kubernetes.io/dra.cpu"), "");
+  EXPECT_EQ(p.ImplicitGpuClass("deviceclass.resource.kubernetes.io/"), "");
+  EXPECT_EQ(p.ImplicitGpuClass("gpu.nvidia.com"), "");
+  EXPECT_TRUE(p.IsLegacyGpuRequest("deviceclass.resource.kubernetes.io/gpu.nvidia.com"));
+  EXPECT_TRUE(p.IsLegacyGpuRequest("nvidia.com/gpu"));
+  EXPECT_FALSE(p.IsLegacyGpuRequest("deviceclass.resource.kubernetes.io/dra.cpu"));
+  EXPECT_FALSE(p.IsLegacyResource("deviceclass.resource.kubernetes.io/gpu.nvidia.com"));
+  p.device_classes.gpu = {"h100.example.com"};
+  EXPECT_TRUE(p.IsLegacyGpuRequest("deviceclass.resource.kubernetes.io/h100.example.com"));
+  EXPECT_FALSE(p.IsLegacyGpuRequest("deviceclass.resource.kubernetes.io/gpu.nvidia.com"));
+}
+
+TEST(ParsePolicy, TrustedSchedulers) {
+  auto p = ParsePolicy("apiVersion: draguard.io/v1alpha1\nkind: Policy\n"
+                       "trustedSchedulers: [system:kube-scheduler, \"system:serviceaccount:kube-system:my-scheduler\"]\n");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->trusted_schedulers,
+            (std::vector<std::string>{"system:kube-scheduler", "system:serviceaccount:kube-system:my-scheduler"}));
+  auto none = ParsePolicy("apiVersion: draguard.io/v1alpha1\nkind: Policy\ntrustedSchedulers: []\n");
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_TRUE(none->trusted_schedulers.empty());
+  auto glob = ParsePolicy("apiVersion: draguard.io/v1alpha1\nkind: Policy\ntrustedSchedulers: [\"system:*\"]\n",
+                          "policy.yaml");
+  ASSERT_FALSE(glob.ok());
+  EXPECT_NE(glob.status().message().find("policy.yaml:3:"), std::string::npos) << glob.status().ToString();
+  EXPECT_NE(glob.status().message().find("trustedSchedulers[0]: must be an exact username"), std::string::npos)
+      << glob.status().ToString();
 }
 
 TEST(Policy, NewKeysParse) {
