@@ -71,7 +71,7 @@ fetch() {
   if ready; then return; fi
   if [ -z "$have" ]; then
     say "no go on PATH: installing Debian's golang-go to fetch Go $required"
-    "$here/../../scripts/apt-install.sh" golang-go
+    "$here/../../scripts/apt-install.sh" golang-go 8>&-
     hash -r
     have=$(path_go_version) || { say "golang-go is installed but no go is on PATH"; exit 1; }
   fi
@@ -102,6 +102,7 @@ fetch() {
   done < <(find "$toolchain" -name _go.mod)
   chmod u+w "$toolchain/src" && cp "$toolchain/src/_go.mod" "$toolchain/src/go.mod" && chmod u-w "$toolchain/src"
   say "Go $required is in $toolchain"
+  exec 8>&-
 }
 ready || fetch
 GOROOT=$toolchain GOTOOLCHAIN=local exec "$toolchain/bin/go" "$@"
