@@ -41,6 +41,11 @@ if [ "$(node_major)" -lt "${NODE_VERSION%%.*}" ]; then
   fi
 fi
 
+# Node.js' own build trusts only the certificate authorities it bundles, Debian's trusts the
+# system's: the registry is reached with the system's (an added proxy CA included).
+if [ -z "${NODE_EXTRA_CA_CERTS:-}" ] && [ -s /etc/ssl/certs/ca-certificates.crt ]; then
+  export NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt
+fi
 cd "$root/test/tools"
 npm ci --no-audit --no-fund
 node -e 'require("./export_cel_spec.js")' > /dev/null
