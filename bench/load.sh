@@ -26,7 +26,7 @@ cases=(
   "legacy-64k:review-legacy-gpu-64k.json:legacy GPU Pod"
 )
 for tool in wrk nginx python3; do
-  command -v "$tool" >/dev/null || { echo "load.sh: $tool not found (run scripts/install-deps.sh)" >&2; exit 1; }
+  command -v "$tool" >/dev/null || { echo "load.sh: $tool not found (run scripts/install-test-deps.sh)" >&2; exit 1; }
 done
 [ -x "$bin" ] || { echo "load.sh: $bin not built (run scripts/build.sh)" >&2; exit 1; }
 

@@ -34,7 +34,8 @@
 # Usage: bench/peers.sh [--check] [path/to/draguard]   (default build/src/cli/draguard)
 #   --check: exit 1 unless draguard's webhook throughput is at least 10x each peer's with a lower
 #   p99, and the p99 it adds to a Pod CREATE at 50 clients is under 1 ms.
-# Needs: Go (the cluster harness and the peers; cold builds take minutes), wrk, nginx, python3.
+# Needs: wrk, nginx, python3; Go is test/cluster/go.sh's, as for the cluster harness (cold builds
+# of the peers take minutes).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 check=0
@@ -49,7 +50,8 @@ has() { [[ " $peers " == *" $1 "* ]]; }
 kyverno_version=v1.19.1
 gatekeeper_version=v3.23.1
 cache=${PEERS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/draguard-peers}
-for tool in wrk nginx python3 go curl openssl; do
+go=$root/test/cluster/go.sh
+for tool in wrk nginx python3 curl openssl; do
   command -v "$tool" >/dev/null || { echo "peers.sh: $tool not found" >&2; exit 1; }
 done
 [ -x "$bin" ] || { echo "peers.sh: $bin not built (run scripts/build.sh)" >&2; exit 1; }
@@ -61,21 +63,21 @@ build_peers() {
   mkdir -p "$kdir" "$gdir"
   if has kyverno && [ ! -x "$kdir/kyverno" ]; then
     echo "peers.sh: building Kyverno $kyverno_version (cold: many minutes)" >&2
-    (cd "$root/bench/peers/kyverno" && go build -trimpath -ldflags='-s -w' -o "$kdir/kyverno.tmp" \
+    (cd "$root/bench/peers/kyverno" && "$go" build -trimpath -ldflags='-s -w' -o "$kdir/kyverno.tmp" \
       github.com/kyverno/kyverno/cmd/kyverno) && mv "$kdir/kyverno.tmp" "$kdir/kyverno"
   fi
   if has gatekeeper && [ ! -x "$gdir/gatekeeper" ]; then
     echo "peers.sh: building Gatekeeper $gatekeeper_version (cold: many minutes)" >&2
     # No replace line in its go.mod: go install takes it as released (the binary is named gatekeeper).
-    (cd "$cache" && GOBIN="$gdir" go install -trimpath -ldflags='-s -w' "github.com/open-policy-agent/gatekeeper/v3@$gatekeeper_version")
+    (cd "$cache" && GOBIN="$gdir" "$go" install -trimpath -ldflags='-s -w' "github.com/open-policy-agent/gatekeeper/v3@$gatekeeper_version")
   fi
   kyverno_bin=$kdir/kyverno gatekeeper_bin=$gdir/gatekeeper
   # The CRDs of the same versions, from the module cache.
   if has kyverno; then
-    kyverno_src=$(cd "$cache" && go mod download -json "github.com/kyverno/kyverno@$kyverno_version" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+    kyverno_src=$(cd "$cache" && "$go" mod download -json "github.com/kyverno/kyverno@$kyverno_version" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
   fi
   if has gatekeeper; then
-    gatekeeper_src=$(cd "$cache" && go mod download -json "github.com/open-policy-agent/gatekeeper/v3@$gatekeeper_version" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+    gatekeeper_src=$(cd "$cache" && "$go" mod download -json "github.com/open-policy-agent/gatekeeper/v3@$gatekeeper_version" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
   fi
 }
 build_peers

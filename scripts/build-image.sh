@@ -43,20 +43,9 @@ done
 start=$(date +%s)
 say() { echo "build-image: [$(( $(date +%s) - start ))s] $*" >&2; }
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 need=(mmdebstrap binutils)
 [ -z "$rootfs_only" ] && need+=(buildah)
-missing=()
-for p in "${need[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-  say "installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+"$root/scripts/apt-install.sh" "${need[@]}"
 
 if [ -z "$binary" ]; then
   binary="${BUILD_DIR:-$root/build}/src/cli/draguard"

@@ -1,19 +1,31 @@
 #!/usr/bin/env bash
-# README command 2: install dependencies and test tools, build, run every test under CTest.
+# README command 2: installs what building and testing need, builds, runs every test under CTest.
+# Prints the time of each step since its start.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=${BUILD_DIR:-$root/build}
 mkdir -p "$build_dir"
-# The control plane of the cluster tests (Go; about 11 minutes cold on 2 cores, nothing once
-# cached) builds while packages install and the C++ side builds; the CTest fixture
-# cluster_prepare waits for it (test/cluster/build.sh takes a lock).
+start=$(date +%s)
+stamp() { echo "run-tests: [$(($(date +%s) - start))s] $*" >&2; }
+
+stamp "Debian packages (build, tests)"
+"$root/scripts/install-test-deps.sh"
+# The control plane of the cluster tests (Go; with the toolchain test/cluster/go.sh fetches when
+# the machine has no Go 1.26; about 11 minutes cold on 2 cores, nothing once cached) builds while
+# the npm tools install and the C++ side builds; the CTest fixture cluster_prepare waits for it
+# (test/cluster/build.sh takes a lock).
 cluster_log="$build_dir/cluster-build.log"
-"$root/test/cluster/build.sh" > "$cluster_log" 2>&1 &
+stamp "control plane: building in the background (log: $cluster_log)"
+("$root/test/cluster/build.sh" && stamp "control plane: built") > "$cluster_log" 2>&1 &
 cluster_build=$!
-"$root/scripts/install-deps.sh"
+stamp "Node.js and the npm test tools"
 "$root/scripts/install-test-tools.sh"
+stamp "C++ build (tests, benchmarks)"
 "$root/scripts/build.sh" -DDRAGUARD_TESTS=ON -DDRAGUARD_BENCH=ON
+stamp "CTest"
 status=0
 ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" --timeout 600 || status=$?
 wait "$cluster_build" || { cat "$cluster_log"; echo "run-tests: building the control plane failed" >&2; exit 1; }
+grep '^run-tests:' "$cluster_log" >&2 || true
+stamp "done (ctest exit $status)"
 exit "$status"

@@ -23,18 +23,7 @@ say() { echo "smoke-image: [$(( $(date +%s) - start ))s] $*"; }
 ok() { passed=$((passed + 1)); say "ok   $*"; }
 fail() { say "FAIL $*"; exit 1; }
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-missing=()
-for p in podman runc openssl curl; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-  say "installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+"$root/scripts/apt-install.sh" podman runc openssl curl
 
 work=$(mktemp -d /tmp/draguard-smoke.XXXXXX)
 chmod 0755 "$work"

@@ -2,6 +2,8 @@ module draguard.io/test/cluster
 
 go 1.26.0
 
+toolchain go1.26.8
+
 require (
 	go.etcd.io/etcd/server/v3 v3.7.0
 	k8s.io/api v0.37.2

@@ -6,5 +6,5 @@ here=$(cd "$(dirname "$0")" && pwd)
 [ $# -eq 1 ] || { echo "usage: prepare.sh OUT" >&2; exit 2; }
 "$here/build.sh" > /dev/null
 # -trimpath as build.sh: the packages the tests share with the control plane come from Go's cache.
-(cd "$here" && go test -c -trimpath -o "$1.tmp" ./e2e)
+(cd "$here" && "$here/go.sh" test -c -trimpath -o "$1.tmp" ./e2e)
 mv "$1.tmp" "$1"

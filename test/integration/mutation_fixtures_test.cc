@@ -18,7 +18,7 @@
 //    one NUMA node, proven from the constraints; CPUs per NUMA node from the exports).
 //
 // Skips only when node or python3 is not installed; missing npm packages or python3-jsonpatch
-// are failures (CI installs them: scripts/install-deps.sh, scripts/install-test-tools.sh).
+// are failures (CI installs them: scripts/install-test-deps.sh, scripts/install-test-tools.sh).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -539,7 +539,7 @@ std::string MissingCheckerTool(bool* fatal) {
   }
   int rc = 0;
   RunCommand("python3 -c 'import jsonpatch' 2>/dev/null", &rc);
-  if (rc != 0) return "python3 cannot import jsonpatch; install python3-jsonpatch (scripts/install-deps.sh)";
+  if (rc != 0) return "python3 cannot import jsonpatch; install python3-jsonpatch (scripts/install-test-deps.sh)";
   *fatal = false;
   return "";
 }
