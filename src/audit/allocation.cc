@@ -561,8 +561,10 @@ std::optional<SliceRead> ReadResourceSlice(const Json& slice) {
         break;
       }
     }
-    d.uuid = StringAttr(attrs, drv + "/parentUUID", drv);
-    if (d.uuid.empty()) d.uuid = StringAttr(attrs, drv + "/uuid", drv);
+    if (d.pci_bus_id.empty()) {  // the address locates the device; else its (parent's) UUID
+      d.uuid = StringAttr(attrs, drv + "/parentUUID", drv);
+      if (d.uuid.empty()) d.uuid = StringAttr(attrs, drv + "/uuid", drv);
+    }
     const std::string type = StringAttr(attrs, drv + "/type", drv);
     if (drv == "dra.cpu") {
       d.kind = DeviceKind::kCpu;
@@ -824,7 +826,7 @@ void AllocationJoin::AddClaim(const Json& claim) {
     return;
   }
   if (claims_complete_) {
-    for (const auto& r : c->results) allocated_.insert(DeviceKey(r.driver, r.pool, r.device));
+    for (const auto& r : c->results) Name(DeviceKey(r.driver, r.pool, r.device));
   }
   if (it == claims_.end()) {
     claims_.emplace(std::move(key), std::move(*c));
@@ -843,29 +845,47 @@ void AllocationJoin::AddSlice(const Json& slice) {
   ++pool.seen;
   for (auto& [name, device] : s->devices) {
     std::string key = DeviceKey(s->driver, s->pool, name);
-    if (claims_complete_ && allocated_.count(key) == 0) continue;
     auto it = devices_.find(key);
-    if (it != devices_.end()) {
-      if (device.generation >= it->second.generation) it->second = std::move(device);
-      continue;
+    if (it == devices_.end()) {
+      if (claims_complete_) continue;  // no claim allocated it
+      if (devices_.size() >= limits_.max_devices) {
+        ++stats_.dropped;
+        continue;
+      }
+      devices_.emplace(std::move(key), Held{std::move(device), true});
+    } else if (!it->second.published || device.generation >= it->second.device.generation) {
+      it->second = Held{std::move(device), true};
     }
-    if (devices_.size() >= limits_.max_devices) {
-      ++stats_.dropped;
-      continue;
-    }
-    devices_.emplace(std::move(key), std::move(device));
   }
   stats_.devices = devices_.size();
 }
 
+bool AllocationJoin::Name(std::string key) {
+  if (devices_.count(key) != 0) return true;
+  if (devices_.size() >= limits_.max_devices) {
+    ++stats_.dropped;
+    return false;
+  }
+  devices_.emplace(std::move(key), Held{});
+  return true;
+}
+
 void AllocationJoin::ClaimsComplete() {
   claims_complete_ = true;
+  // Devices held before that no claim names are not needed; the ones named wait for their slice.
+  std::unordered_set<std::string> named;
+  const bool prune = !devices_.empty();
   for (const auto& [key, c] : claims_) {
-    for (const auto& r : c.results) allocated_.insert(DeviceKey(r.driver, r.pool, r.device));
+    for (const auto& r : c.results) {
+      std::string k = DeviceKey(r.driver, r.pool, r.device);
+      if (prune) named.insert(k);
+      Name(std::move(k));
+    }
   }
-  // Devices held before that no claim names are not needed.
-  for (auto it = devices_.begin(); it != devices_.end();) {
-    it = allocated_.count(it->first) == 0 ? devices_.erase(it) : std::next(it);
+  if (prune) {
+    for (auto it = devices_.begin(); it != devices_.end();) {
+      it = named.count(it->first) == 0 ? devices_.erase(it) : std::next(it);
+    }
   }
   stats_.devices = devices_.size();
 }
@@ -903,7 +923,7 @@ PodAllocation AllocationJoin::Analyze(const PodClaims& pod) const {
   lookup.device = [this](std::string_view driver, std::string_view pool,
                          std::string_view device) -> const SliceDevice* {
     auto it = devices_.find(DeviceKey(driver, pool, device));
-    return it == devices_.end() ? nullptr : &it->second;
+    return it == devices_.end() || !it->second.published ? nullptr : &it->second.device;
   };
   return AnalyzePod(pod, lookup);
 }

@@ -400,6 +400,7 @@ RunResult BackgroundAudit::Run() {
                               {"allocationsWarned", static_cast<int64_t>(result.summary.allocation_results("warn"))},
                               {"allocationClaims", static_cast<int64_t>(join.stats().claims)},
                               {"allocationDevices", static_cast<int64_t>(join.stats().devices)},
+                              {"allocationDropped", static_cast<int64_t>(join.stats().dropped)},
                               {"reportsCreated", static_cast<int64_t>(result.created)},
                               {"reportsUpdated", static_cast<int64_t>(result.updated)},
                               {"reportsUnchanged", static_cast<int64_t>(result.unchanged)},

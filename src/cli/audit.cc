@@ -217,6 +217,11 @@ int Audit(const std::vector<std::string>& args, std::istream& in, std::ostream& 
   }
   allocations.Finish(allocated);
   progress.Done();
+  if (allocations.stats().dropped > 0) {
+    err << "draguard audit: the allocation audit reached its caps " << allocations.stats().dropped
+        << " times (claims and devices beyond them are left out, Pods beyond them analysed with what was read "
+           "before them); list the slices and claims before the Pods\n";
+  }
   writer->End(summary);
   (format == "table" ? out : err) << (format == "table" ? "\n" : "") << audit::SummaryText(summary);
 

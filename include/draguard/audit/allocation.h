@@ -69,7 +69,7 @@ struct SliceDevice {
   std::string pci_bus_id;      ///< resource.kubernetes.io/pciBusID (or the driver's older names), "dddd:bb:dd.f" lower case
   std::string pcie_root;       ///< resource.kubernetes.io/pcieRoot ("" when not published or a list)
   std::vector<int64_t> numa;   ///< the NUMA attribute (resource.kubernetes.io/numaNode, else a driver's own), ascending
-  std::string uuid;            ///< gpu.nvidia.com/uuid; for a MIG device its parentUUID
+  std::string uuid;            ///< without a PCI address: gpu.nvidia.com/uuid (a MIG device's parentUUID)
   int64_t cpu_id = -1;         ///< dra.cpu/cpuID of an individual CPU device
   int64_t generation = 0;      ///< spec.pool.generation
 };
@@ -235,11 +235,13 @@ struct AllocationLookup {
 /// GPUs and the container's CPUs are on no common NUMA node, else `pass`. Pure.
 PodAllocation AnalyzePod(const PodClaims& pod, const AllocationLookup& lookup);
 
-/// Caps of AllocationJoin (bad input must not exhaust memory).
+/// Caps of AllocationJoin (bad input must not exhaust memory): about 0.7 KiB per claim of two
+/// devices, 0.35 KiB per device, 0.6 KiB per waiting Pod (docs/performance.md), so at most about
+/// 300 MiB in all.
 struct AllocationLimits {
-  std::size_t max_claims = 1000000;        ///< allocated claims held
-  std::size_t max_devices = 4000000;       ///< slice devices held
-  std::size_t max_waiting_pods = 1000000;  ///< Pods waiting for their claims or devices
+  std::size_t max_claims = 100000;         ///< allocated claims held
+  std::size_t max_devices = 400000;        ///< slice devices held
+  std::size_t max_waiting_pods = 200000;   ///< Pods waiting for their claims or devices
 };
 
 /// Joins claims, slices and Pods that arrive in any order, with bounded memory: allocated claims
@@ -291,6 +293,12 @@ class AllocationJoin {
     PodClaims pod;
     std::string where;
   };
+  struct Held {
+    SliceDevice device;
+    bool published = false;  // false: a claim names it, its slice has not come yet
+  };
+  // Holds a device key a claim names (until its slice comes); false when over the cap.
+  bool Name(std::string key);
   bool Ready(const PodClaims& pod) const;
   PodAllocation Analyze(const PodClaims& pod) const;
 
@@ -299,8 +307,7 @@ class AllocationJoin {
   bool claims_complete_ = false;
   bool inputs_complete_ = false;
   std::unordered_map<std::string, ClaimAllocation> claims_;   // "ns/name"
-  std::unordered_map<std::string, SliceDevice> devices_;      // "driver\0pool\0device"
-  std::unordered_set<std::string> allocated_;                 // device keys claims name (after ClaimsComplete)
+  std::unordered_map<std::string, Held> devices_;             // "driver\0pool\0device"
   std::unordered_map<std::string, Pool> pools_;               // "driver\0pool"
   std::vector<Waiting> waiting_;
   Stats stats_;

@@ -439,6 +439,21 @@ TEST_F(AllocationTest, AContainerGetsOnlyTheRequestItNames) {
   EXPECT_EQ(out[0].containers[1].devices[0].device, "gpu-7");
 }
 
+// A GPU published without a PCI address (older driver releases) is found by its UUID.
+TEST_F(AllocationTest, AGpuWithoutAPciAddressIsLocatedByItsUuid) {
+  for (const char* d : {"gpu-0", "gpu-1"}) {
+    json& dev = SliceDeviceOf(slices_, "gpu.nvidia.com", d);
+    dev["attributes"].erase("resource.kubernetes.io/pciBusID");
+    dev["attributes"].erase("resource.kubernetes.io/pcieRoot");
+  }
+  auto out = Analyze(topo_.get(), slices_, {Claim("c", {GpuResult("gpu", "gpu-0"), GpuResult("gpu", "gpu-1")}, "g4dn")},
+                     {Pod("p", "g4dn", {"c"})});
+  const ContainerAllocation& c = out[0].containers[0];
+  EXPECT_TRUE(c.devices[0].located);
+  EXPECT_EQ(c.devices[0].pcie_root, "pci0000:17");  // from the model
+  EXPECT_EQ(c.alignment, Alignment::kPcieRoot);
+}
+
 // Without a topology of the node (no export): what the slices publish, and what cannot be told.
 TEST_F(AllocationTest, WithoutTopologyNvlinkIsUnknown) {
   auto out = Analyze(nullptr, slices_, {SchedulerClaim("x", "g4dn", {"gpu-3", "gpu-4"})}, {LegacyPod("l", "g4dn", "x")});
