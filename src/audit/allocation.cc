@@ -776,6 +776,9 @@ PodAllocation AnalyzePod(const PodClaims& pod, const AllocationLookup& lookup) {
     for (const auto* g : gpus) {
       const ClaimAllocation* claim = claims[g->device.claim].claim;
       ClaimOrigin o = claim->origin;
+      // The annotation proves nothing alone: kube-scheduler's claim is the one the Pod's status
+      // (written through pods/status, which tenants cannot) names.
+      if (o == ClaimOrigin::kScheduler && claim->name != pod.extended_claim) o = ClaimOrigin::kUser;
       if (o == ClaimOrigin::kUser && pod.generated.count(claim->name) != 0) o = ClaimOrigin::kDraguard;
       if (o == ClaimOrigin::kScheduler || (o == ClaimOrigin::kDraguard && ca.origin == ClaimOrigin::kUser)) ca.origin = o;
     }

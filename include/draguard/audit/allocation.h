@@ -50,7 +50,8 @@ const char* AlignmentName(Alignment alignment);
 enum class ClaimOrigin : uint8_t {
   kUser,       ///< anything else: a hand-written claim or template
   kDraguard,   ///< made from a template draguard generated (label app.kubernetes.io/managed-by: draguard)
-  kScheduler,  ///< made by kube-scheduler for extended resources (KEP-5004 annotation)
+  kScheduler,  ///< made by kube-scheduler for extended resources: the KEP-5004 annotation, and (in
+               ///< AnalyzePod) named by its Pod's status.extendedResourceClaimStatus
 };
 
 /// "user", "draguard" or "scheduler".

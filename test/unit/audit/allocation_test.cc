@@ -294,6 +294,13 @@ TEST_F(AllocationTest, ASchedulerClaimSpreadOverNumaNodesIsAWarning) {
   EXPECT_NE(c.message.find("kube-scheduler"), std::string::npos) << c.message;
   EXPECT_TRUE(Reportable(c));
 
+  // The annotation on a claim the Pod's status does not name (anyone can write it) is not proof:
+  // a hand-written claim, spread but promising nothing, passes.
+  out = Analyze(topo_.get(), slices_, {SchedulerClaim("forged", "g4dn", {"gpu-3", "gpu-4"})},
+                {Pod("f", "g4dn", {"forged"})});
+  EXPECT_EQ(out[0].containers[0].origin, ClaimOrigin::kUser);
+  EXPECT_EQ(out[0].containers[0].result, "pass");
+
   // Two GPUs of one NUMA node: aligned, pass.
   out = Analyze(topo_.get(), slices_, {SchedulerClaim("l-extended-resources-abc", "g4dn", {"gpu-1", "gpu-2"})},
                 {LegacyPod("l", "g4dn", "l-extended-resources-abc")});
