@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "draguard/audit/allocation.h"
 #include "draguard/engine/engine.h"
 
 namespace draguard::audit {
@@ -52,8 +53,6 @@ std::size_t Digest(const Json& report) {
 }
 
 std::string KindName(const AuditedKind& k) { return k.group.empty() ? k.kind : k.kind + "." + k.group; }
-
-enum class ListOutcome { kDone, kGone, kSkipped, kLost };
 
 }  // namespace
 
@@ -118,6 +117,15 @@ struct BackgroundAudit::KindState {
   ReportBuilder reports;
   Summary summary;
   std::map<std::vector<std::string>, double> violations;  // {rule, action, namespace}
+};
+
+// One listing of a kind, page by page: `attempt` is called before the first page and again when
+// the list is restarted after 410 Gone; `page` with the items of each page.
+struct BackgroundAudit::Listing {
+  std::string name;  // "Pod", "ResourceSlice.resource.k8s.io"
+  std::string base;  // "/api/v1/pods"
+  std::function<void()> attempt;
+  std::function<void(Json& items)> page;
 };
 
 BackgroundAudit::BackgroundAudit(const kube::Client& client, const engine::Registry& registry, LeaseElector& elector,
@@ -208,6 +216,55 @@ std::string BackgroundAudit::ServingVersion(const AuditedKind& kind, Discovery& 
   return "";
 }
 
+void BackgroundAudit::Skip(RunResult& result, const std::string& kind, const std::string& reason,
+                           const std::string& detail) {
+  result.skipped[kind] = reason;
+  metrics_.skipped.Inc({kind, reason});
+  if (reason == "not-found") {
+    logger_->Debug("audit: kind not served, skipped", {{"kind", kind}});
+  } else {
+    logger_->Warn("audit: kind not listed, skipped", {{"kind", kind}, {"reason", reason}, {"error", detail}});
+  }
+}
+
+BackgroundAudit::ListOutcome BackgroundAudit::List(const Listing& listing, RunResult& result) {
+  for (int attempt = 0; attempt <= options_.max_restarts; ++attempt) {
+    if (attempt > 0) ++result.restarts;
+    listing.attempt();
+    std::string token;
+    bool gone = false;
+    do {
+      std::string path = listing.base + "?limit=" + std::to_string(options_.page_size);
+      if (!token.empty()) path += "&continue=" + kube::PathEscape(token);
+      kube::ApiResult page = client_.Call({"GET", path});
+      if (page.status == 410) {
+        logger_->Info("audit: list continuation expired; listing again", {{"kind", listing.name}});
+        gone = true;
+        break;
+      }
+      if (!page.ok()) {
+        Skip(result, listing.name, page.status == 403 ? "forbidden" : page.status == 404 ? "not-found" : "error",
+             Describe(page));
+        return ListOutcome::kSkipped;
+      }
+      ++result.pages;
+      Json list = Json::parse(page.body, nullptr, false);
+      if (!list.is_object() || !list.contains("items") || !list["items"].is_array()) {
+        Skip(result, listing.name, "error", "the list answer is not a List");
+        return ListOutcome::kSkipped;
+      }
+      token = list.contains("metadata") && list["metadata"].is_object() ? list["metadata"].value("continue", "") : "";
+      listing.page(list["items"]);
+      list = Json();
+      if (!StillLeader()) return ListOutcome::kLost;
+    } while (!token.empty());
+    if (!gone) return ListOutcome::kDone;
+  }
+  Skip(result, listing.name, "expired",
+       "the list continuation expired " + std::to_string(options_.max_restarts + 1) + " times");
+  return ListOutcome::kGone;
+}
+
 RunResult BackgroundAudit::Run() {
   RunResult result;
   result.ran = true;
@@ -224,110 +281,113 @@ RunResult BackgroundAudit::Run() {
   ctx.scheduler_claims = &scheduler_claims;
   ReportBuilder reports(options_.max_results);
   std::map<std::vector<std::string>, double> violations;
+  std::map<metrics::LabelValues, double> allocations;  // {alignment, origin, result}
   Discovery discovery;
+  auto aborted = [&] {
+    result.aborted = true;
+    metrics_.runs.Inc({"aborted"});
+    logger_->Warn("audit run aborted: the Lease was lost", {{"lease", elector_.options().name}});
+    return result;
+  };
+
+  // What Pods were really allocated: the allocated claims, then the devices they name in the
+  // ResourceSlices; each Pod is joined with them when it is judged below.
+  AllocationJoin join(snap.topology.get());
+  bool allocation_inputs = true;
+  static constexpr std::pair<const char*, const char*> kAllocationKinds[] = {{"ResourceClaim", "resourceclaims"},
+                                                                              {"ResourceSlice", "resourceslices"}};
+  for (const auto& entry : kAllocationKinds) {
+    const char* kind = entry.first;
+    const bool slices = std::string_view(entry.second) == "resourceslices";
+    Listing listing{std::string(kind) + ".resource.k8s.io", std::string("/apis/resource.k8s.io/v1/") + entry.second,
+                    [] {}, [&](Json& items) {
+                      for (auto& item : items) {
+                        if (!item.is_object()) continue;
+                        item["kind"] = kind;
+                        item["apiVersion"] = "resource.k8s.io/v1";
+                        if (slices) {
+                          join.AddSlice(item);
+                        } else {
+                          join.AddClaim(item);
+                        }
+                      }
+                    }};
+    const ListOutcome outcome = List(listing, result);
+    if (outcome == ListOutcome::kLost) return aborted();
+    allocation_inputs = allocation_inputs && outcome == ListOutcome::kDone;
+    if (!slices) join.ClaimsComplete();
+  }
+  join.InputsComplete();
 
   for (const AuditedKind& listed : AuditedKinds(*snap.policy)) {
     AuditedKind kind = listed;
     const std::string name = KindName(kind);
-    auto skip = [&](const std::string& reason, const std::string& detail) {
-      result.skipped[name] = reason;
-      metrics_.skipped.Inc({name, reason});
-      if (reason == "not-found") {
-        logger_->Debug("audit: kind not served, skipped", {{"kind", name}});
-      } else {
-        logger_->Warn("audit: kind not listed, skipped", {{"kind", name}, {"reason", reason}, {"error", detail}});
-      }
-    };
     if (kind.version.empty()) {
       // A custom resource: a version of its group that serves it (discovery); 404 = not installed.
       std::string reason, detail;
       kind.version = ServingVersion(kind, discovery, &reason, &detail);
       if (kind.version.empty()) {
-        skip(reason, detail);
+        Skip(result, name, reason, detail);
         continue;
       }
     }
-    const std::string base = (kind.group.empty() ? "/api/" + kind.version : "/apis/" + kind.group + "/" + kind.version) +
-                             "/" + kind.resource;
     const std::string api_version = kind.group.empty() ? kind.version : kind.group + "/" + kind.version;
-    ListOutcome outcome = ListOutcome::kGone;
+    const bool pods = kind.group.empty() && kind.kind == "Pod";
     std::unique_ptr<KindState> state;
-    for (int attempt = 0; attempt <= options_.max_restarts && outcome == ListOutcome::kGone; ++attempt) {
-      if (attempt > 0) ++result.restarts;
+    std::map<metrics::LabelValues, double> kind_allocations;
+    Listing listing;
+    listing.name = name;
+    listing.base = (kind.group.empty() ? "/api/" + kind.version : "/apis/" + kind.group + "/" + kind.version) + "/" +
+                   kind.resource;
+    listing.attempt = [&] {
       state = std::make_unique<KindState>(options_.max_results);
-      std::string token;
-      outcome = ListOutcome::kDone;
-      do {
-        std::string path = base + "?limit=" + std::to_string(options_.page_size);
-        if (!token.empty()) path += "&continue=" + kube::PathEscape(token);
-        kube::ApiResult page = client_.Call({"GET", path});
-        if (page.status == 410) {
-          logger_->Info("audit: list continuation expired; listing again", {{"kind", name}});
-          outcome = ListOutcome::kGone;
-          break;
+      kind_allocations.clear();
+    };
+    const AllocationJoin::Sink allocated = [&](PodAllocation&& a) {
+      state->summary.AddAllocation(a);
+      state->reports.AddAllocation(a);
+      for (const auto& c : a.containers) kind_allocations[{AlignmentName(c.alignment), ClaimOriginName(c.origin), c.result}] += 1;
+    };
+    listing.page = [&](Json& items) {
+      std::uint64_t judged = 0;
+      for (auto& item : items) {
+        ++state->summary.documents;
+        if (!item.is_object()) {
+          ++state->summary.malformed;
+          continue;
         }
-        if (!page.ok()) {
-          skip(page.status == 403 ? "forbidden" : page.status == 404 ? "not-found" : "error", Describe(page));
-          outcome = ListOutcome::kSkipped;
-          break;
+        // List answers leave kind and apiVersion out of their items.
+        if (!item.contains("kind")) item["kind"] = kind.kind;
+        if (!item.contains("apiVersion")) item["apiVersion"] = api_version;
+        try {
+          if (pods && allocation_inputs) join.AddPod(item, allocated);
+          ObjectVerdict v = JudgeObject(std::move(item), ctx);
+          state->summary.Add(v);
+          state->reports.Add(v);
+          for (const auto& f : v.findings) state->violations[{f.rule, f.action, v.namespace_}] += 1;
+          ++judged;
+        } catch (const std::exception& e) {
+          ++state->summary.malformed;
+          logger_->Debug("audit: object could not be judged", {{"kind", name}, {"error", std::string(e.what())}});
         }
-        ++result.pages;
-        Json list = Json::parse(page.body, nullptr, false);
-        if (!list.is_object() || !list.contains("items") || !list["items"].is_array()) {
-          skip("error", "the list answer is not a List");
-          outcome = ListOutcome::kSkipped;
-          break;
-        }
-        token = list.contains("metadata") && list["metadata"].is_object() ? list["metadata"].value("continue", "") : "";
-        std::uint64_t judged = 0;
-        for (auto& item : list["items"]) {
-          ++state->summary.documents;
-          if (!item.is_object()) {
-            ++state->summary.malformed;
-            continue;
-          }
-          // List answers leave kind and apiVersion out of their items.
-          if (!item.contains("kind")) item["kind"] = kind.kind;
-          if (!item.contains("apiVersion")) item["apiVersion"] = api_version;
-          try {
-            ObjectVerdict v = JudgeObject(std::move(item), ctx);
-            state->summary.Add(v);
-            state->reports.Add(v);
-            for (const auto& f : v.findings) state->violations[{f.rule, f.action, v.namespace_}] += 1;
-            ++judged;
-          } catch (const std::exception& e) {
-            ++state->summary.malformed;
-            logger_->Debug("audit: object could not be judged", {{"kind", name}, {"error", std::string(e.what())}});
-          }
-        }
-        list = Json();
-        metrics_.objects.Inc({}, static_cast<double>(judged));
-        if (!StillLeader()) {
-          outcome = ListOutcome::kLost;
-          break;
-        }
-      } while (!token.empty());
-    }
-    if (outcome == ListOutcome::kLost) {
-      result.aborted = true;
-      metrics_.runs.Inc({"aborted"});
-      logger_->Warn("audit run aborted: the Lease was lost", {{"lease", elector_.options().name}});
-      return result;
-    }
-    if (outcome == ListOutcome::kGone) {
-      skip("expired", "the list continuation expired " + std::to_string(options_.max_restarts + 1) + " times");
-      continue;
-    }
+      }
+      metrics_.objects.Inc({}, static_cast<double>(judged));
+    };
+    const ListOutcome outcome = List(listing, result);
+    if (outcome == ListOutcome::kLost) return aborted();
     if (outcome != ListOutcome::kDone) continue;
     result.summary.Merge(state->summary);
     reports.Merge(state->reports);
     for (const auto& [k, n] : state->violations) violations[k] += n;
+    for (const auto& [k, n] : kind_allocations) allocations[k] += n;
   }
 
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (options_.policy_reports) PublishReports(reports, result);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   PublishMetrics(result, violations);
+  // Without the claims or the slices the allocations are not known: the last known stay.
+  if (allocation_inputs) metrics_.allocations.Replace(allocations);
   std::vector<std::string> skipped;
   for (const auto& [k, why] : result.skipped) skipped.push_back(k + "=" + why);
   logger_->Info("audit run", {{"objects", static_cast<int64_t>(result.summary.objects)},
@@ -335,6 +395,12 @@ RunResult BackgroundAudit::Run() {
                               {"pages", static_cast<int64_t>(result.pages)},
                               {"restarts", static_cast<int64_t>(result.restarts)},
                               {"skipped", skipped},
+                              {"allocationPods", static_cast<int64_t>(result.summary.allocation_pods)},
+                              {"allocationsFailed", static_cast<int64_t>(result.summary.allocation_results("fail"))},
+                              {"allocationsWarned", static_cast<int64_t>(result.summary.allocation_results("warn"))},
+                              {"allocationClaims", static_cast<int64_t>(join.stats().claims)},
+                              {"allocationDevices", static_cast<int64_t>(join.stats().devices)},
+                              {"allocationDropped", static_cast<int64_t>(join.stats().dropped)},
                               {"reportsCreated", static_cast<int64_t>(result.created)},
                               {"reportsUpdated", static_cast<int64_t>(result.updated)},
                               {"reportsUnchanged", static_cast<int64_t>(result.unchanged)},

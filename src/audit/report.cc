@@ -39,6 +39,33 @@ Json VerdictJson(const ObjectVerdict& v, const std::string& where) {
   return j;
 }
 
+std::string DeviceRef(const LocatedDevice& d) { return d.driver + "/" + d.pool + "/" + d.device; }
+
+Json AllocationJson(const PodAllocation& a) {
+  Json j = {{"source", a.where}, {"apiVersion", "v1"}, {"kind", "Pod"}, {"namespace", a.namespace_}, {"name", a.name}};
+  if (a.where.empty()) j.erase("source");
+  Json containers = Json::array();
+  for (const auto& c : a.containers) {
+    Json devices = Json::array();
+    for (const auto& d : c.devices) {
+      Json dj = {{"claim", d.claim}, {"request", d.request}, {"device", DeviceRef(d)}, {"kind", DeviceKindName(d.kind)}};
+      if (!d.pci_bus_id.empty()) dj["pciBusID"] = d.pci_bus_id;
+      if (!d.pcie_root.empty()) dj["pcieRoot"] = d.pcie_root;
+      if (!d.numa.empty()) dj["numaNodes"] = d.numa;
+      dj["located"] = d.located;
+      devices.push_back(std::move(dj));
+    }
+    Json cj = {{"container", c.container}, {"alignment", AlignmentName(c.alignment)}, {"origin", ClaimOriginName(c.origin)},
+               {"result", c.result},      {"gpus", c.gpus},                        {"message", c.message},
+               {"claims", c.claims},      {"devices", std::move(devices)}};
+    if (!c.cpu_numa.empty()) cj["cpuNumaNodes"] = c.cpu_numa;
+    containers.push_back(std::move(cj));
+  }
+  j["allocation"] = {{"node", a.node}, {"containers", std::move(containers)}};
+  if (!a.missing.empty()) j["allocation"]["missingClaims"] = a.missing;
+  return j;
+}
+
 // `text` (YAML lines) as one item of a block sequence.
 std::string AsListItem(const std::string& text, const std::string& indent) {
   std::string out;
@@ -79,6 +106,16 @@ class TableWriter : public Writer {
     }
   }
   void Malformed(const std::string&, const std::string&) override {}
+  void Allocation(const PodAllocation& a) override {
+    for (const auto& c : a.containers) {
+      if (c.result == "pass") continue;
+      if (!header_) {
+        Row("KIND", "NAMESPACE/NAME", "RULE", "ACTION", "MESSAGE", "PATH");
+        header_ = true;
+      }
+      Row("Pod", a.namespace_ + "/" + a.name, "alloc", c.result, c.message, "");
+    }
+  }
   void End(const Summary&) override {
     if (!header_) out_ << "No findings.\n";
   }
@@ -106,6 +143,7 @@ class JsonWriter : public Writer {
   void Malformed(const std::string& where, const std::string& error) override {
     Emit({{"source", where}, {"error", error}});
   }
+  void Allocation(const PodAllocation& a) override { Emit(AllocationJson(a)); }
   void End(const Summary& s) override { out_ << (first_ ? "" : "\n") << "],\n\"summary\": " << s.ToJson().dump(2) << "}\n"; }
 
  private:
@@ -126,6 +164,7 @@ class YamlWriter : public Writer {
   void Malformed(const std::string& where, const std::string& error) override {
     Emit({{"source", where}, {"error", error}});
   }
+  void Allocation(const PodAllocation& a) override { Emit(AllocationJson(a)); }
   void End(const Summary& s) override {
     if (first_) out_ << "results: []\n";
     out_ << "summary:\n" << Indented(yamljson::ToYaml(s.ToJson()), "  ");
@@ -146,6 +185,7 @@ class PolicyReportWriter : public Writer {
   PolicyReportWriter(std::ostream& out, std::size_t max_results) : out_(out), builder_(max_results) {}
   void Object(const ObjectVerdict& v, const std::string&) override { builder_.Add(v); }
   void Malformed(const std::string&, const std::string&) override {}
+  void Allocation(const PodAllocation& a) override { builder_.AddAllocation(a); }
   void End(const Summary&) override {
     for (const auto& r : builder_.Reports("draguard", {{"app.kubernetes.io/managed-by", "draguard"}})) {
       out_ << "---\n" << yamljson::ToYaml(r);
@@ -177,6 +217,18 @@ void Summary::Add(const ObjectVerdict& v) {
   }
 }
 
+void Summary::AddAllocation(const PodAllocation& a) {
+  ++allocation_pods;
+  if (!a.missing.empty()) ++allocation_unresolved;
+  for (const auto& c : a.containers) ++allocations[{AlignmentName(c.alignment), ClaimOriginName(c.origin), c.result}];
+}
+
+std::uint64_t Summary::allocation_results(const std::string& result) const {
+  std::uint64_t n = 0;
+  for (const auto& [key, count] : allocations) n += std::get<2>(key) == result ? count : 0;
+  return n;
+}
+
 void Summary::Merge(const Summary& o) {
   documents += o.documents;
   objects += o.objects;
@@ -191,6 +243,9 @@ void Summary::Merge(const Summary& o) {
     std::string r = refusals.count(reason) == 0 && refusals.size() >= kMaxRefusalReasons ? "other" : reason;
     refusals[r] += n;
   }
+  allocation_pods += o.allocation_pods;
+  allocation_unresolved += o.allocation_unresolved;
+  for (const auto& [k, n] : o.allocations) allocations[k] += n;
 }
 
 std::uint64_t Summary::denied() const {
@@ -208,6 +263,12 @@ Json Summary::ToJson() const {
   Json r = Json::array();
   for (const auto& [reason, n] : refusals) r.push_back({{"reason", reason}, {"count", n}});
   j["mutation"] = {{"converted", converted}, {"refused", refused}, {"exempt", mutation_exempt}, {"refusals", std::move(r)}};
+  Json containers = Json::array();
+  for (const auto& [key, n] : allocations) {
+    containers.push_back({{"alignment", std::get<0>(key)}, {"origin", std::get<1>(key)}, {"result", std::get<2>(key)},
+                          {"count", n}});
+  }
+  j["allocations"] = {{"pods", allocation_pods}, {"unresolved", allocation_unresolved}, {"containers", std::move(containers)}};
   return j;
 }
 
@@ -227,6 +288,19 @@ std::string SummaryText(const Summary& s) {
   o << "mutation: " << s.converted << " would be converted by /mutate, " << s.refused << " refused, "
     << s.mutation_exempt << " exempt\n";
   for (const auto& [reason, n] : s.refusals) o << "  refused (" << n << "): " << reason << "\n";
+  if (s.allocation_pods > 0) {
+    std::map<std::string, std::uint64_t> by_alignment;
+    std::uint64_t containers = 0;
+    for (const auto& [key, n] : s.allocations) {
+      by_alignment[std::get<0>(key)] += n;
+      containers += n;
+    }
+    o << "allocations: " << s.allocation_pods << " Pods, " << containers << " containers with GPUs:";
+    for (const auto& [k, n] : by_alignment) o << " " << k << "=" << n;
+    o << "; fail=" << s.allocation_results("fail") << " warn=" << s.allocation_results("warn");
+    if (s.allocation_unresolved > 0) o << "; " << s.allocation_unresolved << " Pods use claims not in the input";
+    o << "\n";
+  }
   return o.str();
 }
 
@@ -276,6 +350,48 @@ void ReportBuilder::Add(const ObjectVerdict& v) {
   }
 }
 
+void ReportBuilder::AddAllocation(const PodAllocation& a) {
+  for (const auto& c : a.containers) {
+    if (!Reportable(c)) continue;
+    Report& r = reports_[a.namespace_];
+    std::string devices;
+    for (const auto& d : c.devices) devices += (devices.empty() ? "" : ", ") + DeviceRef(d);
+    std::string claims;
+    for (const auto& n : c.claims) claims += (claims.empty() ? "" : ", ") + n;
+    Json resource = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"name", a.name}, {"namespace", a.namespace_}};
+    if (!a.uid.empty()) resource["uid"] = a.uid;
+    Json result = {{"policy", "draguard"},
+                   {"rule", "allocation"},
+                   {"result", c.result},
+                   {"scored", true},
+                   {"source", "draguard"},
+                   {"message", c.message},
+                   {"properties",
+                    {{"container", c.container},
+                     {"alignment", AlignmentName(c.alignment)},
+                     {"origin", ClaimOriginName(c.origin)},
+                     {"node", c.node},
+                     {"devices", devices},
+                     {"claims", claims}}},
+                   {"resources", Json::array({resource})}};
+    if (c.result == "pass") {
+      ++r.pass;
+      if (r.passes.size() < max_results_) {
+        r.passes.push_back(std::move(result));
+      } else {
+        ++r.dropped;
+      }
+      continue;
+    }
+    ++(c.result == "fail" ? r.fail : r.warn);
+    if (r.results.size() >= max_results_) {
+      ++r.dropped;
+      continue;
+    }
+    r.results.push_back(std::move(result));
+  }
+}
+
 void ReportBuilder::Merge(const ReportBuilder& other) {
   for (const auto& [ns, o] : other.reports_) {
     Report& r = reports_[ns];
@@ -292,6 +408,13 @@ void ReportBuilder::Merge(const ReportBuilder& other) {
         r.results.push_back(result);
       }
     }
+    for (const auto& result : o.passes) {
+      if (r.passes.size() >= max_results_) {
+        ++r.dropped;
+      } else {
+        r.passes.push_back(result);
+      }
+    }
   }
 }
 
@@ -299,17 +422,27 @@ std::vector<Json> ReportBuilder::Reports(const std::string& name,
                                          const std::map<std::string, std::string>& labels) const {
   std::vector<Json> out;
   for (const auto& [ns, r] : reports_) {
+    // Passing allocation results take the room the others leave.
+    Json results = r.results;
+    std::uint64_t dropped = r.dropped;
+    for (const auto& p : r.passes) {
+      if (results.size() < max_results_) {
+        results.push_back(p);
+      } else {
+        ++dropped;
+      }
+    }
     Json metadata = {{"name", name}};
     if (!ns.empty()) metadata["namespace"] = ns;
     if (!labels.empty()) metadata["labels"] = labels;
-    if (r.dropped > 0) {
-      metadata["annotations"] = {{"draguard.io/results-dropped", std::to_string(r.dropped)}};
+    if (dropped > 0) {
+      metadata["annotations"] = {{"draguard.io/results-dropped", std::to_string(dropped)}};
     }
     out.push_back({{"apiVersion", "wgpolicyk8s.io/v1alpha2"},
                    {"kind", ns.empty() ? "ClusterPolicyReport" : "PolicyReport"},
                    {"metadata", std::move(metadata)},
                    {"summary", {{"pass", r.pass}, {"fail", r.fail}, {"warn", r.warn}, {"error", r.error}, {"skip", r.skip}}},
-                   {"results", r.results}});
+                   {"results", std::move(results)}});
   }
   return out;
 }

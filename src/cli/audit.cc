@@ -2,8 +2,12 @@
 // manifests and cluster dumps as a CREATE, with the webhook's own decision step, and reports the
 // findings. Reads streams one document (or List item) at a time.
 //
-// Exit codes: 0 nothing the webhook would deny, 1 something it would deny (or, with --fail-on
-// warn|audit, warn or audit), 2 usage error, unreadable or malformed input, bad policy or topology.
+// With Pods, ResourceClaims and ResourceSlices in the input, it also reports what each bound Pod
+// was really allocated (audit/allocation.h).
+//
+// Exit codes: 0 nothing the webhook would deny, 1 something it would deny or an allocation weaker
+// than its claim promised (or, with --fail-on warn|audit, warn or audit), 2 usage error, unreadable
+// or malformed input, bad policy or topology.
 #include <unistd.h>
 
 #include <chrono>
@@ -14,6 +18,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "draguard/audit/allocation.h"
 #include "draguard/audit/judge.h"
 #include "draguard/audit/reader.h"
 #include "draguard/audit/report.h"
@@ -146,6 +151,12 @@ int Audit(const std::vector<std::string>& args, std::istream& in, std::ostream& 
   audit::Summary summary;
   std::uint64_t warned = 0, audited = 0;
   bool input_error = false;
+  // What bound Pods were really allocated: Pods, ResourceClaims and ResourceSlices joined in any order.
+  audit::AllocationJoin allocations(topo.get());
+  const audit::AllocationJoin::Sink allocated = [&](audit::PodAllocation&& a) {
+    summary.AddAllocation(a);
+    writer->Allocation(a);
+  };
 
   audit::DocumentSink sink = [&](audit::Document&& d) {
     ++summary.documents;
@@ -171,7 +182,11 @@ int Audit(const std::vector<std::string>& args, std::istream& in, std::ostream& 
     const std::string api = o["apiVersion"].get<std::string>();
     const auto slash = api.find('/');
     const std::string group = slash == std::string::npos ? "" : api.substr(0, slash);
-    if (!audit::IsAudited(group, o["kind"].get<std::string>(), *pol)) {
+    const std::string& kind = o["kind"].get_ref<const std::string&>();
+    if (group == "resource.k8s.io" && kind == "ResourceSlice") allocations.AddSlice(o);
+    if (group == "resource.k8s.io" && kind == "ResourceClaim") allocations.AddClaim(o);
+    if (group.empty() && kind == "Pod") allocations.AddPod(o, allocated, where, default_ns);
+    if (!audit::IsAudited(group, kind, *pol)) {
       ++summary.skipped;
       return true;
     }
@@ -200,13 +215,19 @@ int Audit(const std::vector<std::string>& args, std::istream& in, std::ostream& 
     std::error_code ec;
     done_bytes += path == "-" ? 0 : (std::filesystem::is_regular_file(path, ec) ? file_bytes : 0);
   }
+  allocations.Finish(allocated);
   progress.Done();
+  if (allocations.stats().dropped > 0) {
+    err << "draguard audit: the allocation audit reached its caps " << allocations.stats().dropped
+        << " times (claims and devices beyond them are left out, Pods beyond them analysed with what was read "
+           "before them); list the slices and claims before the Pods\n";
+  }
   writer->End(summary);
   (format == "table" ? out : err) << (format == "table" ? "\n" : "") << audit::SummaryText(summary);
 
   if (input_error) return kAuditError;
-  bool fail = summary.denied() > 0;
-  if (fail_on == "warn" || fail_on == "audit") fail = fail || warned > 0;
+  bool fail = summary.denied() > 0 || summary.allocation_results("fail") > 0;
+  if (fail_on == "warn" || fail_on == "audit") fail = fail || warned > 0 || summary.allocation_results("warn") > 0;
   if (fail_on == "audit") fail = fail || audited > 0;
   return fail ? kAuditDenied : kAuditOk;
 }

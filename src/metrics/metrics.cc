@@ -362,6 +362,11 @@ AuditMetrics::AuditMetrics(Registry& r)
       skipped(r.Counter("draguard_audit_skipped_kinds_total", "Kinds an audit run could not list, by reason.",
                         {"kind", "reason"})),
       reports(r.Counter("draguard_audit_report_writes_total", "PolicyReport writes by operation.", {"operation"})),
-      leader(r.Gauge("draguard_audit_leader", "1 while this replica holds the audit Lease.")) {}
+      leader(r.Gauge("draguard_audit_leader", "1 while this replica holds the audit Lease.")),
+      allocations(r.Gauge("draguard_audit_allocations",
+                          "Containers with GPUs in the last background audit run by what their GPUs share "
+                          "(single, nvlink, pcie-root, numa, none, unknown), who wrote their claim (scheduler, "
+                          "draguard, user) and the result (pass, warn, fail).",
+                          {"alignment", "origin", "result"})) {}
 
 }  // namespace draguard::metrics

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "draguard/server/tls.h"
+#include "draguard/yamljson/yamljson.h"
 #include "tls_client.h"
 
 namespace draguard {
@@ -610,6 +612,74 @@ TEST_F(CliTest, AuditJsonAndPolicyReportOutputs) {
   EXPECT_EQ(dir.code, 1) << dir.err;
   EXPECT_NE(dir.out.find("kind: AuditReport"), std::string::npos);
   EXPECT_NE(dir.err.find(" 0 malformed"), std::string::npos) << dir.err;
+}
+
+// What each Pod was really allocated, from a dump of a real control plane (test/data/audit/
+// allocation/PROVENANCE.md): Pods first, then claims, then slices, as kubectl lists them.
+TEST_F(CliTest, AuditReportsWhatEachPodWasReallyAllocated) {
+  const fs::path data = fs::path(DRAGUARD_TEST_DATA) / "audit" / "allocation";
+  fs::create_directories(dir_ / "topology");
+  fs::copy_file(fs::path(DRAGUARD_TEST_DATA) / "hwloc" / "aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa.xml",
+                dir_ / "topology" / "aws-g4dn-metal-2s-8259cl-8xt4-cuda-nvml-opencl-efa.xml");
+  const std::string dump = (data / "dump.json").string();
+  std::vector<std::string> base = {DRAGUARD_BINARY, "audit", "-f", dump, "--topology-dir", "topology",
+                                   "--release-namespace", "draguard"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv = base;
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return RunCli(argv, dir_);
+  };
+
+  auto json = with({"-o", "json"});
+  ASSERT_EQ(json.code, 0) << json.err;
+  nlohmann::json got = nlohmann::json::array();
+  const nlohmann::json report = nlohmann::json::parse(json.out);
+  for (auto r : report["results"]) {
+    if (!r.contains("allocation")) continue;
+    EXPECT_EQ(r["source"].get<std::string>().rfind(dump + ": document 0 item ", 0), 0u) << r["source"];
+    r.erase("source");
+    got.push_back(r);
+  }
+  const nlohmann::json want = nlohmann::json::parse(Slurp(data / "expected.json"));
+  EXPECT_EQ(got, want) << nlohmann::json::diff(want, got).dump(1);
+  EXPECT_NE(json.err.find("allocations: 3 Pods, 3 containers with GPUs: none=2 pcie-root=1; fail=0 warn=1"),
+            std::string::npos)
+      << json.err;
+
+  // The table lists the spread allocation; --fail-on warn fails on it.
+  auto table = with({});
+  EXPECT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("alloc-audit/legacy"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find(" alloc  warn   container \"c\": 2 GPUs (gpu-2, gpu-4)"), std::string::npos) << table.out;
+  EXPECT_EQ(with({"--fail-on", "warn"}).code, 1);
+
+  // PolicyReports: the spread one warns, the converted and the blocking claims' pass.
+  auto reports = with({"-o", "policyreport"});
+  ASSERT_EQ(reports.code, 0) << reports.err;
+  std::vector<std::string> results;
+  auto docs = yamljson::ParseDocuments(reports.out);
+  ASSERT_TRUE(docs.ok()) << docs.status().message();
+  for (const auto& doc : *docs) {
+    if (!doc.is_object()) continue;  // the empty document before the first "---"
+    for (const auto& r : doc["results"]) {
+      if (r["rule"] == "allocation") {
+        results.push_back(r["resources"][0]["namespace"].get<std::string>() + "/" +
+                          r["resources"][0]["name"].get<std::string>() + " " + r["result"].get<std::string>() + " " +
+                          r["properties"]["alignment"].get<std::string>());
+      }
+    }
+  }
+  std::sort(results.begin(), results.end());
+  EXPECT_EQ(results, (std::vector<std::string>{"alloc-audit/converted pass pcie-root", "alloc-audit/legacy warn none",
+                                               "draguard/blocker pass none"}));
+
+  // Without the topology only what the slices publish: NVLink cannot be told, the spread still can.
+  // (/mutate cannot convert the legacy 2-GPU Pod without a topology either: DG001 denies it.)
+  auto blind = RunCli({DRAGUARD_BINARY, "audit", "-f", dump, "--release-namespace", "draguard", "-o", "json"}, dir_);
+  ASSERT_EQ(blind.code, 1) << blind.err;
+  EXPECT_NE(blind.err.find("allocations: 3 Pods, 3 containers with GPUs: pcie-root=1 unknown=2; fail=0 warn=1"),
+            std::string::npos)
+      << blind.err;
 }
 
 }  // namespace

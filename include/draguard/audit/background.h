@@ -1,7 +1,10 @@
 // The background audit of `draguard serve`: one replica at a time (a coordination.k8s.io/v1
 // Lease) lists, page by page, every audited kind in the cluster, judges each object with
 // JudgeObject, and publishes metrics and one wgpolicyk8s.io/v1alpha2 PolicyReport per namespace.
-// Nothing keeps the objects: memory is bounded by one page plus the capped report results.
+// Before the audited kinds it lists the ResourceClaims and ResourceSlices, so each bound Pod is
+// also reported with what it was really allocated (allocation.h). Nothing keeps the objects:
+// memory is one page, the capped report results, and the allocated claims and their devices as
+// compact records.
 #pragma once
 
 #include <chrono>
@@ -116,6 +119,13 @@ class BackgroundAudit {
 
  private:
   struct KindState;
+  struct Listing;
+  enum class ListOutcome : uint8_t { kDone, kGone, kSkipped, kLost };
+  /// Lists one kind page by page (restarting after 410 Gone); a kind that cannot be listed is
+  /// skipped (Skip) and kLost means the Lease was lost.
+  ListOutcome List(const Listing& listing, RunResult& result);
+  /// Records, counts and logs a kind not listed.
+  void Skip(RunResult& result, const std::string& kind, const std::string& reason, const std::string& detail);
   /// Discovery documents of one run by path: HTTP status and body (null unless a JSON object).
   using Discovery = std::map<std::string, std::pair<int, admission::Json>>;
   bool StillLeader();

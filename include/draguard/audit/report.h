@@ -8,10 +8,12 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "draguard/admission/review.h"
+#include "draguard/audit/allocation.h"
 #include "draguard/audit/judge.h"
 
 namespace draguard::audit {
@@ -28,9 +30,17 @@ struct Summary {
   std::uint64_t refused = 0;          ///< objects /mutate cannot convert
   std::uint64_t mutation_exempt = 0;  ///< objects exempt from conversion
   std::map<std::string, std::uint64_t> refusals;  ///< why not convertible → objects (at most 20 reasons, then "other")
+  std::uint64_t allocation_pods = 0;        ///< bound Pods with GPUs whose allocation was analysed
+  std::uint64_t allocation_unresolved = 0;  ///< of those, Pods using a claim that was not found
+  /// (alignment, origin, result) → containers with GPUs (AlignmentName, ClaimOriginName, pass|warn|fail).
+  std::map<std::tuple<std::string, std::string, std::string>, std::uint64_t> allocations;
 
   /// Counts one verdict.
   void Add(const ObjectVerdict& v);
+  /// Counts one analysed allocation.
+  void AddAllocation(const PodAllocation& a);
+  /// Containers whose allocation has the result `result` (pass, warn, fail).
+  std::uint64_t allocation_results(const std::string& result) const;
   /// Adds the counters of `other`.
   void Merge(const Summary& other);
   /// Objects the webhook would deny.
@@ -51,6 +61,10 @@ class ReportBuilder {
   explicit ReportBuilder(std::size_t max_results = 1000) : max_results_(max_results) {}
   /// Adds the results of one judged object.
   void Add(const ObjectVerdict& v);
+  /// Adds one result (rule `allocation`) per container of `a` with something to align
+  /// (Reportable): its result, the message naming the devices, and properties alignment, origin,
+  /// node, devices and claims. Passing results take only the room failing and warning ones leave.
+  void AddAllocation(const PodAllocation& a);
   /// The reports, by namespace ("" = the ClusterPolicyReport), named `name`, with `labels`.
   std::vector<admission::Json> Reports(const std::string& name,
                                        const std::map<std::string, std::string>& labels) const;
@@ -62,6 +76,7 @@ class ReportBuilder {
  private:
   struct Report {
     admission::Json results = admission::Json::array();
+    admission::Json passes = admission::Json::array();  // allocation results that pass, after `results`
     std::uint64_t pass = 0, fail = 0, warn = 0, error = 0, skip = 0, dropped = 0;
   };
   std::size_t max_results_;
@@ -77,6 +92,8 @@ class Writer {
   virtual void Object(const ObjectVerdict& v, const std::string& where) = 0;
   /// A document that could not be judged.
   virtual void Malformed(const std::string& where, const std::string& error) = 0;
+  /// What one Pod was allocated (`a.where` says where it was read).
+  virtual void Allocation(const PodAllocation& a) = 0;
   /// Ends the output.
   virtual void End(const Summary& summary) = 0;
 };

@@ -267,6 +267,9 @@ struct AuditMetrics {
   CounterFamily& skipped;      ///< draguard_audit_skipped_kinds_total{kind,reason}: kinds not listed
   CounterFamily& reports;      ///< draguard_audit_report_writes_total{operation}: create | update | delete | unchanged | error
   GaugeFamily& leader;         ///< draguard_audit_leader: 1 while this replica holds the audit Lease
+  /// draguard_audit_allocations{alignment,origin,result}: containers with GPUs of the last run by
+  /// what their GPUs share, who wrote their claim and the allocation audit's result.
+  GaugeFamily& allocations;
 };
 
 }  // namespace draguard::metrics

@@ -3,12 +3,17 @@
 // violation metric's namespace cap, and the Lease (acquire, take over, lose).
 #include "draguard/audit/background.h"
 
+#include <unistd.h>
+
 #include <atomic>
+#include <filesystem>
 
 #include <gtest/gtest.h>
 
 #include "../kube/fake_apiserver.h"
+#include "draguard/dra/resource_slices.h"
 #include "draguard/policy/store.h"
+#include "draguard/topology/snapshot.h"
 
 namespace draguard::audit {
 namespace {
@@ -43,7 +48,7 @@ class BackgroundAuditTest : public kubetest::FakeApiServerTest {
 
   std::unique_ptr<BackgroundAudit> Make(BackgroundOptions options = {}) {
     return std::make_unique<BackgroundAudit>(
-        *client_, registry_, *elector_, [this] { return AuditSnapshots{policy_, nullptr}; }, metrics_, nullptr,
+        *client_, registry_, *elector_, [this] { return AuditSnapshots{policy_, topology_}; }, metrics_, nullptr,
         options, [this] { return Now(); });
   }
 
@@ -59,6 +64,7 @@ class BackgroundAuditTest : public kubetest::FakeApiServerTest {
 
   policy::PolicyStore policies_;
   std::shared_ptr<policy::Policy> policy_;
+  std::shared_ptr<const topology::Snapshot> topology_;
   engine::Registry registry_ = engine::DefaultRegistry();
   metrics::Registry metrics_registry_;
   metrics::AuditMetrics metrics_{metrics_registry_};
@@ -271,6 +277,98 @@ TEST_F(BackgroundAuditTest, OneReplicaAuditsAndALostLeaseAbortsTheRun) {
   EXPECT_FALSE(other.TryAcquireOrRenew());
   EXPECT_NE(other.last_error().find("concurrently"), std::string::npos);
   EXPECT_TRUE(other.TryAcquireOrRenew());
+}
+
+// The allocation audit in the cluster: claims and slices listed in pages before the Pods; the
+// scheduler's claim spread over the g4dn's NUMA nodes is a warning in the Pod's report and in
+// draguard_audit_allocations; only the allocated devices of the slices are held.
+TEST_F(BackgroundAuditTest, ReportsWhatEachPodWasReallyAllocated) {
+  // The export as the node "g4dn" (a snapshot names nodes after their files).
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / ("background-topology-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(fs::path(DRAGUARD_TEST_DATA) / "hwloc" / "aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa.xml",
+                dir / "g4dn.xml", fs::copy_options::overwrite_existing);
+  auto snap = topology::LoadSnapshot(dir.string());
+  fs::remove_all(dir);
+  ASSERT_TRUE(snap.ok());
+  topology_ = *snap;
+  const auto& node = *topology_->nodes().front();
+  const std::string name = node.name;
+  ASSERT_EQ(name, "g4dn");
+  auto slices = dra::BuildResourceSlices(node, name);
+  ASSERT_TRUE(slices.ok());
+  for (const auto& d : slices->drivers) {
+    for (const auto& sl : d.slices) {
+      server_->PutObject("/apis/resource.k8s.io/v1/resourceslices/" + sl["metadata"]["name"].get<std::string>(), sl);
+    }
+  }
+  auto claim = [&](const std::string& claim_name, const std::vector<std::string>& devices, bool scheduler) {
+    json results = json::array();
+    for (const auto& d : devices) {
+      results.push_back({{"request", "container-0-request-0"}, {"driver", "gpu.nvidia.com"}, {"pool", name}, {"device", d}});
+    }
+    json c = {{"metadata", {{"name", claim_name}, {"namespace", "team-0"}}},
+              {"spec", {{"devices", {{"requests", {{{"name", "container-0-request-0"},
+                                                    {"exactly", {{"deviceClassName", "gpu.nvidia.com"}, {"count", devices.size()}}}}}}}}}},
+              {"status", {{"allocation", {{"devices", {{"results", results}}}}}}}};
+    if (scheduler) c["metadata"]["annotations"] = {{"resource.kubernetes.io/extended-resource-claim", "true"}};
+    server_->PutObject("/apis/resource.k8s.io/v1/namespaces/team-0/resourceclaims/" + claim_name, c);
+  };
+  auto pod = [&](const std::string& pod_name, const std::string& claim_name) {
+    json p = GpuPod("team-0", pod_name, false);
+    p["spec"]["nodeName"] = name;
+    p["status"]["extendedResourceClaimStatus"] = {
+        {"resourceClaimName", claim_name},
+        {"requestMappings", {{{"containerName", "c"}, {"resourceName", "nvidia.com/gpu"}, {"requestName", "container-0-request-0"}}}}};
+    server_->PutObject("/api/v1/namespaces/team-0/pods/" + pod_name, p);
+  };
+  claim("spread-x", {"gpu-3", "gpu-4"}, true);
+  pod("spread", "spread-x");
+  claim("close-x", {"gpu-0", "gpu-1"}, true);
+  pod("close", "close-x");
+  claim("one-x", {"gpu-7"}, true);
+  pod("one", "one-x");
+  PutPods(6, 1, 100);  // Pods without GPUs
+  BackgroundOptions options;
+  options.page_size = 2;
+  auto audit = Make(options);
+  RunResult r = audit->Tick();
+  ASSERT_TRUE(r.ran);
+  EXPECT_EQ(r.skipped.count("ResourceClaim.resource.k8s.io") + r.skipped.count("ResourceSlice.resource.k8s.io"), 0u);
+  EXPECT_EQ(r.summary.allocation_pods, 3u);
+  EXPECT_EQ(r.summary.allocation_results("warn"), 1u);
+  EXPECT_GE(server_->Count("GET", "/apis/resource.k8s.io/v1/resourceslices"), 1);
+  EXPECT_EQ(metrics_.allocations.Value({"none", "scheduler", "warn"}), 1);
+  EXPECT_EQ(metrics_.allocations.Value({"pcie-root", "scheduler", "pass"}), 1);
+  EXPECT_EQ(metrics_.allocations.Value({"single", "scheduler", "pass"}), 1);
+
+  json report = server_->GetObject(std::string(kReports) + "team-0/policyreports/draguard");
+  ASSERT_TRUE(report.is_object());
+  std::vector<std::string> seen;
+  for (const auto& res : report["results"]) {
+    if (res["rule"] != "allocation") continue;
+    seen.push_back(res["resources"][0]["name"].get<std::string>() + "=" + res["result"].get<std::string>());
+    if (res["result"] == "warn") {
+      EXPECT_EQ(res["properties"]["devices"], "gpu.nvidia.com/" + name + "/gpu-3, gpu.nvidia.com/" + name + "/gpu-4");
+      EXPECT_EQ(res["properties"]["alignment"], "none");
+      EXPECT_EQ(res["properties"]["origin"], "scheduler");
+    }
+  }
+  // The one-GPU Pod is counted, not reported.
+  EXPECT_EQ(seen, (std::vector<std::string>{"spread=warn", "close=pass"}));
+
+  // ResourceSlices not listable: the run is partial, allocations are not analysed and the metric
+  // keeps the last known values.
+  json forbidden = {{"kind", "Status"}, {"apiVersion", "v1"}, {"code", 403}, {"reason", "Forbidden"}};
+  server_->InjectFault("GET", "/apis/resource\\.k8s\\.io/v1/resourceslices", kubetest::Reply(403, forbidden.dump()));
+  offset_ += 600;
+  RunResult next = audit->Tick();
+  ASSERT_TRUE(next.ran);
+  EXPECT_EQ(next.skipped["ResourceSlice.resource.k8s.io"], "forbidden");
+  EXPECT_EQ(next.summary.allocation_pods, 0u);
+  EXPECT_EQ(metrics_.allocations.Value({"none", "scheduler", "warn"}), 1);
+  EXPECT_EQ(metrics_.runs.Value({"partial"}), 1);
 }
 
 TEST_F(BackgroundAuditTest, StartAndStopTheThread) {

@@ -137,6 +137,111 @@ TEST(Report, PolicyReportsPerNamespaceCappedWithAFullSummary) {
   EXPECT_EQ(reports[2]["summary"]["fail"], 1);  // audit findings are failures of the standard
 }
 
+// A Pod's allocation: one container of two GPUs with `result`, one with a single GPU.
+PodAllocation Allocated(const std::string& name, const std::string& result) {
+  PodAllocation a;
+  a.namespace_ = "ml";
+  a.name = name;
+  a.uid = "uid-" + name;
+  a.node = "n1";
+  ContainerAllocation two;
+  two.container = "train";
+  two.node = "n1";
+  two.gpus = 2;
+  two.alignment = result == "pass" ? Alignment::kNvlink : Alignment::kNone;
+  two.origin = result == "warn" ? ClaimOrigin::kScheduler : ClaimOrigin::kUser;
+  two.result = result;
+  two.message = "container \"train\": 2 GPUs (gpu-0, gpu-5) on node n1";
+  two.claims = {name + "-gpus"};
+  for (const char* d : {"gpu-0", "gpu-5"}) {
+    LocatedDevice dev;
+    dev.claim = name + "-gpus";
+    dev.request = "gpu";
+    dev.driver = "gpu.nvidia.com";
+    dev.pool = "n1";
+    dev.device = d;
+    dev.kind = DeviceKind::kGpu;
+    two.devices.push_back(dev);
+  }
+  ContainerAllocation one = two;
+  one.container = "side";
+  one.gpus = 1;
+  one.devices.resize(1);
+  one.alignment = Alignment::kSingle;
+  one.result = "pass";
+  a.containers = {two, one};
+  return a;
+}
+
+// Allocation results name the Pod and its devices; passing ones take only the room failing and
+// warning results leave; a container with one GPU alone is counted, not reported.
+TEST(Report, AllocationResultsInPolicyReportsAndSummary) {
+  ReportBuilder b(/*max_results=*/2);
+  b.AddAllocation(Allocated("ok-1", "pass"));
+  b.AddAllocation(Allocated("spread", "warn"));
+  b.AddAllocation(Allocated("ok-2", "pass"));
+  b.Add(Denied("ml", "legacy"));
+  auto reports = b.Reports("draguard", {});
+  ASSERT_EQ(reports.size(), 1u);
+  const Json& ml = reports[0];
+  EXPECT_EQ(ml["summary"], Json::parse(R"({"pass":2,"fail":1,"warn":1,"error":0,"skip":0})"));
+  ASSERT_EQ(ml["results"].size(), 2u);
+  EXPECT_EQ(ml["results"][0]["rule"], "allocation");
+  EXPECT_EQ(ml["results"][0]["result"], "warn");
+  EXPECT_EQ(ml["results"][1]["rule"], "DG001");
+  EXPECT_EQ(ml["metadata"]["annotations"]["draguard.io/results-dropped"], "2");  // both passes
+  const Json& r = ml["results"][0];
+  EXPECT_EQ(r["resources"][0], Json::parse(R"({"apiVersion":"v1","kind":"Pod","name":"spread","namespace":"ml","uid":"uid-spread"})"));
+  EXPECT_EQ(r["properties"]["devices"], "gpu.nvidia.com/n1/gpu-0, gpu.nvidia.com/n1/gpu-5");
+  EXPECT_EQ(r["properties"]["alignment"], "none");
+  EXPECT_EQ(r["properties"]["origin"], "scheduler");
+  EXPECT_EQ(r["properties"]["container"], "train");
+  for (const auto& [k, v] : r["properties"].items()) EXPECT_TRUE(v.is_string()) << k;
+
+  // With room, the passes follow; merged builders keep the order.
+  ReportBuilder roomy(10), other(10);
+  roomy.AddAllocation(Allocated("ok-1", "pass"));
+  other.AddAllocation(Allocated("bad", "fail"));
+  roomy.Merge(other);
+  auto merged = roomy.Reports("draguard", {});
+  ASSERT_EQ(merged[0]["results"].size(), 2u);
+  EXPECT_EQ(merged[0]["results"][0]["result"], "fail");
+  EXPECT_EQ(merged[0]["results"][1]["result"], "pass");
+
+  Summary s;
+  s.AddAllocation(Allocated("ok-1", "pass"));
+  s.AddAllocation(Allocated("spread", "warn"));
+  EXPECT_EQ(s.allocation_pods, 2u);
+  EXPECT_EQ(s.allocation_results("pass"), 3u);  // the single GPUs count too
+  EXPECT_EQ(s.allocation_results("warn"), 1u);
+  Json j = s.ToJson();
+  EXPECT_EQ(j["allocations"]["pods"], 2);
+  EXPECT_NE(SummaryText(s).find("allocations: 2 Pods, 4 containers with GPUs: none=1 nvlink=1 single=2; fail=0 warn=1"),
+            std::string::npos)
+      << SummaryText(s);
+
+  // The table shows the warning; json has one allocation entry per Pod.
+  std::ostringstream table, json;
+  auto t = MakeWriter("table", table);
+  t->Allocation(Allocated("ok-1", "pass"));
+  t->Allocation(Allocated("spread", "warn"));
+  t->End(s);
+  EXPECT_EQ(table.str().find("ok-1"), std::string::npos) << table.str();
+  EXPECT_NE(table.str().find("ml/spread"), std::string::npos) << table.str();
+  EXPECT_NE(table.str().find(" alloc  warn "), std::string::npos) << table.str();
+  auto jw = MakeWriter("json", json);
+  PodAllocation where = Allocated("ok-1", "pass");
+  where.where = "dump.json: document 0 item 4";
+  jw->Allocation(where);
+  jw->End(s);
+  Json doc = Json::parse(json.str());
+  ASSERT_EQ(doc["results"].size(), 1u);
+  EXPECT_EQ(doc["results"][0]["source"], "dump.json: document 0 item 4");
+  EXPECT_EQ(doc["results"][0]["allocation"]["containers"].size(), 2u);
+  EXPECT_EQ(doc["results"][0]["allocation"]["containers"][1]["alignment"], "single");
+  EXPECT_EQ(doc["results"][0]["allocation"]["containers"][0]["devices"][1]["device"], "gpu.nvidia.com/n1/gpu-5");
+}
+
 TEST(Report, PolicyReportWriterPrintsYamlDocuments) {
   std::ostringstream out;
   auto w = MakeWriter("policyreport", out, 10);

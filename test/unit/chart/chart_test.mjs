@@ -794,7 +794,7 @@ async function scenarios() {
   const aud = render(["--set", "audit.enabled=true", "--set", "audit.intervalSeconds=300", "--set", "audit.policyReports=false"]);
   commonChecks(aud, "audit.enabled");
   await validateSchemas(aud, "audit.enabled");
-  check("audit.enabled: serve flags, read-only list RBAC, and the Lease Role", () => {
+  check("audit.enabled: serve flags, read-only list RBAC (with ResourceSlices), and the Lease Role", () => {
     const c = one(aud.docs, "Deployment").spec.template.spec.containers[0];
     const arg = (f) => c.args[c.args.indexOf(f) + 1];
     eq(arg("--audit-interval"), "300", "--audit-interval");
@@ -809,6 +809,9 @@ async function scenarios() {
     for (const res of ["pods", "deployments", "cronjobs", "resourceclaims", "resourceclaimtemplates", "pytorchjobs"]) {
       assert(listed.includes(res), `lists ${res}`);
     }
+    // The allocation audit reads what each allocated device is from the (cluster-scoped) slices.
+    const dra = cr.rules.find((x) => x.resources.includes("resourceslices"));
+    assert(dra && dra.apiGroups.join() === "resource.k8s.io", "lists resource.k8s.io resourceslices");
     assert(!listed.includes("policyreports"), "no report access with policyReports=false");
     const role = find(aud.docs, "Role", "draguard-audit-lease")[0];
     eq(role.rules[1].resourceNames, ["draguard-audit"], "Lease name (= --service-name + -audit)");

@@ -78,7 +78,7 @@ check("the panels the chart documents", () => {
   for (const t of ["Admissions per second by webhook and decision", "Latency p50 and p99 by webhook",
     "Denials and warnings by rule", "Conversions and refusals on /mutate", "Topology: nodes and shapes",
     "Rejected exports by reason", "Seconds since the last topology reload", "Serving certificate: days to expiry",
-    "Audit violations by namespace"]) {
+    "Audit violations by namespace", "GPU allocations by alignment"]) {
     assert(titles.includes(t), `no panel "${t}"`);
   }
   const ids = panels.map((p) => p.id);
@@ -208,7 +208,8 @@ function exported(name) {
   return m !== null && families.get(m[1]) === "histogram";
 }
 check(`server: /metrics lists the audit families (${families.size} families)`, () =>
-  assert(families.has("draguard_audit_violations") && families.has("draguard_admission_requests_total"), [...families.keys()].join(" ")));
+  assert(families.has("draguard_audit_violations") && families.has("draguard_audit_allocations") &&
+    families.has("draguard_admission_requests_total"), [...families.keys()].join(" ")));
 for (const [name, where] of [...named.entries()].sort()) {
   check(`exported by draguard serve: ${name}`, () => assert(exported(name), `named in ${where}, not on /metrics`));
 }
