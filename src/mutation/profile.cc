@@ -134,7 +134,9 @@ Status ReadContainer(const Json& container, const PodSettings& pod, const policy
   int kinds = 0;
   std::optional<uint64_t> hami_mib;
   std::vector<std::string> soft;  // HAMi soft shares, dropped
-  for (const auto& [name, value] : entries) {
+  for (const auto& entry : entries) {
+    const auto& name = entry.first;
+    const auto& value = entry.second;
     const std::string what = who + " " + name;
     // A device count of `kind`: false when it asks for none (the entry is skipped), an error when
     // it is not a count.
