@@ -53,7 +53,9 @@ std::size_t Digest(const Json& report) {
 
 std::string KindName(const AuditedKind& k) { return k.group.empty() ? k.kind : k.kind + "." + k.group; }
 
-enum class ListOutcome { kDone, kGone, kSkipped, kLost };
+enum class ListOutcome { kDone, kGone, kSkipped, kLost, kStopped };
+
+constexpr int kReleaseAttempts = 3;  // a 409 while releasing: read the Lease again
 
 }  // namespace
 
@@ -81,15 +83,8 @@ bool LeaseElector::TryAcquireOrRenew() {
     last_error_ = created.ok() ? "" : "create Lease: " + Describe(created);
     return created.ok();
   }
-  if (!got.ok()) {
-    last_error_ = "get Lease: " + Describe(got);
-    return false;
-  }
-  Json lease = Json::parse(got.body, nullptr, false);
-  if (!lease.is_object() || !lease.contains("metadata")) {
-    last_error_ = "get Lease: not a Lease";
-    return false;
-  }
+  Json lease;
+  if (!Decode(got, &lease)) return false;
   Json& spec = lease["spec"];
   if (!spec.is_object()) spec = Json::object();
   const std::string holder = spec.value("holderIdentity", "");
@@ -111,6 +106,47 @@ bool LeaseElector::TryAcquireOrRenew() {
   kube::ApiResult put = client_.Call({"PUT", path, lease.dump()});
   last_error_ = put.ok() ? "" : (put.status == 409 ? "Lease changed concurrently" : "update Lease: " + Describe(put));
   return put.ok();
+}
+
+bool LeaseElector::Decode(const kube::ApiResult& got, Json* lease) {
+  if (!got.ok()) {
+    last_error_ = "get Lease: " + Describe(got);
+    return false;
+  }
+  *lease = Json::parse(got.body, nullptr, false);
+  if (!lease->is_object() || !lease->contains("metadata")) {
+    last_error_ = "get Lease: not a Lease";
+    return false;
+  }
+  return true;
+}
+
+bool LeaseElector::Release() {
+  const std::string path = "/apis/coordination.k8s.io/v1/namespaces/" + kube::PathEscape(options_.namespace_name) +
+                           "/leases/" + kube::PathEscape(options_.name);
+  for (int attempt = 0; attempt < kReleaseAttempts; ++attempt) {
+    kube::ApiResult got = client_.Call({"GET", path});
+    if (got.status == 404) return true;  // nothing to give up
+    Json lease;
+    if (!Decode(got, &lease)) return false;
+    Json& spec = lease["spec"];
+    if (!spec.is_object() || spec.value("holderIdentity", "") != options_.identity) return true;  // not ours
+    // client-go's release (ReleaseOnCancel): no holder, a duration of one second, acquireTime and
+    // renewTime now, leaseTransitions kept; the next attempt of another replica takes it.
+    const std::string stamp = MicroTime(now_());
+    spec["holderIdentity"] = "";
+    spec["leaseDurationSeconds"] = 1;
+    spec["acquireTime"] = stamp;
+    spec["renewTime"] = stamp;
+    kube::ApiResult put = client_.Call({"PUT", path, lease.dump()});
+    if (put.ok()) {
+      last_error_ = "released";
+      return true;
+    }
+    last_error_ = put.status == 409 ? "Lease changed concurrently" : "update Lease: " + Describe(put);
+    if (put.status != 409) return false;
+  }
+  return false;
 }
 
 struct BackgroundAudit::KindState {
@@ -300,16 +336,24 @@ RunResult BackgroundAudit::Run() {
         }
         list = Json();
         metrics_.objects.Inc({}, static_cast<double>(judged));
+        if (Stopping()) {
+          outcome = ListOutcome::kStopped;
+          break;
+        }
         if (!StillLeader()) {
           outcome = ListOutcome::kLost;
           break;
         }
       } while (!token.empty());
     }
-    if (outcome == ListOutcome::kLost) {
+    if (outcome == ListOutcome::kLost || outcome == ListOutcome::kStopped) {
       result.aborted = true;
       metrics_.runs.Inc({"aborted"});
-      logger_->Warn("audit run aborted: the Lease was lost", {{"lease", elector_.options().name}});
+      if (outcome == ListOutcome::kLost) {
+        logger_->Warn("audit run aborted: the Lease was lost", {{"lease", elector_.options().name}});
+      } else {
+        logger_->Info("audit run stopped: shutting down", {{"lease", elector_.options().name}});
+      }
       return result;
     }
     if (outcome == ListOutcome::kGone) {
@@ -486,18 +530,41 @@ void BackgroundAudit::Start() {
         logger_->Error("audit tick failed", {{"error", std::string(e.what())}});
       }
       std::unique_lock<std::mutex> lock(mu_);
-      if (cv_.wait_for(lock, period, [this] { return stop_; })) return;
+      if (cv_.wait_for(lock, period, [this] { return stop_; })) break;
     }
+    ReleaseIfHeld();
   });
 }
 
-void BackgroundAudit::Stop() {
+void BackgroundAudit::RequestStop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
+}
+
+void BackgroundAudit::Stop() {
+  RequestStop();
   if (thread_.joinable()) thread_.join();
+  ReleaseIfHeld();  // without a thread (Tick called directly), or when its release failed
+}
+
+bool BackgroundAudit::Stopping() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stop_;
+}
+
+void BackgroundAudit::ReleaseIfHeld() {
+  if (!leader_) return;
+  leader_ = false;
+  metrics_.leader.Set({}, 0);
+  if (elector_.Release()) {
+    logger_->Info("audit Lease released", {{"lease", elector_.options().name}});
+  } else {
+    logger_->Warn("audit Lease not released; it expires after leaseDurationSeconds",
+                  {{"lease", elector_.options().name}, {"error", elector_.last_error()}});
+  }
 }
 
 }  // namespace draguard::audit
