@@ -10,17 +10,21 @@
 #                                         the chart's TLS, policy and ServiceAccount token
 #   cluster.sh restart-apiserver DIR      kill kube-apiserver (SIGKILL, a crash) and start it again
 #                                         with the same flags and port; returns once it is ready
-#   cluster.sh down DIR                   stop everything up and install started; DIR may be deleted
+#   cluster.sh down DIR                   stop (SIGKILL) everything up and install started and every
+#                                         process whose pid a caller wrote into DIR/pids/; DIR may
+#                                         be deleted
 # After up: DIR/kubeconfig (cluster-admin) and DIR/bin/kubectl (same release). Logs in DIR/logs/.
 # Environment: DRAGUARD (the draguard binary; default build/src/cli/draguard of this checkout),
-# HELM (default: test/unit/chart/find-helm.sh).
+# HELM (default: test/unit/chart/find-helm.sh), CLUSTER_LIFELINE_FD (up: an open file descriptor,
+# the read end of a pipe whose write end the caller keeps open while the cluster may live; once
+# every writer has gone, however the caller ended, a reaper runs down DIR).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 # The namespace of the release and of the topology ConfigMaps.
 namespace=draguard
 die() { echo "cluster.sh: $*" >&2; exit 1; }
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 # wait_for SECONDS DESCRIPTION COMMAND...: polls COMMAND until it succeeds, the deadline passes,
 # or COMMAND exits 125 (it will never succeed).
@@ -43,7 +47,14 @@ start() {
   echo "$!" > "$dir/pids/$name"
 }
 
-alive() { [ -f "$1/pids/$2" ] && kill -0 "$(cat "$1/pids/$2")" 2>/dev/null; }
+alive() { [ -f "$1/pids/$2" ] && running "$(cat "$1/pids/$2")"; }
+
+# running PID: the process exists and is not a zombie (one nobody has reaped yet has ended).
+running() {
+  local state
+  state=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+  [ -n "$state" ] && [ "$state" != Z ]
+}
 
 # cert DIR NAME SUBJECT [SAN]: DIR/pki/NAME.{key,crt} signed by the cluster CA.
 cert() {
@@ -124,6 +135,7 @@ up() {
   mkdir -p "$dir/bin" "$dir/logs" "$dir/pids"
   dir=$(cd "$dir" && pwd)
   [ -z "$(ls -A "$dir/pids")" ] || die "up: $dir already has a running cluster (cluster.sh down $dir first)"
+  start_reaper "$dir"
   local bin draguard
   draguard=$(draguard_bin)
   bin=$("$here/build.sh") || die "up: building the control plane failed"
@@ -213,7 +225,8 @@ NODE
   echo "cluster.sh: up: kubeconfig $dir/kubeconfig, kubectl $dir/bin/kubectl" >&2
 }
 
-# stop DIR NAME: TERM, then KILL after 20 s, the process started as NAME.
+# stop DIR NAME: TERM, then KILL after 20 s, the process started as NAME (install replacing a
+# running server).
 stop() {
   local pid deadline
   [ -f "$1/pids/$2" ] || return 0
@@ -223,6 +236,27 @@ stop() {
   while kill -0 "$pid" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.1; done
   kill -KILL "$pid" 2>/dev/null || true
   rm -f "$1/pids/$2"
+}
+
+# start_reaper DIR: with CLUSTER_LIFELINE_FD set, a process in a session of its own (a signal to
+# the caller's process group does not reach it) that waits for the end of that pipe and then runs
+# down DIR: a caller that panics, times out or is killed leaves nothing running.
+start_reaper() {
+  local dir=$1 fd=${CLUSTER_LIFELINE_FD:-}
+  [ -n "$fd" ] || return 0
+  [[ "$fd" =~ ^[0-9]+$ ]] && { true <&"$fd"; } 2>/dev/null || die "up: CLUSTER_LIFELINE_FD=$fd is not an open file descriptor"
+  setsid "$0" reap "$dir" < /dev/null >> "$dir/logs/reaper.log" 2>&1 &
+  echo "$!" > "$dir/reaper.pid"
+}
+
+# reap DIR: the reaper's body (see start_reaper).
+reap() {
+  local dir=$1 fd=$CLUSTER_LIFELINE_FD
+  # read returns non-zero at end of file: once no process holds the write end open.
+  while read -r -u "$fd" _; do :; done
+  echo "cluster.sh: reap: the owner of $dir is gone; stopping the cluster"
+  rm -f "$dir/reaper.pid"
+  down "$dir"
 }
 
 # serve_args DIR PORT: the arguments of the chart's Deployment, one per line, with the paths of
@@ -317,10 +351,26 @@ restart_apiserver() {
     die "restart-apiserver: kube-apiserver not ready after 120 s (see $dir/logs/kube-apiserver.log)"
 }
 
+# down DIR: SIGKILL to every process of DIR/pids at once (the tests need no graceful shutdown:
+# kube-apiserver's alone takes up to a minute), waits until each is gone, and stops the reaper.
 down() {
-  local dir=$1 c
+  local dir=$1 f pid pids=() deadline
   [ -d "$dir/pids" ] || return 0
-  for c in draguard kube-scheduler kube-controller-manager kube-apiserver etcd; do stop "$dir" "$c"; done
+  for f in "$dir"/pids/*; do
+    [ -f "$f" ] || continue
+    pid=$(cat "$f")
+    [[ "$pid" =~ ^[0-9]+$ ]] && pids+=("$pid")
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  deadline=$(( $(date +%s) + 20 ))
+  for pid in "${pids[@]}"; do
+    while running "$pid" && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.05; done
+  done
+  rm -f "$dir"/pids/*
+  if [ -f "$dir/reaper.pid" ]; then
+    kill -TERM "$(cat "$dir/reaper.pid")" 2>/dev/null || true
+    rm -f "$dir/reaper.pid"
+  fi
 }
 
 [ $# -ge 2 ] || usage
@@ -331,5 +381,6 @@ case "$cmd" in
   install) set +e; (set -e; install "$dir" "$@"); rc=$?; set -e; [ "$rc" -eq 0 ] || { stop "$dir" draguard; exit 1; } ;;
   restart-apiserver) restart_apiserver "$dir" ;;
   down) down "$dir" ;;
+  reap) reap "$dir" ;;
   *) usage ;;
 esac

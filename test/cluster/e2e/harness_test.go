@@ -77,10 +77,31 @@ func NodeName(export string) string {
 	return strings.TrimRight(n, "-")
 }
 
+// lifeline is a pipe whose write end this process holds until it ends, however it ends (a
+// panic, a -test.timeout, a signal): the reaper cluster.sh up starts for each cluster waits on the
+// read end (CLUSTER_LIFELINE_FD) and stops the cluster once it closes. The write end is never
+// closed, and no child gets it (Go opens every descriptor close-on-exec).
+var lifeline struct {
+	once sync.Once
+	r, w *os.File
+	err  error
+}
+
+func lifelineReader() (*os.File, error) {
+	lifeline.once.Do(func() { lifeline.r, lifeline.w, lifeline.err = os.Pipe() })
+	return lifeline.r, lifeline.err
+}
+
 // script runs cluster.sh with args; its output goes to the test log.
 func script(t testing.TB, args ...string) error {
 	cmd := exec.Command(filepath.Join(sourceDir(t), "test", "cluster", "cluster.sh"), args...)
 	cmd.Env = append(os.Environ(), "DRAGUARD="+draguardBin(t))
+	if r, err := lifelineReader(); err != nil {
+		t.Fatalf("lifeline pipe: %v", err)
+	} else {
+		cmd.ExtraFiles = []*os.File{r} // descriptor 3 of cluster.sh
+		cmd.Env = append(cmd.Env, "CLUSTER_LIFELINE_FD=3")
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -147,6 +168,19 @@ func (c *Cluster) Install(helmArgs ...string) {
 		c.t.Fatalf("cluster.sh install: %v", err)
 	}
 }
+
+// Track records the pid of a process the test started beside the cluster (a server replica, an
+// exporter) in DIR/pids/NAME, so that cluster.sh down, and its reaper when this process ends
+// abruptly, stop it too; Untrack forgets it once the process has been waited for.
+func (c *Cluster) Track(name string, p *os.Process) {
+	c.t.Helper()
+	if err := os.WriteFile(filepath.Join(c.Dir, "pids", name), []byte(fmt.Sprint(p.Pid)), 0o644); err != nil {
+		c.t.Fatalf("recording pid of %s: %v", name, err)
+	}
+}
+
+// Untrack removes DIR/pids/NAME (see Track).
+func (c *Cluster) Untrack(name string) { _ = os.Remove(filepath.Join(c.Dir, "pids", name)) }
 
 // StopServer stops draguard serve (the webhook becomes unreachable).
 func (c *Cluster) StopServer() {
