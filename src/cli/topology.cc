@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "draguard/dra/resource_slices.h"
+#include "draguard/k8s/names.h"
 #include "draguard/topology/draw.h"
 #include "draguard/write_file.h"
 #include "draguard/topology/format.h"
@@ -175,7 +176,7 @@ int Slices(const std::vector<std::string>& all_args, std::ostream& out, std::ost
   }
   std::error_code ec;
   const bool dir = std::filesystem::is_directory(path, ec);
-  if (!dir && !node.empty() && !dra::IsDnsSubdomain(node)) {
+  if (!dir && !node.empty() && !k8s::IsDnsSubdomain(node)) {
     err << "topology slices: --node \"" << node
         << "\" is not a valid Kubernetes node name (lower-case letters, digits, '-' and '.')\n";
     return kExitUsage;
@@ -203,15 +204,11 @@ int Slices(const std::vector<std::string>& all_args, std::ostream& out, std::ost
   std::vector<nlohmann::json> objects;
   std::vector<std::string> comments;
   for (auto& [topo, name] : nodes) {
-    if (!dra::IsDnsSubdomain(name)) {
-      const std::string fixed = dra::ToDnsSubdomain(name);
-      if (fixed.empty()) {
-        err << "topology slices: node \"" << name << "\" has no usable Kubernetes name; pass -f FILE --node NAME\n";
-        return kExitRuntime;
-      }
-      err << "topology slices: note: node \"" << name << "\" is not a valid Kubernetes node name; using \"" << fixed
-          << "\" (-f FILE --node NAME sets it)\n";
-      name = fixed;
+    // The loader names nodes as Kubernetes does (k8s::NodeNameFrom); a file name with nothing
+    // usable in it is left as it is.
+    if (!k8s::IsDnsSubdomain(name)) {
+      err << "topology slices: node \"" << name << "\" has no usable Kubernetes name; pass -f FILE --node NAME\n";
+      return kExitRuntime;
     }
     auto built = dra::BuildResourceSlices(*topo, name, options);
     if (!built.ok()) {

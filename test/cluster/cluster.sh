@@ -2,9 +2,9 @@
 # The real control plane of draguard's cluster tests, on loopback, as local processes.
 #   cluster.sh up DIR [--cpu-mode M] --exports PATH...
 #                                         start etcd, kube-apiserver, kube-controller-manager and
-#                                         kube-scheduler; one Node per hwloc export (name = file
-#                                         name without .xml), with the ResourceSlices of its GPUs,
-#                                         NICs and, with --cpu-mode grouped|individual, CPUs
+#                                         kube-scheduler; one Node per hwloc export (named as
+#                                         draguard names it: topology show), with the ResourceSlices
+#                                         of its GPUs, NICs and, with --cpu-mode grouped|individual, CPUs
 #   cluster.sh install DIR [HELM_ARGS...] helm install (or upgrade) of charts/draguard into namespace
 #                                         draguard, and `draguard serve` started on the host with
 #                                         the chart's TLS, policy and ServiceAccount token
@@ -114,6 +114,21 @@ current-context: draguard
 KC
 }
 
+# node_name EXPORT: the Node of an export, named as draguard names it (k8s::NodeNameFrom): the
+# file name without .xml / .hwloc.xml in lower case, kept when it is a DNS subdomain, else with
+# every character other than a-z, 0-9 and - (`_`, `.`, `+`, ...) as -, cut to 63 characters and
+# trimmed of - at both ends.
+node_name() {
+  local name label='[a-z0-9]([-a-z0-9]*[a-z0-9])?'
+  name=$(basename "$1"); name=${name%.xml}; name=${name%.hwloc}
+  name=$(printf '%s' "$name" | tr 'A-Z' 'a-z')
+  if [ "${#name}" -le 253 ] && [[ "$name" =~ ^$label(\.$label)*$ ]]; then
+    printf '%s\n' "$name"
+    return
+  fi
+  printf '%s' "$name" | tr -c 'a-z0-9-' '-' | cut -c1-63 | sed 's/^-*//; s/-*$//'
+}
+
 # apiserver_ready DIR: kube-apiserver answers /readyz; 125 once the process is gone.
 apiserver_ready() {
   alive "$1" kube-apiserver || return 125
@@ -189,8 +204,7 @@ up() {
     die "up: creating the drivers' DeviceClasses failed"
   for e in "${exports[@]}"; do
     local name
-    name=$(basename "$e"); name=${name%.xml}; name=${name%.hwloc}
-    name=$(echo "$name" | tr 'A-Z_.+' 'a-z---' | cut -c1-63 | sed 's/-*$//')
+    name=$(node_name "$e")
     # A Node as an API object (no kubelet): capacity, and a Ready condition through the status.
     "${k[@]}" apply -f - > /dev/null <<NODE || die "up: creating Node $name failed"
 apiVersion: v1

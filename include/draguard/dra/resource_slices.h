@@ -71,13 +71,4 @@ Result<NodeSlices> BuildResourceSlices(const topology::NodeTopology& node, std::
 /// (device.driver == "dra.cpu") as the dra-driver-cpu chart installs it. `comments` (parallel) says where each comes from.
 std::vector<admission::Json> BuildDeviceClasses(std::vector<std::string>* comments = nullptr, bool with_cpu = false);
 
-/// True when `s` is a DNS-1123 label (1-63 characters of [a-z0-9-], alphanumeric at both ends).
-bool IsDnsLabel(std::string_view s);
-/// True when `s` is a DNS-1123 subdomain as apimachinery checks it (at most 253 characters of
-/// dot-separated [a-z0-9]([-a-z0-9]*[a-z0-9])? parts; no per-part length limit).
-bool IsDnsSubdomain(std::string_view s);
-/// A DNS subdomain made from `s` (lower case, every other character '-', parts trimmed of '-', at
-/// most 253 characters), for node names taken from file names; "" when nothing is left.
-std::string ToDnsSubdomain(std::string_view s);
-
 }  // namespace draguard::dra

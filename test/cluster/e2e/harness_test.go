@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -67,14 +68,32 @@ func exportPath(t testing.TB, rel string) string {
 	return filepath.Join(sourceDir(t), "test", "data", rel)
 }
 
-// NodeName is the Node name cluster.sh gives an export.
+// dnsSubdomain is the shape of a Node name (apimachinery's IsDNS1123Subdomain, length aside).
+var dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+
+// NodeName is the Node name cluster.sh gives an export, the name draguard gives it
+// (k8s::NodeNameFrom; Up checks that they agree): the file name without .xml / .hwloc.xml in
+// lower case, kept when it is a DNS subdomain, else with every character other than a-z, 0-9 and
+// '-' as '-', cut to 63 characters and trimmed of '-' at both ends.
 func NodeName(export string) string {
-	n := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(export), ".xml"), ".hwloc")
-	n = strings.NewReplacer("_", "-", ".", "-", "+", "-").Replace(strings.ToLower(n))
-	if len(n) > 63 {
-		n = n[:63]
+	b := []byte(strings.TrimSuffix(strings.TrimSuffix(filepath.Base(export), ".xml"), ".hwloc"))
+	for i, c := range b { // bytes, ASCII only, as draguard and tr do
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c - 'A' + 'a'
+		}
 	}
-	return strings.TrimRight(n, "-")
+	if len(b) <= 253 && dnsSubdomain.Match(b) {
+		return string(b)
+	}
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z') && !(c >= '0' && c <= '9') && c != '-' {
+			b[i] = '-'
+		}
+	}
+	if len(b) > 63 {
+		b = b[:63]
+	}
+	return strings.Trim(string(b), "-")
 }
 
 // lifeline is a pipe whose write end this process holds until it ends, however it ends (a
@@ -139,6 +158,20 @@ func UpWithCPUs(t testing.TB, cpuMode string, exports ...string) *Cluster {
 	})
 	if err := script(t, args...); err != nil {
 		t.Fatalf("cluster.sh up: %v", err)
+	}
+	// The harness, draguard and the Nodes name each export alike.
+	for _, e := range exports {
+		out, err := Draguard(t, "topology", "show", "-f", exportPath(t, e), "-o", "json")
+		if err != nil {
+			t.Fatalf("draguard topology show -f %s: %v", e, err)
+		}
+		var shown []struct {
+			Node string `json:"node"`
+		}
+		JSON(t, out, &shown)
+		if len(shown) != 1 || shown[0].Node != NodeName(e) {
+			t.Fatalf("draguard topology show names %s %+v, the harness %q", e, shown, NodeName(e))
+		}
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
 	if err != nil {

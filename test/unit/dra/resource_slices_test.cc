@@ -13,6 +13,7 @@
 #include "draguard/cel/device.h"
 #include "draguard/cel/evaluator.h"
 #include "draguard/dra/devices.h"
+#include "draguard/k8s/names.h"
 #include "draguard/topology/snapshot.h"
 
 namespace draguard::dra {
@@ -62,7 +63,7 @@ TEST(ResourceSlicesTest, EveryGpuAndNicOfEveryExportAppearsWithinTheApiLimits) {
       for (const Json& s : d.slices) {
         EXPECT_EQ(s["apiVersion"], "resource.k8s.io/v1");
         EXPECT_EQ(s["kind"], "ResourceSlice");
-        EXPECT_TRUE(IsDnsSubdomain(s["metadata"]["name"].get<std::string>())) << s["metadata"]["name"];
+        EXPECT_TRUE(k8s::IsDnsSubdomain(s["metadata"]["name"].get<std::string>())) << s["metadata"]["name"];
         EXPECT_EQ(s["spec"]["driver"], d.driver);
         EXPECT_EQ(s["spec"]["nodeName"], "node-1.example");
         EXPECT_EQ(s["spec"]["pool"]["name"], "node-1.example");
@@ -71,7 +72,7 @@ TEST(ResourceSlicesTest, EveryGpuAndNicOfEveryExportAppearsWithinTheApiLimits) {
         ASSERT_LE(s["spec"]["devices"].size(), kMaxDevicesPerSlice);
         for (const Json& dev : s["spec"]["devices"]) {
           const std::string name = dev["name"];
-          EXPECT_TRUE(IsDnsLabel(name)) << p << ": " << name;
+          EXPECT_TRUE(k8s::IsDnsLabel(name)) << p << ": " << name;
           EXPECT_LE(dev["attributes"].size() + dev.value("capacity", Json::object()).size(),
                     kMaxAttributesAndCapacitiesPerDevice);
           for (const auto& [key, v] : dev["attributes"].items()) {
@@ -213,15 +214,6 @@ TEST(ResourceSlicesTest, NodeNames) {
   topology::NodeTopology node;
   node.shape = std::make_shared<topology::Shape>();
   EXPECT_FALSE(BuildResourceSlices(node, "Bad_Name").ok());
-  EXPECT_TRUE(IsDnsSubdomain("a.b-c.d"));
-  EXPECT_FALSE(IsDnsSubdomain("a..b"));
-  EXPECT_FALSE(IsDnsSubdomain("-a"));
-  EXPECT_TRUE(IsDnsSubdomain(std::string(100, 'a')));  // no per-label limit in IsDNS1123Subdomain
-  EXPECT_FALSE(IsDnsLabel(std::string(64, 'a')));
-  EXPECT_FALSE(IsDnsLabel("a.b"));
-  EXPECT_EQ(ToDnsSubdomain("aws_g4dn-metal_2s-8259CL"), "aws-g4dn-metal-2s-8259cl");
-  EXPECT_EQ(ToDnsSubdomain("_x_.Y"), "x.y");
-  EXPECT_EQ(ToDnsSubdomain("__"), "");
 }
 
 TEST(ResourceSlicesTest, DeviceClassesSelectTheSimulatedDevices) {
