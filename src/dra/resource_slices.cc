@@ -97,8 +97,9 @@ SliceDevice FromSimulated(const Device& dev, const std::string& driver, bool unq
 }
 
 // dranet: one device per PCI function of the node's NICs, named "pci-<address, ':' and '.' as
-// '-'>" (pkg/inventory/db.go discoverPCIDevices, names.NormalizePCIAddress).
-std::vector<SliceDevice> DranetDevices(const topology::Shape& shape) {
+// '-'>" (pkg/inventory/db.go discoverPCIDevices, names.NormalizePCIAddress); with
+// `standard_numa_node` also resource.kubernetes.io/numaNode (addPCIAttributes, main since a7fdaf0).
+std::vector<SliceDevice> DranetDevices(const topology::Shape& shape, bool standard_numa_node) {
   std::vector<SliceDevice> out;
   const std::string dom(kDranetDriver);
   for (std::size_t i = 0; i < shape.nics.size();) {
@@ -125,10 +126,15 @@ std::vector<SliceDevice> DranetDevices(const topology::Shape& shape) {
       PutString(d, dom + "/rdmaDevice", dom + "/rdmaDevice", rdma_devs.front());  // IB-only: no netdev
     }
     d.attributes[dom + "/rdma"] = {{"bool", rdma}};
+    // dranet reads numa_node of the PCI function from sysfs, for both attributes (the standard one
+    // through k8s.io/dynamic-resource-allocation/deviceattribute, scalar form).
+    const std::string standard = std::string(kStandardDomain) + "/numaNode";
     if (n.numa_nodes.size() == 1 && shape.numa_nodes.size() > 1) {
       d.attributes[dom + "/numaNode"] = {{"int", static_cast<int64_t>(n.numa_nodes.front())}};
+      if (standard_numa_node) d.attributes[standard] = {{"int", static_cast<int64_t>(n.numa_nodes.front())}};
     } else {
       d.unknown.push_back(dom + "/numaNode");
+      if (standard_numa_node) d.unknown.push_back(standard);
     }
     if (const std::string& root = shape.PcieRootId(n); !root.empty()) {
       d.attributes[std::string(kStandardDomain) + "/pcieRoot"] = {{"string", root}};
@@ -263,7 +269,7 @@ Result<NodeSlices> BuildResourceSlices(const topology::NodeTopology& node, std::
     }
     gpus.push_back(std::move(sd));
   }
-  std::vector<SliceDevice> nics = DranetDevices(*node.shape);
+  std::vector<SliceDevice> nics = DranetDevices(*node.shape, options.nic_standard_numa_node);
   std::vector<std::string> cpu_notes;
   std::vector<SliceDevice> cpus = CpuDevices(node, options.cpu_mode, cpu_notes);
   std::set<std::string> unknown;

@@ -21,7 +21,7 @@ std::shared_ptr<const View> BuildView(const topology::Snapshot* snap, const poli
   auto v = std::make_shared<View>();
   v->snapshot = snap;
   if (snap == nullptr) return v;
-  dra::NicOptions nic{policy.mutation.nic.driver};
+  const dra::NicOptions nic = dra::NicOptionsOf(policy);
   for (const auto& group : snap->shapes()) {
     if (group.nodes.empty()) continue;
     const topology::NodeTopology* node = snap->Find(group.nodes.front());
@@ -681,7 +681,7 @@ Result<std::shared_ptr<const cel::CheckedExpr>> View::Compile(const std::string&
 std::shared_ptr<const View> GetView(const topology::Snapshot* snap, const policy::Policy& policy) {
   if (snap == nullptr) return BuildView(nullptr, policy);
   return std::static_pointer_cast<const View>(snap->Memo(
-      "mutation.view/" + policy.mutation.nic.driver,
+      "mutation.view/" + dra::NicOptionsOf(policy).Key(),
       [&]() -> std::shared_ptr<const void> { return BuildView(snap, policy); }));
 }
 

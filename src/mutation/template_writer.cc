@@ -254,7 +254,7 @@ class Writer {
     }
     for (const auto& alt : plan->alternatives) nvlink_ = nvlink_ || alt.placement == Placement::kNvlink;
     words += PlacementWords(*plan, nic);
-    AddCpus(request, {request}, p, words);
+    AddCpus(request, nic ? WithNics({request}) : std::vector<std::string>{request}, p, words);
     if (p.kind == RequestProfile::Kind::kShared) configs_.push_back(MpsConfig(request, p));
     return plan->placement;
   }
@@ -280,8 +280,18 @@ class Writer {
              ", rails: 1 RDMA NIC per GPU on its PCIe root";
     std::vector<std::string> gpu_names;
     for (const auto& g : gpus) gpu_names.push_back(g.get<std::string>());
-    AddCpus(request, gpu_names, p, words);
+    AddCpus(request, WithNics(gpu_names), p, words);
     return plan.placement;
+  }
+
+  // The GPU requests `gpus` and, when the NIC driver publishes resource.kubernetes.io/numaNode
+  // (mutation.nic.numaAttribute: standard), their NIC requests ("<gpu>-nic"): what a CPU request's
+  // numaNode constraint ties.
+  std::vector<std::string> WithNics(std::vector<std::string> gpus) const {
+    if (!profile_.nic || policy_.mutation.nic.numa_attribute != policy::NicNumaAttribute::kStandard) return gpus;
+    const std::size_t n = gpus.size();
+    for (std::size_t i = 0; i < n; ++i) gpus.push_back(gpus[i] + "-nic");
+    return gpus;
   }
 
   // With CPUs in the claim (p.cpus, mutation.cpu): the CPU request "cpu" ("cpu-<i>" next to

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The real control plane of draguard's cluster tests, on loopback, as local processes.
-#   cluster.sh up DIR [--cpu-mode M] --exports PATH...
+#   cluster.sh up DIR [--cpu-mode M] [--nic-numa-attribute A] --exports PATH...
 #                                         start etcd, kube-apiserver, kube-controller-manager and
 #                                         kube-scheduler; one Node per hwloc export (named as
 #                                         draguard names it: topology show), with the ResourceSlices
-#                                         of its GPUs, NICs and, with --cpu-mode grouped|individual, CPUs
+#                                         of its GPUs, NICs (with resource.kubernetes.io/numaNode when
+#                                         A is standard) and, with --cpu-mode grouped|individual, CPUs
 #   cluster.sh install DIR [HELM_ARGS...] helm install (or upgrade) of charts/draguard into namespace
 #                                         draguard, and `draguard serve` started on the host with
 #                                         the chart's TLS, policy and ServiceAccount token
@@ -24,7 +25,7 @@ root=$(cd "$here/../.." && pwd)
 # The namespace of the release and of the topology ConfigMaps.
 namespace=draguard
 die() { echo "cluster.sh: $*" >&2; exit 1; }
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 # wait_for SECONDS DESCRIPTION COMMAND...: polls COMMAND until it succeeds, the deadline passes,
 # or COMMAND exits 125 (it will never succeed).
@@ -137,11 +138,16 @@ apiserver_ready() {
 
 up() {
   local dir=$1; shift
-  local exports=() cpu_mode=none
-  if [ "${1:-}" = "--cpu-mode" ]; then
-    cpu_mode=${2:-}; shift 2 || usage
-    case "$cpu_mode" in none|grouped|individual) ;; *) die "up: --cpu-mode must be none, grouped or individual";; esac
-  fi
+  local exports=() cpu_mode=none nic_numa=driver
+  while [ $# -gt 0 ] && [ "$1" != "--exports" ]; do
+    case "$1" in
+      --cpu-mode) cpu_mode=${2:-}; shift 2 || usage
+        case "$cpu_mode" in none|grouped|individual) ;; *) die "up: --cpu-mode must be none, grouped or individual";; esac ;;
+      --nic-numa-attribute) nic_numa=${2:-}; shift 2 || usage
+        case "$nic_numa" in driver|standard) ;; *) die "up: --nic-numa-attribute must be driver or standard";; esac ;;
+      *) usage ;;
+    esac
+  done
   [ "${1:-}" = "--exports" ] || usage
   shift
   exports=("$@")
@@ -223,7 +229,8 @@ NODE
     "${k[@]}" taint node "$name" node.kubernetes.io/not-ready:NoSchedule- > /dev/null ||
       die "up: removing the not-ready taint of Node $name failed"
     # The devices the DRA drivers would publish for this server.
-    "$draguard" topology slices -f "$e" --node "$name" --cpu-mode "$cpu_mode" 2> "$dir/logs/slices-$name.log" |
+    "$draguard" topology slices -f "$e" --node "$name" --cpu-mode "$cpu_mode" --nic-numa-attribute "$nic_numa" \
+      2> "$dir/logs/slices-$name.log" |
       "${k[@]}" apply -f - > /dev/null || die "up: publishing the ResourceSlices of $name failed (see $dir/logs/slices-$name.log)"
     # The topology ConfigMap and the Node's shape label, as the exporter DaemonSet publishes them.
     (in_cluster "$dir" "$dir/setup-sa" "$draguard" topology export --publish -f "$e" --node "$name" \

@@ -55,6 +55,10 @@ struct NodeSlices {
 struct SliceOptions {
   /// How dra-driver-cpu publishes CPUs; kNone (the default): the driver is not installed.
   topology::CpuDeviceMode cpu_mode = topology::CpuDeviceMode::kNone;
+  /// dranet also publishes resource.kubernetes.io/numaNode (its main branch since commit a7fdaf0,
+  /// after v1.4.0; policy mutation.nic.numaAttribute: standard); false: only dra.net/numaNode, as
+  /// v1.4.0 does.
+  bool nic_standard_numa_node = false;
 };
 
 /// The slices of `node` published under the Kubernetes node name `node_name`. Errors: `node_name`

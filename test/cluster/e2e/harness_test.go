@@ -138,8 +138,16 @@ func Up(t testing.TB, exports ...string) *Cluster {
 // does in `cpuMode` (grouped, individual; none: no CPU devices).
 func UpWithCPUs(t testing.TB, cpuMode string, exports ...string) *Cluster {
 	t.Helper()
+	return UpWithDrivers(t, cpuMode, "driver", exports...)
+}
+
+// UpWithDrivers starts a cluster like UpWithCPUs whose NICs publish the NUMA attributes
+// `nicNuma` says (driver: dra.net/numaNode, as dranet v1.4.0; standard: also
+// resource.kubernetes.io/numaNode, as dranet after v1.4.0).
+func UpWithDrivers(t testing.TB, cpuMode, nicNuma string, exports ...string) *Cluster {
+	t.Helper()
 	dir := t.TempDir()
-	args := []string{"up", dir, "--cpu-mode", cpuMode, "--exports"}
+	args := []string{"up", dir, "--cpu-mode", cpuMode, "--nic-numa-attribute", nicNuma, "--exports"}
 	for _, e := range exports {
 		args = append(args, exportPath(t, e))
 	}

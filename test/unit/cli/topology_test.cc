@@ -301,16 +301,48 @@ TEST(TopologySlicesCliTest, CpuMode) {
   EXPECT_NE(individual.out.find("# node g4dn-1, driver dra.cpu"), std::string::npos);
   EXPECT_NE(individual.out.find("name: cpudev095\n"), std::string::npos);
   EXPECT_EQ(individual.out.find("name: cpudev096\n"), std::string::npos);
-  EXPECT_NE(individual.out.find("dra.cpu/smtEnabled: true because some core has two online logical CPUs"),
+  EXPECT_NE(individual.out.find("dra.cpu/smtEnabled: true because some core has two or more online logical CPUs"),
             std::string::npos);
 
+  // POWER9 SMT4: the driver starts (built for ppc64le), pairing siblings only two by two; the
+  // slice comment says so and where its images come from.
   const std::string lassen = kDir + "llnl_lassen_ibm-ac922_2s-power9_4xV100-SXM2_cuda-nvml_4xmlx5.xml";
-  const CliRun refused = Cli({"slices", "-f", lassen, "--node", "lassen-1", "--cpu-mode", "grouped"});
-  ASSERT_EQ(refused.code, kExitOk) << refused.err;
-  EXPECT_EQ(refused.out.find("driver: dra.cpu"), std::string::npos);
-  EXPECT_NE(refused.err.find("dra.cpu: no devices: dra-driver-cpu supports cores with one or two logical CPUs"),
-            std::string::npos)
-      << refused.err;
+  const CliRun smt4 = Cli({"slices", "-f", lassen, "--node", "lassen-1", "--cpu-mode", "grouped"});
+  ASSERT_EQ(smt4.code, kExitOk) << smt4.err;
+  EXPECT_NE(smt4.out.find("driver: dra.cpu"), std::string::npos);
+  EXPECT_NE(smt4.out.find("the driver pairs SMT siblings only two by two"), std::string::npos) << smt4.out;
+  EXPECT_NE(smt4.out.find("its images are built for linux/amd64 and linux/arm64 only"), std::string::npos);
+  EXPECT_EQ(smt4.err.find("refuses"), std::string::npos) << smt4.err;
+}
+
+// --nic-numa-attribute: driver (dranet v1.4.0, the default) publishes dra.net/numaNode only;
+// standard (dranet after v1.4.0) also resource.kubernetes.io/numaNode, on the same NICs.
+TEST(TopologySlicesCliTest, NicNumaAttribute) {
+  const std::string xe = std::string(DRAGUARD_TEST_DATA) + "/hwloc-synthetic/xe8640-like_4xH100-SXM_4numa_nvlink-all_3xmlx5.xml";
+  EXPECT_EQ(Cli({"slices", "-f", xe, "--nic-numa-attribute", "v1.5.0"}).code, kExitUsage);
+  EXPECT_EQ(Cli({"slices", "-f", xe, "--nic-numa-attribute"}).code, kExitUsage);
+  auto nics = [](const CliRun& r) {
+    std::vector<json> out;
+    const json list = json::parse(r.out);  // named: a loop over a temporary's member dangles
+    for (const auto& s : list["items"]) {
+      if (s["spec"]["driver"] != "dra.net") continue;
+      for (const auto& d : s["spec"]["devices"]) out.push_back(d);
+    }
+    return out;
+  };
+  const CliRun driver = Cli({"slices", "-f", xe, "--node", "xe-1", "-o", "json"});
+  ASSERT_EQ(driver.code, kExitOk) << driver.err;
+  EXPECT_EQ(Cli({"slices", "-f", xe, "--node", "xe-1", "-o", "json", "--nic-numa-attribute=driver"}).out, driver.out);
+  const CliRun standard = Cli({"slices", "-f", xe, "--node", "xe-1", "-o", "json", "--nic-numa-attribute", "standard"});
+  ASSERT_EQ(standard.code, kExitOk) << standard.err;
+  const auto before = nics(driver), after = nics(standard);
+  ASSERT_EQ(before.size(), 3u);
+  ASSERT_EQ(after.size(), 3u);
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    EXPECT_FALSE(before[i]["attributes"].contains("resource.kubernetes.io/numaNode")) << before[i].dump();
+    EXPECT_EQ(after[i]["attributes"]["resource.kubernetes.io/numaNode"], after[i]["attributes"]["dra.net/numaNode"]);
+    EXPECT_EQ(after[i]["attributes"]["resource.kubernetes.io/numaNode"]["int"], static_cast<int>(i));  // NIC i on NUMA i
+  }
 }
 
 }  // namespace

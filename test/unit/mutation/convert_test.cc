@@ -403,6 +403,37 @@ TEST(ConvertPod, IndividualCpusCountAgainstTheDeviceLimitOfAClaim) {
             PodConversion::Outcome::kConverted);
 }
 
+// CpuPolicy(mode) where the NIC driver also publishes resource.kubernetes.io/numaNode (dranet
+// after v1.4.0).
+policy::Policy CpuPolicyStandardNic(const char* mode) {
+  policy::Policy p = CpuPolicy(mode);
+  p.mutation.nic.numa_attribute = policy::NicNumaAttribute::kStandard;
+  p.fingerprint.clear();  // another policy than the file's: no memo shared with it
+  return p;
+}
+
+// Where dranet publishes resource.kubernetes.io/numaNode (mutation.nic.numaAttribute: standard),
+// NIC requests join the numaNode constraint of their GPUs and CPUs directly; with dranet v1.4.0
+// (the default) they cannot (a matchAttribute over a device without the attribute is never met).
+TEST(ConvertPod, NicsJoinTheNumaNodeConstraintWhereTheirDriverPublishesIt) {
+  const Json rdma = {{"draguard.io/nic", "rdma"}};
+  auto xe = testing::Nodes({{"hwloc-synthetic/xe8640-like_4xH100-SXM_4numa_nvlink-all_3xmlx5.xml", "xe-a"}});
+  // One GPU with its NIC under its root and a CPU on its NUMA node.
+  auto one = ConvertPod(PodWith({{"nvidia.com/gpu", 1}, {"cpu", "1"}}, rdma), "ml", CpuPolicyStandardNic("grouped"), xe.get());
+  ASSERT_EQ(one.outcome, PodConversion::Outcome::kConverted) << one.reason;
+  const Json& one_constraints = one.templates[0].object["spec"]["spec"]["devices"]["constraints"];
+  EXPECT_NE(std::find(one_constraints.begin(), one_constraints.end(),
+                      Json{{"matchAttribute", "resource.kubernetes.io/numaNode"}, {"requests", {"gpu", "gpu-nic", "cpu"}}}),
+            one_constraints.end())
+      << one_constraints.dump();
+  auto driver = ConvertPod(PodWith({{"nvidia.com/gpu", 1}, {"cpu", "1"}}, rdma), "ml", CpuPolicy("grouped"), xe.get());
+  ASSERT_EQ(driver.outcome, PodConversion::Outcome::kConverted) << driver.reason;
+  EXPECT_EQ(driver.templates[0].object["spec"]["spec"]["devices"]["constraints"].dump().find("\"gpu-nic\",\"cpu\""),
+            std::string::npos);
+  // Different policies, different templates: the memo keys apart.
+  EXPECT_NE(driver.templates[0].name, one.templates[0].name);
+}
+
 // In a mixed cluster the Pod is restricted to the shapes with a NUMA node holding the GPUs and the
 // CPUs: the DGX-2H export's cpuset allows 2 CPUs per NUMA node.
 TEST(ConvertPod, CpusRestrictToTheShapesThatHoldThem) {
