@@ -280,6 +280,18 @@ class Writer {
              ", rails: 1 RDMA NIC per GPU on its PCIe root";
     std::vector<std::string> gpu_names;
     for (const auto& g : gpus) gpu_names.push_back(g.get<std::string>());
+    if (plan.parts > 1 && p.cpus > 0) {
+      // Rails split per NUMA node: rails [i*k, (i+1)*k) with "cpu-part-<i>" on their NUMA node.
+      const auto parts = static_cast<int64_t>(plan.parts);
+      const int64_t k = p.count / parts;
+      for (int64_t i = 0; i < parts; ++i) {
+        std::vector<std::string> part(gpu_names.begin() + i * k, gpu_names.begin() + (i + 1) * k);
+        AddCpuRequest(request + "-part-" + std::to_string(i), WithNics(part), p.cpus / parts);
+      }
+      words += ", on " + std::to_string(parts) + " NUMA nodes: " + std::to_string(k) + " GPUs with their NICs and " +
+               std::to_string(p.cpus / parts) + " CPUs on each";
+      return plan.placement;
+    }
     AddCpus(request, WithNics(gpu_names), p, words);
     return plan.placement;
   }
