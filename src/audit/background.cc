@@ -54,6 +54,8 @@ std::size_t Digest(const Json& report) {
 
 std::string KindName(const AuditedKind& k) { return k.group.empty() ? k.kind : k.kind + "." + k.group; }
 
+constexpr int kReleaseAttempts = 3;  // a 409 while releasing: read the Lease again
+
 }  // namespace
 
 LeaseElector::LeaseElector(const kube::Client& client, LeaseOptions options, WallClock now)
@@ -80,15 +82,8 @@ bool LeaseElector::TryAcquireOrRenew() {
     last_error_ = created.ok() ? "" : "create Lease: " + Describe(created);
     return created.ok();
   }
-  if (!got.ok()) {
-    last_error_ = "get Lease: " + Describe(got);
-    return false;
-  }
-  Json lease = Json::parse(got.body, nullptr, false);
-  if (!lease.is_object() || !lease.contains("metadata")) {
-    last_error_ = "get Lease: not a Lease";
-    return false;
-  }
+  Json lease;
+  if (!Decode(got, &lease)) return false;
   Json& spec = lease["spec"];
   if (!spec.is_object()) spec = Json::object();
   const std::string holder = spec.value("holderIdentity", "");
@@ -110,6 +105,47 @@ bool LeaseElector::TryAcquireOrRenew() {
   kube::ApiResult put = client_.Call({"PUT", path, lease.dump()});
   last_error_ = put.ok() ? "" : (put.status == 409 ? "Lease changed concurrently" : "update Lease: " + Describe(put));
   return put.ok();
+}
+
+bool LeaseElector::Decode(const kube::ApiResult& got, Json* lease) {
+  if (!got.ok()) {
+    last_error_ = "get Lease: " + Describe(got);
+    return false;
+  }
+  *lease = Json::parse(got.body, nullptr, false);
+  if (!lease->is_object() || !lease->contains("metadata")) {
+    last_error_ = "get Lease: not a Lease";
+    return false;
+  }
+  return true;
+}
+
+bool LeaseElector::Release() {
+  const std::string path = "/apis/coordination.k8s.io/v1/namespaces/" + kube::PathEscape(options_.namespace_name) +
+                           "/leases/" + kube::PathEscape(options_.name);
+  for (int attempt = 0; attempt < kReleaseAttempts; ++attempt) {
+    kube::ApiResult got = client_.Call({"GET", path});
+    if (got.status == 404) return true;  // nothing to give up
+    Json lease;
+    if (!Decode(got, &lease)) return false;
+    Json& spec = lease["spec"];
+    if (!spec.is_object() || spec.value("holderIdentity", "") != options_.identity) return true;  // not ours
+    // client-go's release (ReleaseOnCancel): no holder, a duration of one second, acquireTime and
+    // renewTime now, leaseTransitions kept; the next attempt of another replica takes it.
+    const std::string stamp = MicroTime(now_());
+    spec["holderIdentity"] = "";
+    spec["leaseDurationSeconds"] = 1;
+    spec["acquireTime"] = stamp;
+    spec["renewTime"] = stamp;
+    kube::ApiResult put = client_.Call({"PUT", path, lease.dump()});
+    if (put.ok()) {
+      last_error_ = "released";
+      return true;
+    }
+    last_error_ = put.status == 409 ? "Lease changed concurrently" : "update Lease: " + Describe(put);
+    if (put.status != 409) return false;
+  }
+  return false;
 }
 
 struct BackgroundAudit::KindState {
@@ -256,6 +292,7 @@ BackgroundAudit::ListOutcome BackgroundAudit::List(const Listing& listing, RunRe
       token = list.contains("metadata") && list["metadata"].is_object() ? list["metadata"].value("continue", "") : "";
       listing.page(list["items"]);
       list = Json();
+      if (Stopping()) return ListOutcome::kStopped;
       if (!StillLeader()) return ListOutcome::kLost;
     } while (!token.empty());
     if (!gone) return ListOutcome::kDone;
@@ -283,10 +320,14 @@ RunResult BackgroundAudit::Run() {
   std::map<std::vector<std::string>, double> violations;
   std::map<metrics::LabelValues, double> allocations;  // {alignment, origin, result}
   Discovery discovery;
-  auto aborted = [&] {
+  auto aborted = [&](ListOutcome outcome) {
     result.aborted = true;
     metrics_.runs.Inc({"aborted"});
-    logger_->Warn("audit run aborted: the Lease was lost", {{"lease", elector_.options().name}});
+    if (outcome == ListOutcome::kLost) {
+      logger_->Warn("audit run aborted: the Lease was lost", {{"lease", elector_.options().name}});
+    } else {
+      logger_->Info("audit run stopped: shutting down", {{"lease", elector_.options().name}});
+    }
     return result;
   };
 
@@ -313,7 +354,7 @@ RunResult BackgroundAudit::Run() {
                       }
                     }};
     const ListOutcome outcome = List(listing, result);
-    if (outcome == ListOutcome::kLost) return aborted();
+    if (outcome == ListOutcome::kLost || outcome == ListOutcome::kStopped) return aborted(outcome);
     allocation_inputs = allocation_inputs && outcome == ListOutcome::kDone;
     if (!slices) join.ClaimsComplete();
   }
@@ -374,7 +415,7 @@ RunResult BackgroundAudit::Run() {
       metrics_.objects.Inc({}, static_cast<double>(judged));
     };
     const ListOutcome outcome = List(listing, result);
-    if (outcome == ListOutcome::kLost) return aborted();
+    if (outcome == ListOutcome::kLost || outcome == ListOutcome::kStopped) return aborted(outcome);
     if (outcome != ListOutcome::kDone) continue;
     result.summary.Merge(state->summary);
     reports.Merge(state->reports);
@@ -554,18 +595,41 @@ void BackgroundAudit::Start() {
         logger_->Error("audit tick failed", {{"error", std::string(e.what())}});
       }
       std::unique_lock<std::mutex> lock(mu_);
-      if (cv_.wait_for(lock, period, [this] { return stop_; })) return;
+      if (cv_.wait_for(lock, period, [this] { return stop_; })) break;
     }
+    ReleaseIfHeld();
   });
 }
 
-void BackgroundAudit::Stop() {
+void BackgroundAudit::RequestStop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
+}
+
+void BackgroundAudit::Stop() {
+  RequestStop();
   if (thread_.joinable()) thread_.join();
+  ReleaseIfHeld();  // without a thread (Tick called directly), or when its release failed
+}
+
+bool BackgroundAudit::Stopping() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stop_;
+}
+
+void BackgroundAudit::ReleaseIfHeld() {
+  if (!leader_) return;
+  leader_ = false;
+  metrics_.leader.Set({}, 0);
+  if (elector_.Release()) {
+    logger_->Info("audit Lease released", {{"lease", elector_.options().name}});
+  } else {
+    logger_->Warn("audit Lease not released; it expires after leaseDurationSeconds",
+                  {{"lease", elector_.options().name}, {"error", elector_.last_error()}});
+  }
 }
 
 }  // namespace draguard::audit

@@ -140,7 +140,11 @@ int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream&
   if (!background.ok()) return Fail(err, kExitUsage, background.status().message());
   LogListening(cfg, srv, *logger);
   {
-    SignalLoop signals(sigs, srv, ReloadEverything(policies, srv, topology_store, logger), *logger);
+    // The audit Lease is released as the drain starts, so another replica takes it over at once.
+    SignalLoop signals(sigs, srv, ReloadEverything(policies, srv, topology_store, logger), *logger,
+                       [&background] {
+                         if (*background) (*background)->RequestStop();
+                       });
     srv.Wait();
   }
   if (*background) (*background)->Stop();

@@ -31,8 +31,8 @@ std::string SignalName(int sig) {
 }  // namespace
 
 SignalLoop::SignalLoop(const sigset_t& sigs, server::Server& srv, std::function<void()> reload,
-                       logging::Logger& logger)
-    : sigs_(sigs), srv_(srv), reload_(std::move(reload)), logger_(logger) {
+                       logging::Logger& logger, std::function<void()> on_drain)
+    : sigs_(sigs), srv_(srv), reload_(std::move(reload)), logger_(logger), on_drain_(std::move(on_drain)) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -56,6 +56,7 @@ void SignalLoop::Run() {
       } else {
         draining = true;
         srv_.BeginShutdown();
+        if (on_drain_) on_drain_();
       }
     } else if (sig == SIGHUP) {
       logger_.Info("signal received", {{"signal", SignalName(sig)}, {"action", std::string("reload")}});

@@ -21,12 +21,14 @@ namespace draguard::cli {
 sigset_t BlockSignals();
 
 /// The signal thread of `serve`: SIGTERM, SIGINT and SIGQUIT start the drain (readiness off,
-/// --shutdown-delay, in-flight requests finish) and a second one ends the delay early; SIGHUP runs
-/// `reload`; every other blocked signal is logged and ignored.
+/// --shutdown-delay, in-flight requests finish) and call `on_drain` once, and a second one ends the
+/// delay early; SIGHUP runs `reload`; every other blocked signal is logged and ignored.
 class SignalLoop {
  public:
-  /// Starts the thread, which waits for the signals of `sigs` (from BlockSignals).
-  SignalLoop(const sigset_t& sigs, server::Server& srv, std::function<void()> reload, logging::Logger& logger);
+  /// Starts the thread, which waits for the signals of `sigs` (from BlockSignals). `on_drain` may
+  /// be empty; it must not block (it runs on the signal thread).
+  SignalLoop(const sigset_t& sigs, server::Server& srv, std::function<void()> reload, logging::Logger& logger,
+             std::function<void()> on_drain = nullptr);
   /// Ends the loop (it wakes up on a signal sent to its own thread).
   ~SignalLoop();
   SignalLoop(const SignalLoop&) = delete;
@@ -39,6 +41,7 @@ class SignalLoop {
   server::Server& srv_;
   std::function<void()> reload_;
   logging::Logger& logger_;
+  std::function<void()> on_drain_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

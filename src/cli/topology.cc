@@ -3,11 +3,13 @@
 // `draguard topology draw`: an SVG picture per node.
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "draguard/dra/resource_slices.h"
+#include "draguard/k8s/names.h"
 #include "draguard/topology/draw.h"
 #include "draguard/write_file.h"
 #include "draguard/topology/format.h"
@@ -24,8 +26,11 @@ constexpr const char* kUsage =
     "usage: draguard topology export [-o FILE] [--nvml-library PATH] [--no-nvml]   (see export --help)\n"
     "usage: draguard topology slices -f FILE|DIR [--node NAME] [-o yaml|json] [--cpu-mode none|grouped|individual]\n"
     "                                [--device-classes]\n"
+    "                                [--nic-numa-attribute driver|standard]\n"
     "  --cpu-mode MODE       also the CPU devices of dra-driver-cpu (dra.cpu): grouped (one per NUMA node,\n"
     "                        the driver's default), individual (one per CPU) or none (default)\n"
+    "  --nic-numa-attribute  what dranet publishes as NUMA node: driver (dra.net/numaNode; v1.4.0, default)\n"
+    "                        or standard (also resource.kubernetes.io/numaNode; its main branch after v1.4.0)\n"
     "usage: draguard topology draw -f FILE|DIR [-o FILE.svg|DIR] [--node NAME]\n"
     "  one SVG per node: to stdout (one node), to FILE.svg (one node), or DIR/<node>.svg\n";
 
@@ -123,23 +128,33 @@ int Show(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
 }
 
 int Slices(const std::vector<std::string>& all_args, std::ostream& out, std::ostream& err) {
-  // --cpu-mode is only a `slices` flag: taken out before the shared ones are parsed.
+  // --cpu-mode and --nic-numa-attribute are only `slices` flags: taken out before the shared ones
+  // are parsed.
   std::vector<std::string> args;
-  std::string cpu_mode = "none";
+  std::map<std::string, std::string> own = {{"--cpu-mode", "none"}, {"--nic-numa-attribute", "driver"}};
   for (size_t i = 0; i < all_args.size(); ++i) {
-    if (all_args[i] == "--cpu-mode") {
-      if (i + 1 >= all_args.size()) {
-        err << "topology slices: --cpu-mode needs a value\n" << kUsage;
-        return kExitUsage;
-      }
-      cpu_mode = all_args[++i];
-    } else if (all_args[i].rfind("--cpu-mode=", 0) == 0) {
-      cpu_mode = all_args[i].substr(11);
+    const std::string& a = all_args[i];
+    const std::string flag = a.substr(0, a.find('='));
+    auto it = own.find(flag);
+    if (it == own.end()) {
+      args.push_back(a);
+    } else if (flag.size() < a.size()) {
+      it->second = a.substr(flag.size() + 1);
+    } else if (i + 1 >= all_args.size()) {
+      err << "topology slices: " << flag << " needs a value\n" << kUsage;
+      return kExitUsage;
     } else {
-      args.push_back(all_args[i]);
+      it->second = all_args[++i];
     }
   }
+  const std::string& cpu_mode = own["--cpu-mode"];
   dra::SliceOptions options;
+  if (const std::string& nic = own["--nic-numa-attribute"]; nic == "standard") {
+    options.nic_standard_numa_node = true;
+  } else if (nic != "driver") {
+    err << "topology slices: unknown --nic-numa-attribute \"" << nic << "\" (driver or standard)\n";
+    return kExitUsage;
+  }
   if (cpu_mode == "grouped") {
     options.cpu_mode = topology::CpuDeviceMode::kGrouped;
   } else if (cpu_mode == "individual") {
@@ -175,7 +190,7 @@ int Slices(const std::vector<std::string>& all_args, std::ostream& out, std::ost
   }
   std::error_code ec;
   const bool dir = std::filesystem::is_directory(path, ec);
-  if (!dir && !node.empty() && !dra::IsDnsSubdomain(node)) {
+  if (!dir && !node.empty() && !k8s::IsDnsSubdomain(node)) {
     err << "topology slices: --node \"" << node
         << "\" is not a valid Kubernetes node name (lower-case letters, digits, '-' and '.')\n";
     return kExitUsage;
@@ -203,15 +218,11 @@ int Slices(const std::vector<std::string>& all_args, std::ostream& out, std::ost
   std::vector<nlohmann::json> objects;
   std::vector<std::string> comments;
   for (auto& [topo, name] : nodes) {
-    if (!dra::IsDnsSubdomain(name)) {
-      const std::string fixed = dra::ToDnsSubdomain(name);
-      if (fixed.empty()) {
-        err << "topology slices: node \"" << name << "\" has no usable Kubernetes name; pass -f FILE --node NAME\n";
-        return kExitRuntime;
-      }
-      err << "topology slices: note: node \"" << name << "\" is not a valid Kubernetes node name; using \"" << fixed
-          << "\" (-f FILE --node NAME sets it)\n";
-      name = fixed;
+    // The loader names nodes as Kubernetes does (k8s::NodeNameFrom); a file name with nothing
+    // usable in it is left as it is.
+    if (!k8s::IsDnsSubdomain(name)) {
+      err << "topology slices: node \"" << name << "\" has no usable Kubernetes name; pass -f FILE --node NAME\n";
+      return kExitRuntime;
     }
     auto built = dra::BuildResourceSlices(*topo, name, options);
     if (!built.ok()) {

@@ -16,7 +16,8 @@ Usage:
   draguard audit -f FILE|DIR|- [flags]         judge manifests and cluster dumps as the webhook would
   draguard topology show -f FILE|DIR [-o json|table] [--node NAME]
   draguard topology export [-o FILE] [--publish]  this machine's hwloc export (NVML-enriched)
-  draguard topology slices -f FILE|DIR [--node NAME] [-o yaml|json] [--cpu-mode MODE] [--device-classes]
+  draguard topology slices -f FILE|DIR [--node NAME] [-o yaml|json] [--cpu-mode MODE]
+                           [--nic-numa-attribute driver|standard] [--device-classes]
                                               the ResourceSlices the DRA drivers would publish
   draguard topology draw -f FILE|DIR [-o FILE.svg|DIR] [--node NAME]
                                               an SVG picture of each node's topology

@@ -23,6 +23,10 @@ Result<cel::Device> ToCelDevice(const topology::SimulatedDevice& d) {
   return out;
 }
 
+NicOptions NicOptionsOf(const policy::Policy& p) {
+  return NicOptions{p.mutation.nic.driver, p.mutation.nic.numa_attribute == policy::NicNumaAttribute::kStandard};
+}
+
 std::vector<Device> SimulateNode(const topology::NodeTopology& node, const NicOptions& nic) {
   std::vector<Device> out;
   const topology::Shape& shape = *node.shape;
@@ -61,6 +65,10 @@ std::vector<Device> SimulateNode(const topology::NodeTopology& node, const NicOp
     } else {
       d.unknown.push_back("resource.kubernetes.io/pcieRoot");
     }
+    if (nic.standard_numa_node && n.numa_nodes.size() == 1 && shape.numa_nodes.size() > 1) {
+      d.device.attributes["resource.kubernetes.io"]["numaNode"] =
+          cel::AttributeValue(static_cast<int64_t>(n.numa_nodes.front()));
+    }
     d.value = cel::DeviceToValue(d.device);
     out.push_back(std::move(d));
   }
@@ -70,7 +78,7 @@ std::vector<Device> SimulateNode(const topology::NodeTopology& node, const NicOp
 std::shared_ptr<const std::vector<Device>> SimulateNode(const topology::Snapshot& snapshot,
                                                         const topology::NodeTopology& node, const NicOptions& nic) {
   return std::static_pointer_cast<const std::vector<Device>>(
-      snapshot.Memo("dra/devices/" + nic.driver + "/" + node.name, [&]() -> std::shared_ptr<const void> {
+      snapshot.Memo("dra/devices/" + nic.Key() + "/" + node.name, [&]() -> std::shared_ptr<const void> {
         return std::make_shared<const std::vector<Device>>(SimulateNode(node, nic));
       }));
 }

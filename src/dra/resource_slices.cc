@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "draguard/dra/devices.h"
+#include "draguard/k8s/names.h"
 #include "draguard/topology/dra_devices.h"
 
 namespace draguard::dra {
@@ -96,8 +97,9 @@ SliceDevice FromSimulated(const Device& dev, const std::string& driver, bool unq
 }
 
 // dranet: one device per PCI function of the node's NICs, named "pci-<address, ':' and '.' as
-// '-'>" (pkg/inventory/db.go discoverPCIDevices, names.NormalizePCIAddress).
-std::vector<SliceDevice> DranetDevices(const topology::Shape& shape) {
+// '-'>" (pkg/inventory/db.go discoverPCIDevices, names.NormalizePCIAddress); with
+// `standard_numa_node` also resource.kubernetes.io/numaNode (addPCIAttributes, main since a7fdaf0).
+std::vector<SliceDevice> DranetDevices(const topology::Shape& shape, bool standard_numa_node) {
   std::vector<SliceDevice> out;
   const std::string dom(kDranetDriver);
   for (std::size_t i = 0; i < shape.nics.size();) {
@@ -124,10 +126,15 @@ std::vector<SliceDevice> DranetDevices(const topology::Shape& shape) {
       PutString(d, dom + "/rdmaDevice", dom + "/rdmaDevice", rdma_devs.front());  // IB-only: no netdev
     }
     d.attributes[dom + "/rdma"] = {{"bool", rdma}};
+    // dranet reads numa_node of the PCI function from sysfs, for both attributes (the standard one
+    // through k8s.io/dynamic-resource-allocation/deviceattribute, scalar form).
+    const std::string standard = std::string(kStandardDomain) + "/numaNode";
     if (n.numa_nodes.size() == 1 && shape.numa_nodes.size() > 1) {
       d.attributes[dom + "/numaNode"] = {{"int", static_cast<int64_t>(n.numa_nodes.front())}};
+      if (standard_numa_node) d.attributes[standard] = {{"int", static_cast<int64_t>(n.numa_nodes.front())}};
     } else {
       d.unknown.push_back(dom + "/numaNode");
+      if (standard_numa_node) d.unknown.push_back(standard);
     }
     if (const std::string& root = shape.PcieRootId(n); !root.empty()) {
       d.attributes[std::string(kStandardDomain) + "/pcieRoot"] = {{"string", root}};
@@ -157,14 +164,14 @@ Result<DriverSlices> MakeSlices(const std::string& node, const std::string& driv
   const std::size_t count = (devices.size() + kMaxDevicesPerSlice - 1) / kMaxDevicesPerSlice;
   for (std::size_t k = 0; k < count; ++k) {
     const std::string name = count == 1 ? base : base + "-" + std::to_string(k);
-    if (!IsDnsSubdomain(name)) {
+    if (!k8s::IsDnsSubdomain(name)) {
       return Status::InvalidArgument("ResourceSlice name \"" + name + "\" is not a DNS subdomain (at most 253 characters)");
     }
     Json items = Json::array();
     std::vector<const SliceDevice*> chunk;
     for (std::size_t i = k * kMaxDevicesPerSlice; i < std::min(devices.size(), (k + 1) * kMaxDevicesPerSlice); ++i) {
       const SliceDevice& d = devices[i];
-      if (!IsDnsLabel(d.name)) return Status::Internal("device name \"" + d.name + "\" is not a DNS label");
+      if (!k8s::IsDnsLabel(d.name)) return Status::Internal("device name \"" + d.name + "\" is not a DNS label");
       if (d.attributes.size() + d.capacity.size() > kMaxAttributesAndCapacitiesPerDevice) {
         return Status::Internal("device " + d.name + " has more than 32 attributes and capacities");
       }
@@ -213,58 +220,6 @@ Result<DriverSlices> MakeSlices(const std::string& node, const std::string& driv
 
 }  // namespace
 
-namespace {
-
-// [a-z0-9]([-a-z0-9]*[a-z0-9])? of any length.
-bool IsLabelShape(std::string_view s) {
-  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (s.empty() || !alnum(s.front()) || !alnum(s.back())) return false;
-  return std::all_of(s.begin(), s.end(), [&](char c) { return alnum(c) || c == '-'; });
-}
-
-}  // namespace
-
-bool IsDnsLabel(std::string_view s) { return s.size() <= 63 && IsLabelShape(s); }
-
-bool IsDnsSubdomain(std::string_view s) {
-  // apimachinery IsDNS1123Subdomain: at most 253 characters, dot-separated label shapes (no
-  // per-label length limit).
-  if (s.empty() || s.size() > 253) return false;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t dot = s.find('.', start);
-    if (!IsLabelShape(s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start))) {
-      return false;
-    }
-    if (dot == std::string_view::npos) return true;
-    start = dot + 1;
-  }
-}
-
-std::string ToDnsSubdomain(std::string_view s) {
-  std::string out;
-  std::string label;
-  auto flush = [&]() {
-    const auto first = label.find_first_not_of('-');
-    if (first != std::string::npos) {
-      out += (out.empty() ? "" : ".") + label.substr(first, label.find_last_not_of('-') - first + 1);
-    }
-    label.clear();
-  };
-  for (char c : s) {
-    if (c == '.') {
-      flush();
-      continue;
-    }
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    label.push_back((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ? c : '-');
-  }
-  flush();
-  if (out.size() > 253) out.resize(253);
-  while (!out.empty() && (out.back() == '-' || out.back() == '.')) out.pop_back();
-  return out;
-}
-
 // dra-driver-cpu's devices in `mode`; every name qualified (the driver writes "dra.cpu/cpuID").
 std::vector<SliceDevice> CpuDevices(const topology::NodeTopology& node, topology::CpuDeviceMode mode,
                                     std::vector<std::string>& notes) {
@@ -293,7 +248,7 @@ std::vector<SliceDevice> CpuDevices(const topology::NodeTopology& node, topology
 
 Result<NodeSlices> BuildResourceSlices(const topology::NodeTopology& node, std::string_view node_name,
                                        const SliceOptions& options) {
-  if (!IsDnsSubdomain(node_name)) {
+  if (!k8s::IsDnsSubdomain(node_name)) {
     return Status::InvalidArgument("node name \"" + std::string(node_name) +
                                    "\" is not a valid Kubernetes node name (a DNS subdomain: lower-case "
                                    "letters, digits, '-' and '.', at most 253 characters)");
@@ -314,7 +269,7 @@ Result<NodeSlices> BuildResourceSlices(const topology::NodeTopology& node, std::
     }
     gpus.push_back(std::move(sd));
   }
-  std::vector<SliceDevice> nics = DranetDevices(*node.shape);
+  std::vector<SliceDevice> nics = DranetDevices(*node.shape, options.nic_standard_numa_node);
   std::vector<std::string> cpu_notes;
   std::vector<SliceDevice> cpus = CpuDevices(node, options.cpu_mode, cpu_notes);
   std::set<std::string> unknown;

@@ -358,7 +358,7 @@ void Link(const Plan& p, Unit& u) {
 // The representative of a shape: everything evaluated on its own devices.
 void EvaluateUnit(const Plan& p, const policy::Policy& pol, const topology::Snapshot& snapshot,
                   const topology::NodeTopology& node, Unit& u) {
-  u.own_devices = dra::SimulateNode(snapshot, node, dra::NicOptions{pol.mutation.nic.driver});
+  u.own_devices = dra::SimulateNode(snapshot, node, dra::NicOptionsOf(pol));
   for (const auto& d : *u.own_devices) {
     u.own_probes.push_back(Probe(d));
     (d.kind == dra::DeviceKind::kGpu ? u.gpus : d.kind == dra::DeviceKind::kMig ? u.migs : u.nics)++;

@@ -21,7 +21,7 @@ std::shared_ptr<const View> BuildView(const topology::Snapshot* snap, const poli
   auto v = std::make_shared<View>();
   v->snapshot = snap;
   if (snap == nullptr) return v;
-  dra::NicOptions nic{policy.mutation.nic.driver};
+  const dra::NicOptions nic = dra::NicOptionsOf(policy);
   for (const auto& group : snap->shapes()) {
     if (group.nodes.empty()) continue;
     const topology::NodeTopology* node = snap->Find(group.nodes.front());
@@ -165,18 +165,23 @@ std::size_t NumaCpus(const topology::Shape& shape, uint32_t os_index) {
   return 0;
 }
 
+// The GPUs of `gpus` that publish resource.kubernetes.io/numaNode, by NUMA node (OS index).
+std::map<uint32_t, std::vector<uint32_t>> GpusByNuma(const topology::Shape& shape, const std::vector<uint32_t>& gpus) {
+  std::map<uint32_t, std::vector<uint32_t>> out;
+  for (uint32_t g : gpus) {
+    if (PublishesNumaNode(shape, g)) out[shape.gpus[g].numa_nodes.front()].push_back(g);
+  }
+  return out;
+}
+
 // With CPUs in the claim (matchAttribute resource.kubernetes.io/numaNode over GPUs and CPUs): the
 // GPUs of `gpus` that publish the attribute, by NUMA node, on the NUMA nodes with at least
 // r.cpus CPUs. Without CPUs: `gpus` as one set.
 std::vector<std::vector<uint32_t>> CpuNumaParts(const Request& r, const topology::Shape& shape,
                                                 const std::vector<uint32_t>& gpus) {
   if (r.cpus == 0) return {gpus};
-  std::map<uint32_t, std::vector<uint32_t>> by_numa;
-  for (uint32_t g : gpus) {
-    if (PublishesNumaNode(shape, g)) by_numa[shape.gpus[g].numa_nodes.front()].push_back(g);
-  }
   std::vector<std::vector<uint32_t>> out;
-  for (auto& [numa, part] : by_numa) {
+  for (auto& [numa, part] : GpusByNuma(shape, gpus)) {
     if (NumaCpus(shape, numa) >= r.cpus) out.push_back(std::move(part));
   }
   return out;
@@ -215,11 +220,7 @@ OnShape Evaluate(const Request& r, const ShapeDevices& sd, const Alternative& al
   // node with the numaNode constraint (GPUs that publish the attribute only).
   std::vector<std::pair<uint32_t, std::vector<uint32_t>>> groups;
   if (alt.numa_match) {
-    std::map<uint32_t, std::vector<uint32_t>> by_numa;
-    for (uint32_t g : out.sel) {
-      if (PublishesNumaNode(shape, g)) by_numa[shape.gpus[g].numa_nodes.front()].push_back(g);
-    }
-    for (auto& [numa, gpus] : by_numa) groups.emplace_back(topology::kNoIndex, std::move(gpus));
+    for (auto& [numa, gpus] : GpusByNuma(shape, out.sel)) groups.emplace_back(topology::kNoIndex, std::move(gpus));
   } else if (alt.constraint) {
     std::map<uint32_t, std::vector<uint32_t>> by_root;
     for (uint32_t g : out.sel) {
@@ -587,6 +588,129 @@ std::vector<const ShapeDevices*> PlanNumaParts(const Request& r, Plan& plan) {
   return {};
 }
 
+// NUMA nodes of a shape with `rails` of `gpus` (GPUs publishing resource.kubernetes.io/numaNode,
+// each with a distinct RDMA NIC under its own root) and `cpus` CPUs.
+std::size_t RailNumaNodes(const ShapeDevices& sd, const std::vector<uint32_t>& gpus, std::size_t rails,
+                          std::size_t cpus) {
+  const auto& shape = *sd.group->shape;
+  std::size_t n = 0;
+  for (const auto& [numa, members] : GpusByNuma(shape, gpus)) {
+    n += RailCount(sd, members) >= rails && NumaCpus(shape, numa) >= cpus ? 1 : 0;
+  }
+  return n;
+}
+
+// The GPUs' alignment for rails that span NUMA nodes: the NVLink alternatives without constraint
+// (an NVLink-complete shape, a clique by bus address) of the GPUs alone.
+std::vector<Alternative> RailLinkCandidates(const Request& single, int weakest) {
+  std::size_t ignored = 0;
+  std::vector<Alternative> out;
+  for (const auto& c : Candidates(single, weakest, policy::NumaAlignment::kPcieRoots, &ignored, &ignored, &ignored)) {
+    if (c.placement == Placement::kNvlink && !c.constraint) out.push_back(c);
+  }
+  return out;
+}
+
+// Rails split per NUMA node (mutation.cpu), when no NUMA node holds the GPUs with their NICs and
+// the CPUs: `parts` equal groups of rails, each with its share of the CPUs on its own NUMA node, as
+// NUMA parts split plain GPUs. The GPUs are NVLink-connected (the shape's qualifying GPUs all, or
+// a clique), and some shape has `parts` NUMA nodes that each hold a group's rails and CPUs. The
+// fewest parts; rails and CPUs must divide evenly. Returns the shapes and fills `plan`, or none.
+std::vector<const ShapeDevices*> PlanRailParts(const Request& all, int weakest, Plan& plan) {
+  if (!all.nic || all.n < 2 || all.cpus == 0) return {};
+  Request single = all;  // the GPUs' alignment, without NICs and CPUs
+  single.nic = false;
+  single.cpus = 0;
+  std::vector<Alternative> candidates = RailLinkCandidates(single, weakest);
+  for (std::size_t parts = 2; parts <= all.n && 2 * all.n + parts <= kMaxRequests; ++parts) {
+    if (all.n % parts != 0 || all.cpus % parts != 0) continue;
+    for (auto& c : candidates) {
+      std::vector<const ShapeDevices*> shapes;
+      for (const auto* sd : all.enough) {
+        OnShape o = Evaluate(single, *sd, c);
+        if (o.useful && o.safe && RailNumaNodes(*sd, o.sel, all.n / parts, all.cpus / parts) >= parts) {
+          shapes.push_back(sd);
+        }
+      }
+      if (shapes.empty()) continue;
+      c.name = "nvlink-1";
+      if (!c.attr.empty()) c.restriction = InList("resource.kubernetes.io", c.attr, c.values);
+      plan.placement = c.placement;
+      plan.alternatives = {c};
+      plan.rails = true;
+      plan.parts = parts;
+      return shapes;
+    }
+  }
+  return {};
+}
+
+// The most CPUs per GPU that rails split one per NUMA node could take on some shape (0: none).
+std::size_t RailPartShare(const Request& all, int weakest) {
+  Request single = all;
+  single.nic = false;
+  single.cpus = 0;
+  std::size_t best = 0;
+  for (const auto& c : RailLinkCandidates(single, weakest)) {
+    for (const auto* sd : all.enough) {
+      OnShape o = Evaluate(single, *sd, c);
+      if (!o.useful || !o.safe) continue;
+      std::vector<std::size_t> cpus;  // of the NUMA nodes with a rail
+      for (const auto& [numa, members] : GpusByNuma(*sd->group->shape, o.sel)) {
+        if (RailCount(*sd, members) > 0) cpus.push_back(NumaCpus(*sd->group->shape, numa));
+      }
+      if (cpus.size() < all.n) continue;
+      std::sort(cpus.rbegin(), cpus.rend());
+      best = std::max(best, cpus[all.n - 1]);
+    }
+  }
+  return best;
+}
+
+// With CPUs and an RDMA NIC: why no node places them when the same GPUs with their NICs would fit
+// without the CPUs (where the NICs are, the GPUs with them do not share a NUMA node, or it has too
+// few CPUs), with what would work; "" when the NICs do not fit without CPUs either.
+std::string NicCpuMiss(const Request& all, int weakest, const policy::Policy& policy) {
+  Request nocpu = all;
+  nocpu.cpus = 0;
+  Plan p;
+  std::size_t ignored = 0;
+  std::vector<const ShapeDevices*> shapes =
+      Choose(nocpu, Candidates(nocpu, weakest, policy.mutation.numa_alignment, &ignored, &ignored, &ignored), p);
+  if (p.alternatives.empty() && all.n >= 2 && 2 * all.n <= kMaxRequests) shapes = PlanRails(nocpu, weakest, p, &ignored);
+  if (p.alternatives.empty() || shapes.empty()) return "";
+  std::size_t most_gpus = 0, most_cpus = 0;  // on one NUMA node: GPUs with their NICs; CPUs beside all N
+  for (const auto* sd : shapes) {
+    const auto& shape = *sd->group->shape;
+    for (const auto& [numa, members] : GpusByNuma(shape, all.q.at(sd))) {
+      const std::size_t k = p.rails ? RailCount(*sd, members) : MostUnderOneRoot(nocpu, *sd, members);
+      most_gpus = std::max(most_gpus, std::min(k, all.n));
+      if (k >= all.n) most_cpus = std::max(most_cpus, NumaCpus(shape, numa));
+    }
+  }
+  const std::string n = std::to_string(all.n), cpus = std::to_string(all.cpus);
+  std::string why = "no node can place " + n + " GPUs matching " + all.what + " with an RDMA NIC " +
+                    (p.rails ? "each under its own PCIe root" : "under their PCIe root") + " and " + cpus +
+                    " CPUs on their NUMA node (mutation.cpu): on the nodes that give the GPUs their NICs (" +
+                    DescribeShape(*shapes.front()->group) +
+                    (shapes.size() > 1 ? " and " + std::to_string(shapes.size() - 1) + " more shapes" : "") + ")";
+  if (most_gpus < all.n) {
+    why += most_gpus <= 1 ? ", each of those GPUs with its NIC is on a NUMA node of its own"
+                          : ", at most " + std::to_string(most_gpus) + " of those GPUs with their NICs share a NUMA node";
+    why += ", so the " + cpus + " CPUs cannot share one NUMA node with all " + n + " GPUs";
+  } else {
+    why += ", the NUMA node of the GPUs with their NIC has at most " + std::to_string(most_cpus) + " CPUs";
+  }
+  why += ". Fix: ";
+  if (const std::size_t share = p.rails ? RailPartShare(all, weakest) : 0; share > 0) {
+    why += "ask for at most " + std::to_string(share * all.n) + " CPUs, a multiple of " + n +
+           " (draguard then splits them per GPU, each GPU's share on its own NUMA node with its NIC), or ";
+  } else if (most_gpus >= all.n && most_cpus > 0) {
+    why += "ask for at most " + std::to_string(most_cpus) + " CPUs, or ";
+  }
+  return why + "leave the NIC out (draguard.io/nic: none)";
+}
+
 Result<Plan> PlanGpus(const std::string& what, int64_t count, bool nic, int64_t cpus, const std::string& interconnect,
                       const View& view, const Selectors& selectors, const policy::Policy& policy) {
   Plan plan;
@@ -613,11 +737,19 @@ Result<Plan> PlanGpus(const std::string& what, int64_t count, bool nic, int64_t 
     return Status::FailedPrecondition("no node has " + std::to_string(r.n) + " GPUs matching " + what + "; at most " +
                                       std::to_string(r.best) + " on " + DescribeShape(*r.best_shape->group));
   }
+  const int weakest = WeakestClass(interconnect.empty() || interconnect == "any" ? policy.mutation.interconnect
+                                                                                 : interconnect);
+  const Request all = r;  // every shape with enough GPUs, before the CPUs narrow them
   if (r.cpus > 0) {
     if (Status kept = KeepShapesWithCpus(r); !kept.ok()) {
-      if (std::vector<const ShapeDevices*> shapes = PlanNumaParts(r, plan); !shapes.empty()) {
+      std::vector<const ShapeDevices*> shapes = PlanNumaParts(r, plan);
+      if (shapes.empty()) shapes = PlanRailParts(all, weakest, plan);
+      if (!shapes.empty()) {
         r.RestrictTo(plan, shapes);
         return plan;
+      }
+      if (r.nic) {
+        if (std::string miss = NicCpuMiss(all, weakest, policy); !miss.empty()) return Status::FailedPrecondition(miss);
       }
       return kept;
     }
@@ -626,8 +758,6 @@ Result<Plan> PlanGpus(const std::string& what, int64_t count, bool nic, int64_t 
     r.RestrictTo(plan, r.enough);
     return plan;
   }
-  const int weakest = WeakestClass(interconnect.empty() || interconnect == "any" ? policy.mutation.interconnect
-                                                                                 : interconnect);
   std::size_t best_link = 0, best_root = 0, best_numa = 0;
   std::vector<Alternative> candidates =
       Candidates(r, weakest, policy.mutation.numa_alignment, &best_link, &best_root, &best_numa);
@@ -643,6 +773,7 @@ Result<Plan> PlanGpus(const std::string& what, int64_t count, bool nic, int64_t 
                                         std::to_string(2 * r.n) + " requests; a claim holds at most 32");
     }
     shapes = PlanRails(r, weakest, plan, &best_rails);
+    if (shapes.empty() && r.cpus > 0) shapes = PlanRailParts(all, weakest, plan);
     if (!plan.alternatives.empty()) {
       r.RestrictTo(plan, shapes);
       return plan;
@@ -658,6 +789,11 @@ Result<Plan> PlanGpus(const std::string& what, int64_t count, bool nic, int64_t 
                     " (" +
                     DescribeShape(*r.best_shape->group) + ")";
   if (weakest < 2) why += "; draguard.io/interconnect or mutation.interconnect accepts weaker placements";
+  // With CPUs, the NIC may fit only where the CPUs do not: say so, not the numbers of the shapes
+  // the CPUs left.
+  if (r.nic && r.cpus > 0) {
+    if (std::string miss = NicCpuMiss(all, weakest, policy); !miss.empty()) why = std::move(miss);
+  }
   if (!policy.mutation.allow_unaligned) return Status::FailedPrecondition(why);
   plan.placement = Placement::kUnaligned;
   plan.note = why + "; placed unaligned because the policy sets mutation.unaligned: allow";
@@ -681,7 +817,7 @@ Result<std::shared_ptr<const cel::CheckedExpr>> View::Compile(const std::string&
 std::shared_ptr<const View> GetView(const topology::Snapshot* snap, const policy::Policy& policy) {
   if (snap == nullptr) return BuildView(nullptr, policy);
   return std::static_pointer_cast<const View>(snap->Memo(
-      "mutation.view/" + policy.mutation.nic.driver,
+      "mutation.view/" + dra::NicOptionsOf(policy).Key(),
       [&]() -> std::shared_ptr<const void> { return BuildView(snap, policy); }));
 }
 

@@ -69,9 +69,9 @@ struct Plan {
   /// Rails: N single-GPU requests, each with an RDMA NIC under its root; the GPUs share
   /// `alternatives[0]`'s restriction (and are pairwise NVLink-connected or on one root).
   bool rails = false;
-  /// With CPUs in the claim on an NVLink-complete shape whose GPUs span NUMA nodes: the entry is
-  /// split into `parts` equal GPU requests, each with its share of the CPUs on its own NUMA node
-  /// (0 = not split).
+  /// With CPUs in the claim, GPUs that span NUMA nodes: the entry is split into `parts` equal GPU
+  /// requests (on an NVLink-complete shape), or with `rails` its rails into `parts` equal groups
+  /// (NVLink-connected GPUs), each with its share of the CPUs on its own NUMA node (0 = not split).
   std::size_t parts = 0;
   std::optional<std::set<std::size_t>> shapes;  ///< restriction to View::shapes indexes; nullopt = any
   std::string note;                        ///< for warnings

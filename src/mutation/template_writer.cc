@@ -256,7 +256,7 @@ class Writer {
     }
     for (const auto& alt : plan->alternatives) nvlink_ = nvlink_ || alt.placement == Placement::kNvlink;
     words += PlacementWords(*plan, nic);
-    AddCpus(request, {request}, p, words);
+    AddCpus(request, nic ? WithNics({request}) : std::vector<std::string>{request}, p, words);
     if (p.kind == RequestProfile::Kind::kShared) configs_.push_back(MpsConfig(request, p));
     return plan->placement;
   }
@@ -282,8 +282,30 @@ class Writer {
              ", rails: 1 RDMA NIC per GPU on its PCIe root";
     std::vector<std::string> gpu_names;
     for (const auto& g : gpus) gpu_names.push_back(g.get<std::string>());
-    AddCpus(request, gpu_names, p, words);
+    if (plan.parts > 1 && p.cpus > 0) {
+      // Rails split per NUMA node: rails [i*k, (i+1)*k) with "cpu-part-<i>" on their NUMA node.
+      const auto parts = static_cast<int64_t>(plan.parts);
+      const int64_t k = p.count / parts;
+      for (int64_t i = 0; i < parts; ++i) {
+        std::vector<std::string> part(gpu_names.begin() + i * k, gpu_names.begin() + (i + 1) * k);
+        AddCpuRequest(request + "-part-" + std::to_string(i), WithNics(part), p.cpus / parts);
+      }
+      words += ", on " + std::to_string(parts) + " NUMA nodes: " + std::to_string(k) + " GPUs with their NICs and " +
+               std::to_string(p.cpus / parts) + " CPUs on each";
+      return plan.placement;
+    }
+    AddCpus(request, WithNics(gpu_names), p, words);
     return plan.placement;
+  }
+
+  // The GPU requests `gpus` and, when the NIC driver publishes resource.kubernetes.io/numaNode
+  // (mutation.nic.numaAttribute: standard), their NIC requests ("<gpu>-nic"): what a CPU request's
+  // numaNode constraint ties.
+  std::vector<std::string> WithNics(std::vector<std::string> gpus) const {
+    if (!profile_.nic || policy_.mutation.nic.numa_attribute != policy::NicNumaAttribute::kStandard) return gpus;
+    const std::size_t n = gpus.size();
+    for (std::size_t i = 0; i < n; ++i) gpus.push_back(gpus[i] + "-nic");
+    return gpus;
   }
 
   // With CPUs in the claim (p.cpus, mutation.cpu): the CPU request "cpu" ("cpu-<i>" next to

@@ -129,8 +129,19 @@ std::vector<CpuTie> CpuTies(const admission::Json& claim, const policy::Policy& 
   const admission::Json* requests = dra::Member(devices, "requests");
   const admission::Json* constraints = dra::Member(devices, "constraints");
   if (requests == nullptr || !requests->is_array()) return out;
+  // The GPU requests (an `exactly` or first subrequest of a GPU class) and what they allocate;
+  // NIC requests in a numaNode constraint (mutation.nic.numaAttribute: standard) are not GPUs.
   std::map<std::string, int64_t> sizes;
-  for (const auto& r : *requests) sizes[dra::StringMember(&r, "name")] = RequestSize(r);
+  for (const auto& r : *requests) {
+    const admission::Json* first = dra::Member(&r, "exactly");
+    if (const admission::Json* alts = dra::Member(&r, "firstAvailable"); first == nullptr && alts != nullptr &&
+                                                                         alts->is_array() && !alts->empty()) {
+      first = &(*alts)[0];
+    }
+    if (first != nullptr && policy.device_classes.IsGpuClass(dra::StringMember(first, "deviceClassName"))) {
+      sizes[dra::StringMember(&r, "name")] = RequestSize(r);
+    }
+  }
   for (const auto& r : *requests) {
     const admission::Json* exactly = dra::Member(&r, "exactly");
     if (exactly == nullptr || !policy.device_classes.IsCpuClass(dra::StringMember(exactly, "deviceClassName"))) continue;
@@ -145,9 +156,11 @@ std::vector<CpuTie> CpuTies(const admission::Json& claim, const policy::Policy& 
           continue;
         }
         for (const auto& n : *names) {
-          if (!n.is_string() || n == tie.cpu_request) continue;
-          tie.gpu_requests.push_back(n.get<std::string>());
-          tie.gpus += sizes[n.get<std::string>()];
+          if (!n.is_string()) continue;
+          auto gpu = sizes.find(n.get<std::string>());
+          if (gpu == sizes.end()) continue;  // the CPU request itself, a NIC
+          tie.gpu_requests.push_back(gpu->first);
+          tie.gpus += gpu->second;
         }
       }
     }

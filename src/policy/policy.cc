@@ -333,7 +333,7 @@ Status ParseMutation(const Parser& p, const YAML::Node& n, MutationConfig* m) {
   }
   if (auto v = n["nic"]; v && !v.IsNull()) {
     DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(v, "mutation.nic"));
-    DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(v, "mutation.nic", {"default", "deviceClass", "driver"}));
+    DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(v, "mutation.nic", {"default", "deviceClass", "driver", "numaAttribute"}));
     if (auto t = v["default"]) {
       DRAGUARD_RETURN_IF_ERROR(p.String(t, "mutation.nic.default", &m->nic.default_for_multi_gpu));
       if (m->nic.default_for_multi_gpu != "none" && m->nic.default_for_multi_gpu != "rdma") {
@@ -342,6 +342,11 @@ Status ParseMutation(const Parser& p, const YAML::Node& n, MutationConfig* m) {
     }
     if (auto t = v["deviceClass"]) DRAGUARD_RETURN_IF_ERROR(p.String(t, "mutation.nic.deviceClass", &m->nic.device_class));
     if (auto t = v["driver"]) DRAGUARD_RETURN_IF_ERROR(p.String(t, "mutation.nic.driver", &m->nic.driver));
+    if (auto t = v["numaAttribute"]) {
+      DRAGUARD_RETURN_IF_ERROR(p.Enum<NicNumaAttribute>(
+          t, "mutation.nic.numaAttribute",
+          {{"driver", NicNumaAttribute::kDriver}, {"standard", NicNumaAttribute::kStandard}}, &m->nic.numa_attribute));
+    }
   }
   if (auto v = n["unaligned"]) {
     int allow = 0;

@@ -215,25 +215,30 @@ SimulatedCpuDevices SimulateCpuDevices(const NodeTopology& node, CpuDeviceMode m
       core_cpus[cpus[i].core_group].push_back(i);
     }
   }
+  // pkg/cpuinfo/cpuinfo.go populateCpuSiblings pairs the CPUs of a core only when it has exactly
+  // two; the CPUs of a core with more (SMT4 and SMT8, as on POWER) get no sibling, and
+  // pkg/device/builder.go then numbers each as a core of its own. The driver starts all the same.
   for (const auto& [group, members] : core_cpus) {
     if (members.size() > 2) {
       const LogicalCpu& c = cpus[members.front()];
-      out.refused = "dra-driver-cpu supports cores with one or two logical CPUs and refuses to start here: core " +
-                    (c.core == kNoIndex ? std::string("of CPU ") + std::to_string(c.os_index)
-                                        : std::to_string(c.core)) +
-                    (c.package == kNoIndex ? std::string() : " of package " + std::to_string(c.package)) + " has " +
-                    std::to_string(members.size()) + " logical CPUs";
-      return out;
+      out.notes.push_back(
+          "core " + (c.core == kNoIndex ? std::string("of CPU ") + std::to_string(c.os_index) : std::to_string(c.core)) +
+          (c.package == kNoIndex ? std::string() : " of package " + std::to_string(c.package)) + " has " +
+          std::to_string(members.size()) +
+          " logical CPUs: the driver pairs SMT siblings only two by two (pkg/cpuinfo/cpuinfo.go), so in individual "
+          "mode the CPUs of such cores are numbered in CPU order, each as a core of its own; its images are built "
+          "for linux/amd64 and linux/arm64 only, so a POWER (ppc64le) node runs it only from an image built for it");
+      break;
     }
   }
   // smtEnabled: the driver reads /sys/devices/system/cpu/smt/control ("on" -> true), which is "on"
   // exactly when a core has its sibling threads online; the export shows the online CPUs per core.
   std::optional<bool> smt;
   if (all_in_cores) {
-    smt = std::any_of(core_cpus.begin(), core_cpus.end(), [](const auto& kv) { return kv.second.size() == 2; });
+    smt = std::any_of(core_cpus.begin(), core_cpus.end(), [](const auto& kv) { return kv.second.size() >= 2; });
     out.notes.push_back(dom + "/smtEnabled: " + (*smt ? "true" : "false") +
                         " because " + (*smt ? "some core has" : "no core has") +
-                        " two online logical CPUs in the export (the driver reads smt/control)");
+                        " two or more online logical CPUs in the export (the driver reads smt/control)");
   }
   auto add_smt = [&](SimulatedDevice& d) {
     if (smt.has_value()) {
@@ -284,8 +289,8 @@ SimulatedCpuDevices SimulateCpuDevices(const NodeTopology& node, CpuDeviceMode m
     return out;
   }
 
-  // Individual: builder.go cpuDeviceInfos: CPUs ascending, each followed by its SMT sibling,
-  // devices numbered in that order.
+  // Individual: builder.go cpuDeviceInfos: CPUs ascending, each followed by its SMT sibling (the
+  // other CPU of a two-CPU core), devices numbered in that order.
   if (!all_in_cores) {
     out.notes.push_back("the export has CPUs outside any core, so SMT siblings are unknown; device names after the "
                         "first such CPU may differ (the driver names a core's siblings consecutively)");
@@ -295,7 +300,7 @@ SimulatedCpuDevices SimulateCpuDevices(const NodeTopology& node, CpuDeviceMode m
   for (uint32_t i = 0; i < cpus.size(); ++i) {
     if (done[i]) continue;
     std::vector<uint32_t> group{i};
-    if (cpus[i].core_group != kNoIndex) {
+    if (cpus[i].core_group != kNoIndex && core_cpus[cpus[i].core_group].size() == 2) {  // a sibling pair
       for (uint32_t j : core_cpus[cpus[i].core_group]) {
         if (j != i && !done[j]) group.push_back(j);
       }

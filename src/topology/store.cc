@@ -1,6 +1,7 @@
 // Store: reload orchestration, last-good retention, conflicts, metrics; in-memory and file sources.
 #include "draguard/topology/store.h"
 
+#include "draguard/k8s/names.h"
 #include "draguard/read_file.h"
 
 #include <sys/stat.h>
@@ -214,7 +215,8 @@ void Store::ParseRange(const std::vector<SourceEntry>& entries, const std::vecto
       continue;
     }
     std::string name = e.node;
-    if (name.empty()) name = parsed[j].value().host_name;
+    if (name.empty()) name = k8s::NodeNameFrom(parsed[j].value().host_name);
+    if (name.empty()) name = k8s::NodeNameFrom(BaseName(e.origin));
     if (name.empty()) name = BaseName(e.origin);
     out.node = MakeNodeTopology(std::move(parsed[j]).value(), std::move(name), e.origin, e.version, interner_);
   }

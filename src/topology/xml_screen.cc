@@ -4,6 +4,7 @@
 #include <string>
 #include <string_view>
 
+#include "draguard/k8s/names.h"
 #include "draguard/topology/loader.h"
 
 namespace draguard::topology {
@@ -219,7 +220,7 @@ std::string NodeNameFromFileName(std::string_view file_name) {
   if (file_name.find('/') != std::string_view::npos) return {};
   for (std::string_view suffix : {std::string_view(".hwloc.xml"), std::string_view(".xml")}) {
     if (file_name.size() > suffix.size() && file_name.substr(file_name.size() - suffix.size()) == suffix) {
-      return std::string(file_name.substr(0, file_name.size() - suffix.size()));
+      return k8s::NodeNameFrom(file_name.substr(0, file_name.size() - suffix.size()));
     }
   }
   return {};

@@ -1,26 +1,31 @@
 #!/usr/bin/env bash
 # The real control plane of draguard's cluster tests, on loopback, as local processes.
-#   cluster.sh up DIR [--cpu-mode M] --exports PATH...
+#   cluster.sh up DIR [--cpu-mode M] [--nic-numa-attribute A] --exports PATH...
 #                                         start etcd, kube-apiserver, kube-controller-manager and
-#                                         kube-scheduler; one Node per hwloc export (name = file
-#                                         name without .xml), with the ResourceSlices of its GPUs,
-#                                         NICs and, with --cpu-mode grouped|individual, CPUs
+#                                         kube-scheduler; one Node per hwloc export (named as
+#                                         draguard names it: topology show), with the ResourceSlices
+#                                         of its GPUs, NICs (with resource.kubernetes.io/numaNode when
+#                                         A is standard) and, with --cpu-mode grouped|individual, CPUs
 #   cluster.sh install DIR [HELM_ARGS...] helm install (or upgrade) of charts/draguard into namespace
 #                                         draguard, and `draguard serve` started on the host with
 #                                         the chart's TLS, policy and ServiceAccount token
 #   cluster.sh restart-apiserver DIR      kill kube-apiserver (SIGKILL, a crash) and start it again
 #                                         with the same flags and port; returns once it is ready
-#   cluster.sh down DIR                   stop everything up and install started; DIR may be deleted
+#   cluster.sh down DIR                   stop (SIGKILL) everything up and install started and every
+#                                         process whose pid a caller wrote into DIR/pids/; DIR may
+#                                         be deleted
 # After up: DIR/kubeconfig (cluster-admin) and DIR/bin/kubectl (same release). Logs in DIR/logs/.
 # Environment: DRAGUARD (the draguard binary; default build/src/cli/draguard of this checkout),
-# HELM (default: test/unit/chart/find-helm.sh).
+# HELM (default: test/unit/chart/find-helm.sh), CLUSTER_LIFELINE_FD (up: an open file descriptor,
+# the read end of a pipe whose write end the caller keeps open while the cluster may live; once
+# every writer has gone, however the caller ended, a reaper runs down DIR).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 # The namespace of the release and of the topology ConfigMaps.
 namespace=draguard
 die() { echo "cluster.sh: $*" >&2; exit 1; }
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 # wait_for SECONDS DESCRIPTION COMMAND...: polls COMMAND until it succeeds, the deadline passes,
 # or COMMAND exits 125 (it will never succeed).
@@ -43,7 +48,14 @@ start() {
   echo "$!" > "$dir/pids/$name"
 }
 
-alive() { [ -f "$1/pids/$2" ] && kill -0 "$(cat "$1/pids/$2")" 2>/dev/null; }
+alive() { [ -f "$1/pids/$2" ] && running "$(cat "$1/pids/$2")"; }
+
+# running PID: the process exists and is not a zombie (one nobody has reaped yet has ended).
+running() {
+  local state
+  state=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+  [ -n "$state" ] && [ "$state" != Z ]
+}
 
 # cert DIR NAME SUBJECT [SAN]: DIR/pki/NAME.{key,crt} signed by the cluster CA.
 cert() {
@@ -103,6 +115,21 @@ current-context: draguard
 KC
 }
 
+# node_name EXPORT: the Node of an export, named as draguard names it (k8s::NodeNameFrom): the
+# file name without .xml / .hwloc.xml in lower case, kept when it is a DNS subdomain, else with
+# every character other than a-z, 0-9 and - (`_`, `.`, `+`, ...) as -, cut to 63 characters and
+# trimmed of - at both ends.
+node_name() {
+  local name label='[a-z0-9]([-a-z0-9]*[a-z0-9])?'
+  name=$(basename "$1"); name=${name%.xml}; name=${name%.hwloc}
+  name=$(printf '%s' "$name" | tr 'A-Z' 'a-z')
+  if [ "${#name}" -le 253 ] && [[ "$name" =~ ^$label(\.$label)*$ ]]; then
+    printf '%s\n' "$name"
+    return
+  fi
+  printf '%s' "$name" | tr -c 'a-z0-9-' '-' | cut -c1-63 | sed 's/^-*//; s/-*$//'
+}
+
 # apiserver_ready DIR: kube-apiserver answers /readyz; 125 once the process is gone.
 apiserver_ready() {
   alive "$1" kube-apiserver || return 125
@@ -111,11 +138,16 @@ apiserver_ready() {
 
 up() {
   local dir=$1; shift
-  local exports=() cpu_mode=none
-  if [ "${1:-}" = "--cpu-mode" ]; then
-    cpu_mode=${2:-}; shift 2 || usage
-    case "$cpu_mode" in none|grouped|individual) ;; *) die "up: --cpu-mode must be none, grouped or individual";; esac
-  fi
+  local exports=() cpu_mode=none nic_numa=driver
+  while [ $# -gt 0 ] && [ "$1" != "--exports" ]; do
+    case "$1" in
+      --cpu-mode) cpu_mode=${2:-}; shift 2 || usage
+        case "$cpu_mode" in none|grouped|individual) ;; *) die "up: --cpu-mode must be none, grouped or individual";; esac ;;
+      --nic-numa-attribute) nic_numa=${2:-}; shift 2 || usage
+        case "$nic_numa" in driver|standard) ;; *) die "up: --nic-numa-attribute must be driver or standard";; esac ;;
+      *) usage ;;
+    esac
+  done
   [ "${1:-}" = "--exports" ] || usage
   shift
   exports=("$@")
@@ -124,6 +156,7 @@ up() {
   mkdir -p "$dir/bin" "$dir/logs" "$dir/pids"
   dir=$(cd "$dir" && pwd)
   [ -z "$(ls -A "$dir/pids")" ] || die "up: $dir already has a running cluster (cluster.sh down $dir first)"
+  start_reaper "$dir"
   local bin draguard
   draguard=$(draguard_bin)
   bin=$("$here/build.sh") || die "up: building the control plane failed"
@@ -177,8 +210,7 @@ up() {
     die "up: creating the drivers' DeviceClasses failed"
   for e in "${exports[@]}"; do
     local name
-    name=$(basename "$e"); name=${name%.xml}; name=${name%.hwloc}
-    name=$(echo "$name" | tr 'A-Z_.+' 'a-z---' | cut -c1-63 | sed 's/-*$//')
+    name=$(node_name "$e")
     # A Node as an API object (no kubelet): capacity, and a Ready condition through the status.
     "${k[@]}" apply -f - > /dev/null <<NODE || die "up: creating Node $name failed"
 apiVersion: v1
@@ -197,7 +229,8 @@ NODE
     "${k[@]}" taint node "$name" node.kubernetes.io/not-ready:NoSchedule- > /dev/null ||
       die "up: removing the not-ready taint of Node $name failed"
     # The devices the DRA drivers would publish for this server.
-    "$draguard" topology slices -f "$e" --node "$name" --cpu-mode "$cpu_mode" 2> "$dir/logs/slices-$name.log" |
+    "$draguard" topology slices -f "$e" --node "$name" --cpu-mode "$cpu_mode" --nic-numa-attribute "$nic_numa" \
+      2> "$dir/logs/slices-$name.log" |
       "${k[@]}" apply -f - > /dev/null || die "up: publishing the ResourceSlices of $name failed (see $dir/logs/slices-$name.log)"
     # The topology ConfigMap and the Node's shape label, as the exporter DaemonSet publishes them.
     (in_cluster "$dir" "$dir/setup-sa" "$draguard" topology export --publish -f "$e" --node "$name" \
@@ -213,7 +246,8 @@ NODE
   echo "cluster.sh: up: kubeconfig $dir/kubeconfig, kubectl $dir/bin/kubectl" >&2
 }
 
-# stop DIR NAME: TERM, then KILL after 20 s, the process started as NAME.
+# stop DIR NAME: TERM, then KILL after 20 s, the process started as NAME (install replacing a
+# running server).
 stop() {
   local pid deadline
   [ -f "$1/pids/$2" ] || return 0
@@ -223,6 +257,27 @@ stop() {
   while kill -0 "$pid" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.1; done
   kill -KILL "$pid" 2>/dev/null || true
   rm -f "$1/pids/$2"
+}
+
+# start_reaper DIR: with CLUSTER_LIFELINE_FD set, a process in a session of its own (a signal to
+# the caller's process group does not reach it) that waits for the end of that pipe and then runs
+# down DIR: a caller that panics, times out or is killed leaves nothing running.
+start_reaper() {
+  local dir=$1 fd=${CLUSTER_LIFELINE_FD:-}
+  [ -n "$fd" ] || return 0
+  [[ "$fd" =~ ^[0-9]+$ ]] && { true <&"$fd"; } 2>/dev/null || die "up: CLUSTER_LIFELINE_FD=$fd is not an open file descriptor"
+  setsid "$0" reap "$dir" < /dev/null >> "$dir/logs/reaper.log" 2>&1 &
+  echo "$!" > "$dir/reaper.pid"
+}
+
+# reap DIR: the reaper's body (see start_reaper).
+reap() {
+  local dir=$1 fd=$CLUSTER_LIFELINE_FD
+  # read returns non-zero at end of file: once no process holds the write end open.
+  while read -r -u "$fd" _; do :; done
+  echo "cluster.sh: reap: the owner of $dir is gone; stopping the cluster"
+  rm -f "$dir/reaper.pid"
+  down "$dir"
 }
 
 # serve_args DIR PORT: the arguments of the chart's Deployment, one per line, with the paths of
@@ -317,10 +372,26 @@ restart_apiserver() {
     die "restart-apiserver: kube-apiserver not ready after 120 s (see $dir/logs/kube-apiserver.log)"
 }
 
+# down DIR: SIGKILL to every process of DIR/pids at once (the tests need no graceful shutdown:
+# kube-apiserver's alone takes up to a minute), waits until each is gone, and stops the reaper.
 down() {
-  local dir=$1 c
+  local dir=$1 f pid pids=() deadline
   [ -d "$dir/pids" ] || return 0
-  for c in draguard kube-scheduler kube-controller-manager kube-apiserver etcd; do stop "$dir" "$c"; done
+  for f in "$dir"/pids/*; do
+    [ -f "$f" ] || continue
+    pid=$(cat "$f")
+    [[ "$pid" =~ ^[0-9]+$ ]] && pids+=("$pid")
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  deadline=$(( $(date +%s) + 20 ))
+  for pid in "${pids[@]}"; do
+    while running "$pid" && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.05; done
+  done
+  rm -f "$dir"/pids/*
+  if [ -f "$dir/reaper.pid" ]; then
+    kill -TERM "$(cat "$dir/reaper.pid")" 2>/dev/null || true
+    rm -f "$dir/reaper.pid"
+  fi
 }
 
 [ $# -ge 2 ] || usage
@@ -331,5 +402,6 @@ case "$cmd" in
   install) set +e; (set -e; install "$dir" "$@"); rc=$?; set -e; [ "$rc" -eq 0 ] || { stop "$dir" draguard; exit 1; } ;;
   restart-apiserver) restart_apiserver "$dir" ;;
   down) down "$dir" ;;
+  reap) reap "$dir" ;;
   *) usage ;;
 esac

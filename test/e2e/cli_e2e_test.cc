@@ -229,7 +229,7 @@ TEST_F(CliTest, CelEvalAgainstTheSimulatedDevicesOfANode) {
   auto child = Child::Spawn({DRAGUARD_BINARY, "cel", "eval",
                              "device.attributes['resource.kubernetes.io'].pcieRoot == 'pci0000:17' && "
                              "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('14Gi')) >= 0",
-                             "--topology", file, "--node", "aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa"},
+                             "--topology", file, "--node", "aws-g4dn-metal-2s-8259cl-8xt4-cuda-nvml-opencl-efa"},
                             dir_);
   std::string out;
   child.ReadUntil("\x01", &out);
@@ -246,7 +246,7 @@ TEST_F(CliTest, CelEvalAgainstTheSimulatedDevicesOfANode) {
   // 15Gi is above what a T4 reports: nothing qualifies.
   auto none = Child::Spawn({DRAGUARD_BINARY, "cel", "eval",
                             "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('15Gi')) >= 0",
-                            "--topology", file, "--node", "aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa"},
+                            "--topology", file, "--node", "aws-g4dn-metal-2s-8259cl-8xt4-cuda-nvml-opencl-efa"},
                            dir_);
   out.clear();
   none.ReadUntil("\x01", &out);

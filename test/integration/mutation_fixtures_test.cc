@@ -771,7 +771,7 @@ const CpuFixtures& CpuF(const Fixtures& f) {
       {"gpus-4+cpu", 4, 8, true, false},    {"gpus-8+cpu", 8, 8, true, false},
       {"gpus-2+nic-rdma+cpu", 2, 8, true, true}, {"gpus-2+cpu-24", 2, 24, false, false},
       {"gpus-1+nic-rdma+cpu-1", 1, 1, false, true}, {"gpus-2+cpu-2", 2, 2, false, false},
-      {"gpus-16+cpu-4", 16, 4, false, false},
+      {"gpus-16+cpu-4", 16, 4, false, false},   {"gpus-2+nic-rdma+cpu-2", 2, 2, false, true},
   };
   std::set<std::string> seen;
   for (const auto& base : f.base_pods) {
@@ -975,6 +975,16 @@ TEST_F(MutationFixtures, CpuInClaimsIndependentlyChecked) {
     }
     t["spec"]["spec"]["devices"]["constraints"] = kept;
   });
+  // Rails split per NUMA node (XE8640-like: each GPU with its NIC on a NUMA node of its own, one
+  // CPU each): the second rail's NIC loses its pcieRoot tie, so a NIC of another NUMA node may come.
+  control("control-cpu-rail-part", "grouped", "xe8640", "gpus-2+nic-rdma+cpu-2", "cpu-part-1", "off the CPUs' NUMA node",
+          [&](Json& t, Json&, Json&) {
+            Json kept = Json::array();
+            for (const auto& k : t["spec"]["spec"]["devices"]["constraints"]) {
+              if (k["requests"] != Json::array({"gpu-rail-1", "gpu-rail-1-nic"})) kept.push_back(k);
+            }
+            t["spec"]["spec"]["devices"]["constraints"] = kept;
+          });
   // Individual mode: one CPU device fewer than the container's cpu.
   control("control-cpu-individual", "individual", "g4dn", "gpus-2+cpu", "cpu", "its claim's CPUs", [&](Json& t, Json&, Json&) {
     for (auto& r : t["spec"]["spec"]["devices"]["requests"]) {
@@ -1094,7 +1104,7 @@ TEST_F(MutationFixtures, CpuInClaimsIndependentlyChecked) {
     if (++shown <= 60) ADD_FAILURE() << failure.get<std::string>();
   }
   EXPECT_EQ(js["failures"].size(), 0u) << js["failures"].size() << " failures (first 60 shown)";
-  EXPECT_EQ(wants.size(), 11u);
+  EXPECT_EQ(wants.size(), 12u);
   for (const auto& [id, want] : wants) {
     const Json& got = js["controls"].value(id, Json::array());
     std::string hit;

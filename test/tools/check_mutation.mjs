@@ -558,12 +558,21 @@ function railSets (tmpl, entry, placement, node, caseName, problems, ties = null
       })
       if (why) problems.push(`${tmpl.metadata.name} rails (placement ${placement}) on ${node.name} (${node.file}) may get ${why}`)
       const choice = {gpus, nic: null, nics}
-      const cpus = ties ? ties.tiedCpus(rails[0].gname) : 0
-      if (cpus) {
+      if (ties && rails.some((r) => ties.tiedCpus(r.gname))) {
+        // The rails tied to one CPU request (all of them, or a part each when they are split per
+        // NUMA node): their GPUs and NICs on the NUMA node of those CPUs.
         if (!controlSink) summary.cpuRails++
-        if (!rails.every((r) => ties.tied(r.gname, rails[0].gname))) problems.push(`${tmpl.metadata.name}: rails ${rails.map((r) => r.gname).join(', ')} are not all tied to the CPUs`)
-        const cwhy = cpuNumaProblem(choice, gpus, nics, cpus)
-        if (cwhy) problems.push(`${tmpl.metadata.name} rails on ${node.name} (${node.file}) may get ${cwhy}`)
+        const groups = []
+        rails.forEach((r, k) => {
+          const g = groups.find((x) => ties.tied(rails[x[0]].gname, r.gname))
+          if (g) g.push(k); else groups.push([k])
+        })
+        for (const g of groups) {
+          const cpus = ties.tiedCpus(rails[g[0]].gname)
+          if (!cpus) { problems.push(`${tmpl.metadata.name}: rails ${g.map((k) => rails[k].gname).join(', ')} are not tied to CPUs`); continue }
+          const cwhy = cpuNumaProblem(choice, g.map((k) => gpus[k]), g.map((k) => nics[k]), cpus)
+          if (cwhy) problems.push(`${tmpl.metadata.name} rails on ${node.name} (${node.file}) may get ${cwhy}`)
+        }
       }
       out.push(choice)
       return

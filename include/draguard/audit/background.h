@@ -51,12 +51,22 @@ class LeaseElector {
   LeaseElector(const kube::Client& client, LeaseOptions options, WallClock now = nullptr);
   /// One attempt; true while this replica holds the Lease. Never throws; an API error is false.
   bool TryAcquireOrRenew();
+  /// Gives the Lease up when this replica holds it, as client-go's leader election does with
+  /// ReleaseOnCancel: holderIdentity emptied, leaseDurationSeconds 1, acquireTime and renewTime
+  /// now, leaseTransitions kept, so another replica takes it at its next attempt instead of after
+  /// the Lease expires. A 409 reads the Lease again (three attempts). True when released, missing
+  /// or held by another; false on an API error (then the Lease expires as usual).
+  bool Release();
   /// Why the last attempt did not hold the Lease ("" when it did).
   const std::string& last_error() const { return last_error_; }
   /// The options in use.
   const LeaseOptions& options() const { return options_; }
 
  private:
+  /// The Lease a GET answered, into `lease`; false (last_error_ says why) for an error answer or a
+  /// body that is not a Lease.
+  bool Decode(const kube::ApiResult& got, admission::Json* lease);
+
   const kube::Client& client_;
   LeaseOptions options_;
   WallClock now_;
@@ -94,7 +104,9 @@ struct AuditSnapshots {
 };
 
 /// The background audit loop. Start() runs Tick() on its own thread every third of the Lease
-/// duration until Stop(); tests call Tick() or Run() directly.
+/// duration until RequestStop() or Stop(); tests call Tick() or Run() directly. Stopping ends a
+/// run between two pages (nothing is published) and releases the Lease when this replica holds
+/// it, so a rolling update leaves no time without a leader.
 class BackgroundAudit {
  public:
   /// Every reference must outlive the audit.
@@ -114,21 +126,28 @@ class BackgroundAudit {
   RunResult Run();
   /// Starts the thread.
   void Start();
-  /// Stops and joins the thread (idempotent).
+  /// Asks the thread to stop without waiting for it (serve calls it on SIGTERM): a run under way
+  /// ends after its current page, and the thread releases the Lease on its way out.
+  void RequestStop();
+  /// Stops and joins the thread, and releases the Lease if it is still held (idempotent).
   void Stop();
 
  private:
   struct KindState;
   struct Listing;
-  enum class ListOutcome : uint8_t { kDone, kGone, kSkipped, kLost };
+  enum class ListOutcome : uint8_t { kDone, kGone, kSkipped, kLost, kStopped };
   /// Lists one kind page by page (restarting after 410 Gone); a kind that cannot be listed is
-  /// skipped (Skip) and kLost means the Lease was lost.
+  /// skipped (Skip), kLost means the Lease was lost and kStopped that the audit is stopping.
   ListOutcome List(const Listing& listing, RunResult& result);
   /// Records, counts and logs a kind not listed.
   void Skip(RunResult& result, const std::string& kind, const std::string& reason, const std::string& detail);
   /// Discovery documents of one run by path: HTTP status and body (null unless a JSON object).
   using Discovery = std::map<std::string, std::pair<int, admission::Json>>;
   bool StillLeader();
+  /// RequestStop() or Stop() was called.
+  bool Stopping();
+  /// Releases the Lease when this replica holds it (see LeaseElector::Release), and logs it.
+  void ReleaseIfHeld();
   /// The version of a custom resource's group that serves it: the preferred version when it lists
   /// the resource, else the first other version of the group that does; "" with `reason`
   /// (not-found, forbidden, error) and `detail` when none does.

@@ -11,6 +11,7 @@
 
 #include "draguard/cel/device.h"
 #include "draguard/cel/value.h"
+#include "draguard/policy/policy.h"
 #include "draguard/status.h"
 #include "draguard/topology/dra_devices.h"
 #include "draguard/topology/model.h"
@@ -37,15 +38,25 @@ struct Device {
 /// How NICs are published.
 struct NicOptions {
   std::string driver = "dra.net";  ///< driver name and attribute domain
+  /// The driver also publishes the standard resource.kubernetes.io/numaNode (KEP-6072) on a NIC
+  /// local to one NUMA node of a machine with several, as dranet does after v1.4.0
+  /// (policy mutation.nic.numaAttribute: standard).
+  bool standard_numa_node = false;
+  /// A name for memo keys: the driver and the attributes it publishes.
+  std::string Key() const { return driver + (standard_numa_node ? "+numaNode" : ""); }
 };
+
+/// The NIC options policy `p` describes (mutation.nic.driver, mutation.nic.numaAttribute).
+NicOptions NicOptionsOf(const policy::Policy& p);
 
 /// A simulated device as CEL sees it; byte counts become binary quantities ("81559Mi"), counts
 /// plain numbers ("48").
 Result<cel::Device> ToCelDevice(const topology::SimulatedDevice& device);
 
 /// The NVIDIA GPUs and the NICs of `node` (GPUs first, in driver order; then NICs in shape order).
-/// NICs carry `<driver>/ifName`, `pciAddress`, `rdma`, `numaNode` (when single) and the standard
-/// `resource.kubernetes.io/pcieRoot` (when known).
+/// NICs carry `<driver>/ifName`, `pciAddress`, `rdma`, `numaNode` (when single), the standard
+/// `resource.kubernetes.io/pcieRoot` (when known) and, with `nic.standard_numa_node`, the standard
+/// `resource.kubernetes.io/numaNode` (a NIC local to one NUMA node of several).
 std::vector<Device> SimulateNode(const topology::NodeTopology& node, const NicOptions& nic = {});
 
 /// SimulateNode(node, nic), computed once per node and NIC driver for the lifetime of `snapshot`,

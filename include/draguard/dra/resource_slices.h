@@ -55,6 +55,10 @@ struct NodeSlices {
 struct SliceOptions {
   /// How dra-driver-cpu publishes CPUs; kNone (the default): the driver is not installed.
   topology::CpuDeviceMode cpu_mode = topology::CpuDeviceMode::kNone;
+  /// dranet also publishes resource.kubernetes.io/numaNode (its main branch since commit a7fdaf0,
+  /// after v1.4.0; policy mutation.nic.numaAttribute: standard); false: only dra.net/numaNode, as
+  /// v1.4.0 does.
+  bool nic_standard_numa_node = false;
 };
 
 /// The slices of `node` published under the Kubernetes node name `node_name`. Errors: `node_name`
@@ -70,14 +74,5 @@ Result<NodeSlices> BuildResourceSlices(const topology::NodeTopology& node, std::
 /// policy (mutation.nic.deviceClass) requests, and with `with_cpu` also `dra.cpu`
 /// (device.driver == "dra.cpu") as the dra-driver-cpu chart installs it. `comments` (parallel) says where each comes from.
 std::vector<admission::Json> BuildDeviceClasses(std::vector<std::string>* comments = nullptr, bool with_cpu = false);
-
-/// True when `s` is a DNS-1123 label (1-63 characters of [a-z0-9-], alphanumeric at both ends).
-bool IsDnsLabel(std::string_view s);
-/// True when `s` is a DNS-1123 subdomain as apimachinery checks it (at most 253 characters of
-/// dot-separated [a-z0-9]([-a-z0-9]*[a-z0-9])? parts; no per-part length limit).
-bool IsDnsSubdomain(std::string_view s);
-/// A DNS subdomain made from `s` (lower case, every other character '-', parts trimmed of '-', at
-/// most 253 characters), for node names taken from file names; "" when nothing is left.
-std::string ToDnsSubdomain(std::string_view s);
 
 }  // namespace draguard::dra

@@ -131,12 +131,22 @@ struct MpsDefaults {
   std::string pinned_memory_limit = "10Gi"; ///< defaultPinnedDeviceMemoryLimit (a quantity)
 };
 
+/// mutation.nic.numaAttribute: which NUMA attributes the cluster's NIC driver release publishes.
+enum class NicNumaAttribute {
+  kDriver,    ///< only `<driver>/numaNode` (dranet up to v1.4.0)
+  kStandard,  ///< also the standard resource.kubernetes.io/numaNode (KEP-6072; dranet after v1.4.0, a7fdaf0)
+};
+
 /// The NIC request mutation adds next to GPUs.
 struct NicConfig {
   /// "none" or "rdma": what multi-GPU Pods get without the draguard.io/nic annotation.
   std::string default_for_multi_gpu = "none";
   std::string device_class = "dranet";  ///< DeviceClass of the NIC request
   std::string driver = "dra.net";       ///< driver (attribute domain) of the NIC devices
+  /// kStandard: NIC devices publish resource.kubernetes.io/numaNode, so a NIC request joins the
+  /// numaNode constraint of its GPUs and CPUs (mutation.cpu) directly; kDriver: it is tied to them
+  /// through its GPU's pcieRoot only.
+  NicNumaAttribute numa_attribute = NicNumaAttribute::kDriver;
 };
 
 /// One request profile of the template catalogue (`draguard render`, reference mode).

@@ -81,8 +81,10 @@ Result<ParsedExport> ParseHwlocFile(const std::string& path, const LoaderLimits&
 Status ScreenHwlocXml(std::string_view xml, const LoaderLimits& limits, LoadErrorReason* reason,
                       std::string* format_out = nullptr);
 
-/// Node name implied by an export file name: "<node>.hwloc.xml" or "<node>.xml" -> "<node>";
-/// empty for other names (hidden files, other extensions, empty stems).
+/// Node name implied by an export file name: "<node>.hwloc.xml" or "<node>.xml" -> "<node>" as a
+/// Kubernetes node name (k8s::NodeNameFrom: kept when it is one, else lower case with `_`, `.`,
+/// `+` and every other character but [a-z0-9-] as '-'); empty for other names (hidden files,
+/// other extensions, stems with nothing left).
 std::string NodeNameFromFileName(std::string_view file_name);
 
 }  // namespace draguard::topology

@@ -41,10 +41,11 @@ type topo struct {
 		NUMANodes []int  `json:"numaNodes"`
 	} `json:"gpus"`
 	NICs []struct {
-		Name     string `json:"name"`
-		PCIBusID string `json:"pciBusId"`
-		PCIeRoot string `json:"pcieRoot"`
-		RDMA     bool   `json:"rdma"`
+		Name      string `json:"name"`
+		PCIBusID  string `json:"pciBusId"`
+		PCIeRoot  string `json:"pcieRoot"`
+		NUMANodes []int  `json:"numaNodes"`
+		RDMA      bool   `json:"rdma"`
 	} `json:"nics"`
 	NVLink *struct {
 		Peers [][]int64 `json:"peers"`

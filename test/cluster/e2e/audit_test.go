@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -460,6 +461,47 @@ func TestBackgroundAudit(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("audit: %d Pods, pages of 100; takeover %v after the kill (Lease %d s); test %v",
-		total+1, takeover.Round(time.Millisecond), auditLeaseSeconds, time.Since(began).Round(time.Second))
+	// A rolling update: the killed replica starts again, and the leader is stopped with SIGTERM.
+	// It releases the Lease as its drain starts, so the other replica takes it before the
+	// leader's last renewal would have expired.
+	leader.start(t)
+	before, err := c.Kube.CoordinationV1().Leases(releaseNS).Get(ctx, "draguard-audit", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sigterm := time.Now()
+	follower.terminate(t, 60*time.Second)
+	var after *coordinationv1.Lease
+	Eventually(t, time.Duration(4*auditLeaseSeconds)*time.Second, "the restarted replica takes the released Lease", func() error {
+		l, err := c.Kube.CoordinationV1().Leases(releaseNS).Get(ctx, "draguard-audit", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if l.Spec.HolderIdentity == nil || identities[*l.Spec.HolderIdentity] != leader {
+			return fmt.Errorf("held by %v", l.Spec.HolderIdentity)
+		}
+		after = l
+		return nil
+	})
+	var handover time.Duration // from SIGTERM to the other replica's acquireTime
+	if after.Spec.AcquireTime != nil {
+		handover = after.Spec.AcquireTime.Time.Sub(sigterm)
+	}
+	// The stopped holder's last renewal plus the Lease duration: without the release, nobody could
+	// take the Lease before then.
+	expiry := before.Spec.RenewTime.Add(time.Duration(*before.Spec.LeaseDurationSeconds) * time.Second)
+	if after.Spec.AcquireTime == nil || !after.Spec.AcquireTime.Time.Before(expiry) {
+		t.Errorf("the Lease was taken at %v, not before the stopped holder's renewal expired (%v): it was not released",
+			after.Spec.AcquireTime, expiry)
+	}
+	if got, want := *after.Spec.LeaseTransitions, *before.Spec.LeaseTransitions+1; got != want {
+		t.Errorf("leaseTransitions %d after the handover, want %d", got, want)
+	}
+	if b, err := os.ReadFile(follower.log.Name()); err != nil || !strings.Contains(string(b), `"msg":"audit Lease released"`) {
+		t.Errorf("the stopped leader did not log the release (%v)", err)
+	}
+
+	t.Logf("audit: %d Pods, pages of 100; takeover %v after the kill (Lease %d s), %v after SIGTERM; test %v",
+		total+1, takeover.Round(time.Millisecond), auditLeaseSeconds, handover.Round(time.Millisecond),
+		time.Since(began).Round(time.Second))
 }

@@ -42,11 +42,16 @@ func cpuNUMA(t *testing.T, c *Cluster) map[string]map[string]int64 {
 }
 
 // cpuPod is a legacy Pod whose container asks for `gpus` GPUs and `cpus` CPUs (requests =
-// limits) next to a sidecar in the shared pool.
-func cpuPod(name, ns string, gpus, cpus int) *unstructured.Unstructured {
+// limits) next to a sidecar in the shared pool; with `nic`, an RDMA NIC per GPU too
+// (draguard.io/nic: rdma).
+func cpuPod(name, ns string, gpus, cpus int, nic bool) *unstructured.Unstructured {
+	annotations := map[string]any{}
+	if nic {
+		annotations["draguard.io/nic"] = "rdma"
+	}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "Pod",
-		"metadata": map[string]any{"name": name, "namespace": ns},
+		"metadata": map[string]any{"name": name, "namespace": ns, "annotations": annotations},
 		"spec": map[string]any{"containers": []any{
 			map[string]any{"name": "c", "image": "registry.example/cuda:12", "resources": map[string]any{
 				"requests": map[string]any{"cpu": fmt.Sprint(cpus), "memory": "8Gi"},
@@ -57,38 +62,69 @@ func cpuPod(name, ns string, gpus, cpus int) *unstructured.Unstructured {
 	}}
 }
 
-// part is the request prefix a GPU or CPU result belongs to: "gpu-part-1" and "cpu-part-1" -> "part-1",
-// "gpu" / "gpu/numa-1" and "cpu" -> "".
-func part(request string) string {
-	main := strings.SplitN(request, "/", 2)[0]
-	for _, p := range []string{"gpu-", "cpu-"} {
-		if strings.HasPrefix(main, p) {
-			return strings.TrimPrefix(main, p)
+// numaTies maps each request a matchAttribute resource.kubernetes.io/numaNode constraint of the
+// claim names to that constraint (its index): the GPUs, NICs and CPUs it keeps on one NUMA node
+// ("gpu" and "cpu"; "gpu-part-1" and "cpu-part-1"; rails "gpu-rail-0" and "cpu-part-0").
+func numaTies(claim *resourcev1.ResourceClaim) map[string]int {
+	out := map[string]int{}
+	for i, c := range claim.Spec.Devices.Constraints {
+		if c.MatchAttribute == nil || string(*c.MatchAttribute) != "resource.kubernetes.io/numaNode" {
+			continue
+		}
+		for _, r := range c.Requests {
+			out[r] = i
 		}
 	}
-	return ""
+	return out
+}
+
+// tie is the numaNode constraint a result's request (or its main request, for "gpu/numa-1")
+// belongs to; -1 for none.
+func tie(ties map[string]int, request string) int {
+	if i, ok := ties[request]; ok {
+		return i
+	}
+	if i, ok := ties[strings.SplitN(request, "/", 2)[0]]; ok {
+		return i
+	}
+	return -1
 }
 
 // TestCpusAllocatedWithTheirGpus: with mutation.cpu, legacy Pods with CPUs are converted through
 // the real apiserver, and kube-scheduler's allocation of their claims (GPUs from the NVIDIA
-// driver's simulated slices, CPUs from dra-driver-cpu's in each of its modes) puts every GPU and
-// the CPUs of its part on one NUMA node of the export; the CPUs allocated are the container's.
+// driver's simulated slices, CPUs from dra-driver-cpu's in each of its modes) puts every GPU (and
+// NIC) and the CPUs its numaNode constraint ties it to on one NUMA node of the export; the CPUs
+// allocated are the container's. Once more with the NICs publishing resource.kubernetes.io/numaNode
+// (dranet after v1.4.0, mutation.nic.numaAttribute: standard), where they join the constraint.
 func TestCpusAllocatedWithTheirGpus(t *testing.T) {
-	exports := []string{g4dn, dgx2h}
-	cases := []struct {
+	exports := []string{g4dn, dgx2h, xe8640}
+	type cpuCase struct {
 		gpus, cpus int
+		nic        bool
 		refused    bool
-	}{
-		{1, 8, false},  // one T4 with 8 of its NUMA node's 48 CPUs
-		{2, 16, false}, // two T4s of one NUMA node: the DGX-2H export allows 2 CPUs per NUMA node
-		{16, 4, false}, // the DGX-2H's 16 GPUs in two parts of 8 GPUs and 2 CPUs
-		{8, 8, true},   // 8 T4s need both NUMA nodes and have no NVLink; 8 CPUs fit no DGX-2H NUMA node
 	}
-	for _, mode := range []string{"grouped", "individual"} {
-		t.Run(mode, func(t *testing.T) {
-			c := UpWithCPUs(t, mode, exports...)
+	cases := []cpuCase{
+		{1, 8, false, false},  // one T4 with 8 of its NUMA node's 48 CPUs
+		{2, 16, false, false}, // two T4s of one NUMA node: the DGX-2H export allows 2 CPUs per NUMA node
+		{16, 4, false, false}, // the DGX-2H's 16 GPUs in two parts of 8 GPUs and 2 CPUs
+		{8, 8, false, true},   // 8 T4s need both NUMA nodes and have no NVLink; 8 CPUs fit no DGX-2H NUMA node
+		// Rails on the XE8640-like node, whose GPUs with their NICs are each on a NUMA node of its
+		// own (one CPU each): split per NUMA node, a CPU next to each GPU and its NIC.
+		{2, 2, true, false},
+		{2, 8, true, true}, // 4 CPUs per GPU fit no XE8640 NUMA node: refused naming the NUMA nodes
+	}
+	runs := []struct{ mode, nicNuma string }{{"grouped", "driver"}, {"individual", "driver"}, {"grouped", "standard"}}
+	for _, run := range runs {
+		name := run.mode
+		if run.nicNuma != "driver" {
+			name += "-nic-" + run.nicNuma
+		}
+		t.Run(name, func(t *testing.T) {
+			mode := run.mode
+			c := UpWithDrivers(t, mode, run.nicNuma, exports...)
 			fillMemoryFromProductName(t, c)
-			c.Install("--set", "policy.mutation.numaAlignment=numaNode", "--set", "policy.mutation.cpu.mode="+mode)
+			c.Install("--set", "policy.mutation.numaAlignment=numaNode", "--set", "policy.mutation.cpu.mode="+mode,
+				"--set", "policy.mutation.nic.numaAttribute="+run.nicNuma)
 			w := loadWorld(t, c, exports)
 			cpus := cpuNUMA(t, c)
 			if len(cpus) != len(exports) {
@@ -101,14 +137,22 @@ func TestCpusAllocatedWithTheirGpus(t *testing.T) {
 			}
 			c.WaitServiceAccount(ns)
 			for _, k := range cases {
+				if run.nicNuma != "driver" && !k.nic {
+					continue // the NIC attribute changes only claims with NICs
+				}
 				name := fmt.Sprintf("legacy-%dgpu-%dcpu", k.gpus, k.cpus)
-				out := c.Create(ctx, cpuPod(name, ns, k.gpus, k.cpus), false)
+				if k.nic {
+					name += "-nic"
+				}
+				out := c.Create(ctx, cpuPod(name, ns, k.gpus, k.cpus, k.nic), false)
 				if k.refused {
 					if out.Admitted() {
 						t.Errorf("%s admitted, want refused", name)
 						release(t, c, ns, name)
 					} else if !strings.Contains(out.Err.Error(), "mutation.cpu") {
 						t.Errorf("%s: refused without the CPU numbers: %v", name, out.Err)
+					} else if k.nic && !strings.Contains(out.Err.Error(), "NUMA node of its own") {
+						t.Errorf("%s: refused without naming the NUMA nodes of the GPUs with their NICs: %v", name, out.Err)
 					} else {
 						t.Logf("%s refused: %v", name, out.Err)
 					}
@@ -131,8 +175,9 @@ func TestCpusAllocatedWithTheirGpus(t *testing.T) {
 				claim := allocation(t, c, pod)
 				node := pod.Spec.NodeName
 				tp := w.topo[node]
+				ties := numaTies(claim)
 				var gpuResults []resourcev1.DeviceRequestAllocationResult
-				cpuNodes := map[string]map[int64]bool{} // part -> NUMA nodes of its CPUs
+				cpuNodes := map[int]map[int64]bool{} // numaNode constraint -> NUMA nodes of its CPUs
 				var allocated int64
 				for _, r := range claim.Status.Allocation.Devices.Results {
 					if r.Driver != "dra.cpu" {
@@ -144,7 +189,10 @@ func TestCpusAllocatedWithTheirGpus(t *testing.T) {
 						t.Errorf("%s: CPU device %s/%s is not published", name, r.Pool, r.Device)
 						continue
 					}
-					p := part(r.Request)
+					p := tie(ties, r.Request)
+					if p < 0 {
+						t.Errorf("%s: CPU request %s is tied to no GPU", name, r.Request)
+					}
 					if cpuNodes[p] == nil {
 						cpuNodes[p] = map[int64]bool{}
 					}
@@ -158,29 +206,46 @@ func TestCpusAllocatedWithTheirGpus(t *testing.T) {
 				if allocated != int64(k.cpus) {
 					t.Errorf("%s: %d CPUs allocated, want %d", name, allocated, k.cpus)
 				}
-				var gpus int
+				var gpus, nics int
 				var lines []string
 				for _, d := range w.resolve(t, gpuResults) {
 					lines = append(lines, d.request+"="+d.name)
-					if d.gpu < 0 {
+					var want []int
+					switch {
+					case d.gpu >= 0:
+						gpus++
+						want = tp.GPUs[d.gpu].NUMANodes
+					case d.nic >= 0:
+						nics++
+						want = tp.NICs[d.nic].NUMANodes
+					default:
 						continue
 					}
-					gpus++
-					p := part(d.request)
-					want := tp.GPUs[d.gpu].NUMANodes
+					p := tie(ties, d.request)
+					if p < 0 && d.nic >= 0 {
+						// Tied to its GPU by pcieRoot only (dranet v1.4.0 publishes no standard
+						// numaNode): on the NUMA node of its rail's GPU, checked by the CPUs of that GPU.
+						if run.nicNuma == "standard" {
+							t.Errorf("%s: NIC request %s is not in a numaNode constraint though the NICs publish it", name, d.request)
+						}
+						p = tie(ties, strings.TrimSuffix(d.request, "-nic"))
+					}
 					if len(want) != 1 {
-						t.Errorf("%s: GPU %s is local to NUMA nodes %v", name, d.name, want)
+						t.Errorf("%s: device %s is local to NUMA nodes %v", name, d.name, want)
 						continue
 					}
 					if len(cpuNodes[p]) != 1 || !cpuNodes[p][int64(want[0])] {
-						t.Errorf("%s on %s: GPU %s (request %s) on NUMA node %d, the CPUs of its part on %v", name, node, d.name, d.request, want[0], cpuNodes[p])
+						t.Errorf("%s on %s: %s (request %s) on NUMA node %d, the CPUs tied to it on %v", name, node, d.name, d.request, want[0], cpuNodes[p])
 					}
 				}
 				if gpus != k.gpus {
 					t.Errorf("%s: %d GPUs allocated, want %d", name, gpus, k.gpus)
 				}
+				if k.nic && nics != k.gpus {
+					t.Errorf("%s: %d NICs allocated, want %d", name, nics, k.gpus)
+				}
 				sort.Strings(lines)
-				t.Logf("%s -> %s: %s; CPUs by part and NUMA node %v", name, node, strings.Join(lines, " "), cpuNodes)
+				t.Logf("%s -> %s: %s; CPUs by numaNode constraint and NUMA node %v", name, node, strings.Join(lines, " "), cpuNodes)
 				release(t, c, ns, name)
 			}
 		})

@@ -133,7 +133,8 @@ func startExporter(t *testing.T, c *Cluster, node, file, saDir string) *exporter
 	if err := e.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = e.cmd.Wait(); close(e.done) }()
+	c.Track("exporter-"+node, e.cmd.Process)
+	go func() { _ = e.cmd.Wait(); c.Untrack("exporter-" + node); close(e.done) }()
 	t.Cleanup(func() {
 		_ = e.cmd.Process.Kill()
 		<-e.done

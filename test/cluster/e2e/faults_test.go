@@ -174,7 +174,7 @@ func TestApiServerRestartWhileServing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := &replica{args: withFlag(args, "--request-timeout", "25"), env: env, log: log}
+	server := &replica{c: c, name: "draguard", args: withFlag(args, "--request-timeout", "25"), env: env, log: log}
 	server.start(t)
 	t.Cleanup(func() {
 		server.kill()

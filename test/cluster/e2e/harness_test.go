@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -67,20 +68,59 @@ func exportPath(t testing.TB, rel string) string {
 	return filepath.Join(sourceDir(t), "test", "data", rel)
 }
 
-// NodeName is the Node name cluster.sh gives an export.
+// dnsSubdomain is the shape of a Node name (apimachinery's IsDNS1123Subdomain, length aside).
+var dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+
+// NodeName is the Node name cluster.sh gives an export, the name draguard gives it
+// (k8s::NodeNameFrom; Up checks that they agree): the file name without .xml / .hwloc.xml in
+// lower case, kept when it is a DNS subdomain, else with every character other than a-z, 0-9 and
+// '-' as '-', cut to 63 characters and trimmed of '-' at both ends.
 func NodeName(export string) string {
-	n := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(export), ".xml"), ".hwloc")
-	n = strings.NewReplacer("_", "-", ".", "-", "+", "-").Replace(strings.ToLower(n))
-	if len(n) > 63 {
-		n = n[:63]
+	b := []byte(strings.TrimSuffix(strings.TrimSuffix(filepath.Base(export), ".xml"), ".hwloc"))
+	for i, c := range b { // bytes, ASCII only, as draguard and tr do
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c - 'A' + 'a'
+		}
 	}
-	return strings.TrimRight(n, "-")
+	if len(b) <= 253 && dnsSubdomain.Match(b) {
+		return string(b)
+	}
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z') && !(c >= '0' && c <= '9') && c != '-' {
+			b[i] = '-'
+		}
+	}
+	if len(b) > 63 {
+		b = b[:63]
+	}
+	return strings.Trim(string(b), "-")
+}
+
+// lifeline is a pipe whose write end this process holds until it ends, however it ends (a
+// panic, a -test.timeout, a signal): the reaper cluster.sh up starts for each cluster waits on the
+// read end (CLUSTER_LIFELINE_FD) and stops the cluster once it closes. The write end is never
+// closed, and no child gets it (Go opens every descriptor close-on-exec).
+var lifeline struct {
+	once sync.Once
+	r, w *os.File
+	err  error
+}
+
+func lifelineReader() (*os.File, error) {
+	lifeline.once.Do(func() { lifeline.r, lifeline.w, lifeline.err = os.Pipe() })
+	return lifeline.r, lifeline.err
 }
 
 // script runs cluster.sh with args; its output goes to the test log.
 func script(t testing.TB, args ...string) error {
 	cmd := exec.Command(filepath.Join(sourceDir(t), "test", "cluster", "cluster.sh"), args...)
 	cmd.Env = append(os.Environ(), "DRAGUARD="+draguardBin(t))
+	if r, err := lifelineReader(); err != nil {
+		t.Fatalf("lifeline pipe: %v", err)
+	} else {
+		cmd.ExtraFiles = []*os.File{r} // descriptor 3 of cluster.sh
+		cmd.Env = append(cmd.Env, "CLUSTER_LIFELINE_FD=3")
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -98,8 +138,16 @@ func Up(t testing.TB, exports ...string) *Cluster {
 // does in `cpuMode` (grouped, individual; none: no CPU devices).
 func UpWithCPUs(t testing.TB, cpuMode string, exports ...string) *Cluster {
 	t.Helper()
+	return UpWithDrivers(t, cpuMode, "driver", exports...)
+}
+
+// UpWithDrivers starts a cluster like UpWithCPUs whose NICs publish the NUMA attributes
+// `nicNuma` says (driver: dra.net/numaNode, as dranet v1.4.0; standard: also
+// resource.kubernetes.io/numaNode, as dranet after v1.4.0).
+func UpWithDrivers(t testing.TB, cpuMode, nicNuma string, exports ...string) *Cluster {
+	t.Helper()
 	dir := t.TempDir()
-	args := []string{"up", dir, "--cpu-mode", cpuMode, "--exports"}
+	args := []string{"up", dir, "--cpu-mode", cpuMode, "--nic-numa-attribute", nicNuma, "--exports"}
 	for _, e := range exports {
 		args = append(args, exportPath(t, e))
 	}
@@ -118,6 +166,20 @@ func UpWithCPUs(t testing.TB, cpuMode string, exports ...string) *Cluster {
 	})
 	if err := script(t, args...); err != nil {
 		t.Fatalf("cluster.sh up: %v", err)
+	}
+	// The harness, draguard and the Nodes name each export alike.
+	for _, e := range exports {
+		out, err := Draguard(t, "topology", "show", "-f", exportPath(t, e), "-o", "json")
+		if err != nil {
+			t.Fatalf("draguard topology show -f %s: %v", e, err)
+		}
+		var shown []struct {
+			Node string `json:"node"`
+		}
+		JSON(t, out, &shown)
+		if len(shown) != 1 || shown[0].Node != NodeName(e) {
+			t.Fatalf("draguard topology show names %s %+v, the harness %q", e, shown, NodeName(e))
+		}
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
 	if err != nil {
@@ -147,6 +209,19 @@ func (c *Cluster) Install(helmArgs ...string) {
 		c.t.Fatalf("cluster.sh install: %v", err)
 	}
 }
+
+// Track records the pid of a process the test started beside the cluster (a server replica, an
+// exporter) in DIR/pids/NAME, so that cluster.sh down, and its reaper when this process ends
+// abruptly, stop it too; Untrack forgets it once the process has been waited for.
+func (c *Cluster) Track(name string, p *os.Process) {
+	c.t.Helper()
+	if err := os.WriteFile(filepath.Join(c.Dir, "pids", name), []byte(fmt.Sprint(p.Pid)), 0o644); err != nil {
+		c.t.Fatalf("recording pid of %s: %v", name, err)
+	}
+}
+
+// Untrack removes DIR/pids/NAME (see Track).
+func (c *Cluster) Untrack(name string) { _ = os.Remove(filepath.Join(c.Dir, "pids", name)) }
 
 // StopServer stops draguard serve (the webhook becomes unreachable).
 func (c *Cluster) StopServer() {

@@ -24,6 +24,8 @@ import (
 // replica is one `draguard serve` process of a rolling restart, started by the test with the
 // arguments and environment `cluster.sh install` gave the chart's server, on its own port.
 type replica struct {
+	c    *Cluster
+	name string // its file in DIR/pids (Cluster.Track)
 	args []string
 	env  []string
 	port int
@@ -39,8 +41,9 @@ func (r *replica) start(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting draguard serve: %v", err)
 	}
+	r.c.Track(r.name, cmd.Process)
 	r.cmd, r.done = cmd, make(chan struct{})
-	go func(done chan struct{}) { _ = cmd.Wait(); close(done) }(r.done)
+	go func(done chan struct{}) { _ = cmd.Wait(); r.c.Untrack(r.name); close(done) }(r.done)
 }
 
 // terminate sends SIGTERM and waits for the drain to end with the process.
@@ -255,7 +258,8 @@ func startReplicas(t *testing.T, c *Cluster, lb *balancer, n int) []*replica {
 		}
 		a := withFlag(args, "--listen", fmt.Sprintf("127.0.0.1:%d", ports[i]))
 		a = withFlag(a, "--state-dir", state)
-		replicas[i] = &replica{args: a, env: append(env, fmt.Sprintf("POD_NAME=draguard-%d", i)), port: ports[i], log: log}
+		replicas[i] = &replica{c: c, name: fmt.Sprintf("replica-%d", i), args: a,
+			env: append(env, fmt.Sprintf("POD_NAME=draguard-%d", i)), port: ports[i], log: log}
 	}
 	t.Cleanup(func() {
 		for _, r := range replicas {

@@ -1,6 +1,6 @@
 // The background audit against the fake API server: thousands of objects over several pages, an
 // expired continue token, a forbidden kind, PolicyReports written only when they change, the
-// violation metric's namespace cap, and the Lease (acquire, take over, lose).
+// violation metric's namespace cap, and the Lease (acquire, take over, lose, release on stop).
 #include "draguard/audit/background.h"
 
 #include <unistd.h>
@@ -50,6 +50,16 @@ class BackgroundAuditTest : public kubetest::FakeApiServerTest {
     return std::make_unique<BackgroundAudit>(
         *client_, registry_, *elector_, [this] { return AuditSnapshots{policy_, topology_}; }, metrics_, nullptr,
         options, [this] { return Now(); });
+  }
+
+  // An audit over 50 Pods in 5 namespaces, listed in pages of 10, that took the Lease and ran once.
+  std::unique_ptr<BackgroundAudit> PagedLeader() {
+    PutPods(50, 5, 5);
+    BackgroundOptions options;
+    options.page_size = 10;
+    auto audit = Make(options);
+    EXPECT_TRUE(audit->Tick().ran);
+    return audit;
   }
 
   // `n` Pods round-robin over `namespaces` namespaces; in each namespace every `legacy_every`-th
@@ -241,11 +251,7 @@ TEST_F(BackgroundAuditTest, ViolationNamespacesAreCappedIntoOther) {
 }
 
 TEST_F(BackgroundAuditTest, OneReplicaAuditsAndALostLeaseAbortsTheRun) {
-  PutPods(50, 5, 5);
-  BackgroundOptions options;
-  options.page_size = 10;
-  auto audit = Make(options);
-  ASSERT_TRUE(audit->Tick().ran);
+  auto audit = PagedLeader();
   json lease = server_->GetObject(kLease);
   EXPECT_EQ(lease["spec"]["holderIdentity"], "replica-a");
   EXPECT_EQ(lease["spec"]["leaseDurationSeconds"], 60);
@@ -382,7 +388,62 @@ TEST_F(BackgroundAuditTest, StartAndStopTheThread) {
   }));
   audit->Stop();
   audit->Stop();
-  EXPECT_EQ(server_->GetObject(kLease)["spec"]["holderIdentity"], "replica-a");
+  // Stopping released the Lease (see the next test).
+  EXPECT_EQ(server_->GetObject(kLease)["spec"]["holderIdentity"], "");
+}
+
+// A rolling update stops the holder (SIGTERM): it releases the Lease as client-go's
+// ReleaseOnCancel does, and another replica takes it at its next attempt, at the same instant,
+// instead of after leaseDurationSeconds.
+TEST_F(BackgroundAuditTest, StoppingReleasesTheLeaseSoAnotherReplicaTakesItAtOnce) {
+  auto audit = Make();
+  ASSERT_TRUE(audit->Tick().ran);
+  ASSERT_EQ(metrics_.leader.Value({}), 1);
+  LeaseElector other(*client_, LeaseOptions{"draguard", "draguard-audit", "replica-b", seconds(60)},
+                     [this] { return Now(); });
+  ASSERT_FALSE(other.TryAcquireOrRenew());
+  const json held = server_->GetObject(kLease);
+
+  audit->Stop();
+  json lease = server_->GetObject(kLease);
+  EXPECT_EQ(lease["spec"]["holderIdentity"], "");
+  EXPECT_EQ(lease["spec"]["leaseDurationSeconds"], 1);
+  EXPECT_EQ(lease["spec"]["leaseTransitions"], held["spec"]["leaseTransitions"]);
+  EXPECT_NE(lease["metadata"]["resourceVersion"], held["metadata"]["resourceVersion"]);
+  EXPECT_EQ(metrics_.leader.Value({}), 0);
+
+  // No clock moves: the Lease is free now.
+  ASSERT_TRUE(other.TryAcquireOrRenew()) << other.last_error();
+  lease = server_->GetObject(kLease);
+  EXPECT_EQ(lease["spec"]["holderIdentity"], "replica-b");
+  EXPECT_EQ(lease["spec"]["leaseDurationSeconds"], 60);
+  EXPECT_EQ(lease["spec"]["leaseTransitions"], held["spec"]["leaseTransitions"].get<int>() + 1);
+
+  // Releasing a Lease another replica holds changes nothing; a 409 reads the Lease again.
+  LeaseElector a(*client_, LeaseOptions{"draguard", "draguard-audit", "replica-a", seconds(60)}, [this] { return Now(); });
+  const int puts = server_->Count("PUT", kLease);
+  EXPECT_TRUE(a.Release());
+  EXPECT_EQ(server_->Count("PUT", kLease), puts);
+  json conflict = {{"kind", "Status"}, {"apiVersion", "v1"}, {"code", 409}, {"reason", "Conflict"}};
+  server_->InjectFault("PUT", kLease, kubetest::Reply(409, conflict.dump()));
+  EXPECT_TRUE(other.Release());
+  EXPECT_EQ(server_->Count("PUT", kLease), puts + 2);
+  EXPECT_EQ(server_->GetObject(kLease)["spec"]["holderIdentity"], "");
+}
+
+// Stopping (serve's SIGTERM) ends a run under way after its current page without publishing; the
+// Lease is released on the way out.
+TEST_F(BackgroundAuditTest, ARequestedStopEndsTheRunAndReleasesTheLease) {
+  auto audit = PagedLeader();
+  const int writes = server_->Count("PUT", kReports) + server_->Count("POST", kReports);
+  audit->RequestStop();
+  RunResult r = audit->Run();
+  EXPECT_TRUE(r.aborted);
+  EXPECT_EQ(r.pages, 1u);
+  EXPECT_EQ(server_->Count("PUT", kReports) + server_->Count("POST", kReports), writes);
+  EXPECT_EQ(server_->GetObject(kLease)["spec"]["holderIdentity"], "replica-a");  // released on the way out
+  audit->Stop();
+  EXPECT_EQ(server_->GetObject(kLease)["spec"]["holderIdentity"], "");
 }
 
 }  // namespace

@@ -442,6 +442,136 @@ TEST(ConvertPod, IndividualCpusCountAgainstTheDeviceLimitOfAClaim) {
             PodConversion::Outcome::kConverted);
 }
 
+// CpuPolicy(mode) where the NIC driver also publishes resource.kubernetes.io/numaNode (dranet
+// after v1.4.0).
+policy::Policy CpuPolicyStandardNic(const char* mode) {
+  policy::Policy p = CpuPolicy(mode);
+  p.mutation.nic.numa_attribute = policy::NicNumaAttribute::kStandard;
+  p.fingerprint.clear();  // another policy than the file's: no memo shared with it
+  return p;
+}
+
+// The XE8640-like server, whose GPUs each have an RDMA NIC (the fourth none) on a NUMA node of
+// their own with one CPU, beside two shapes where 2 GPUs and 8 CPUs share a NUMA node but no RDMA
+// NIC is under the GPUs' root: the node names the cluster test harness would give them.
+std::shared_ptr<const topology::Snapshot> RailsBesideCpus() {
+  static std::shared_ptr<const topology::Snapshot> snap =
+      testing::Nodes({{"hwloc-synthetic/xe8640-like_4xH100-SXM_4numa_nvlink-all_3xmlx5.xml", "gpu-node-1"},
+                      {std::string("hwloc/") + testing::kR740, "gpu-node-2"},
+                      {std::string("hwloc/") + testing::kG4dn, "gpu-node-3"}});
+  return snap;
+}
+
+// Found measuring: with CPUs, rails that only the XE8640 gives were refused with the numbers of the
+// shapes the CPUs left ("at most 0 NVLink-connected, 0 under one PCIe root with an RDMA NIC, 0 with
+// an RDMA NIC each under its own root (shape … (node gpu-node-2))"), while the same Pod without
+// CPUs converts to rails there. The refusal names the real reason and what would work.
+TEST(ConvertPod, ANicThatFitsOnlyWhereItsCpusCannotIsTheReasonGiven) {
+  const Json rdma = {{"draguard.io/nic", "rdma"}};
+  auto without = ConvertPod(PodWith({{"nvidia.com/gpu", 2}}, rdma), "ml", CpuPolicy("grouped"), RailsBesideCpus().get());
+  ASSERT_EQ(without.outcome, PodConversion::Outcome::kConverted) << without.reason;
+  EXPECT_NE(without.pod["spec"]["affinity"].dump().find("gpu-node-1"), std::string::npos);
+  auto c = ConvertPod(PodWith({{"nvidia.com/gpu", 2}, {"cpu", "8"}}, rdma), "ml", CpuPolicy("grouped"),
+                      RailsBesideCpus().get());
+  ASSERT_EQ(c.outcome, PodConversion::Outcome::kRefused);
+  EXPECT_EQ(c.reason.find("at most 0 NVLink-connected"), std::string::npos) << c.reason;
+  EXPECT_NE(c.reason.find("no node can place 2 GPUs matching >= 1Gi with an RDMA NIC each under its own PCIe root and "
+                          "8 CPUs on their NUMA node (mutation.cpu): on the nodes that give the GPUs their NICs (shape " +
+                          RailsBesideCpus()->Find("gpu-node-1")->shape->fingerprint +
+                          " (node gpu-node-1)), each of those GPUs with its NIC is on a NUMA node of its own, so the 8 "
+                          "CPUs cannot share one NUMA node with all 2 GPUs. Fix: ask for at most 2 CPUs, a multiple of 2 "
+                          "(draguard then splits them per GPU, each GPU's share on its own NUMA node with its NIC), or "
+                          "leave the NIC out (draguard.io/nic: none)"),
+            std::string::npos)
+      << c.reason;
+  // The same on the XE8640 alone, where the CPUs fit no shape at all (KeepShapesWithCpus refuses).
+  auto alone = ConvertPod(PodWith({{"nvidia.com/gpu", 2}, {"cpu", "8"}}, rdma), "ml", CpuPolicy("grouped"),
+                          testing::Nodes({{"hwloc-synthetic/xe8640-like_4xH100-SXM_4numa_nvlink-all_3xmlx5.xml", "xe-a"}}).get());
+  ASSERT_EQ(alone.outcome, PodConversion::Outcome::kRefused);
+  EXPECT_NE(alone.reason.find("each of those GPUs with its NIC is on a NUMA node of its own"), std::string::npos)
+      << alone.reason;
+}
+
+// What that refusal says would work: the CPUs split per GPU. Rails on NUMA nodes of their own are
+// split like NUMA parts: a CPU request per group of rails, tied to them by numaNode.
+TEST(ConvertPod, RailsThatNeedSeveralNumaNodesAreSplitWithTheirCpus) {
+  const Json rdma = {{"draguard.io/nic", "rdma"}};
+  for (const char* mode : {"grouped", "individual"}) {
+    SCOPED_TRACE(mode);
+    auto c = ConvertPod(PodWith({{"nvidia.com/gpu", 2}, {"cpu", "2"}}, rdma), "ml", CpuPolicy(mode), RailsBesideCpus().get());
+    ASSERT_EQ(c.outcome, PodConversion::Outcome::kConverted) << c.reason;
+    ASSERT_EQ(c.templates.size(), 1u);
+    const Json& devices = c.templates[0].object["spec"]["spec"]["devices"];
+    std::vector<std::string> names;
+    for (const auto& r : devices["requests"]) names.push_back(r["name"]);
+    EXPECT_EQ(names, (std::vector<std::string>{"gpu-rail-0", "gpu-rail-0-nic", "gpu-rail-1", "gpu-rail-1-nic",
+                                               "cpu-part-0", "cpu-part-1"}));
+    const Json& cpu = devices["requests"][4]["exactly"];
+    if (std::string(mode) == "grouped") {
+      EXPECT_EQ(cpu["capacity"]["requests"]["dra.cpu/cpu"], "1");
+    } else {
+      EXPECT_EQ(cpu["count"], 1);
+    }
+    const Json numa0 = {{"matchAttribute", "resource.kubernetes.io/numaNode"}, {"requests", {"gpu-rail-0", "cpu-part-0"}}};
+    const Json numa1 = {{"matchAttribute", "resource.kubernetes.io/numaNode"}, {"requests", {"gpu-rail-1", "cpu-part-1"}}};
+    const Json pair0 = {{"matchAttribute", "resource.kubernetes.io/pcieRoot"}, {"requests", {"gpu-rail-0", "gpu-rail-0-nic"}}};
+    EXPECT_EQ(devices["constraints"], Json::array({pair0,
+                                                   {{"matchAttribute", "resource.kubernetes.io/pcieRoot"},
+                                                    {"requests", {"gpu-rail-1", "gpu-rail-1-nic"}}},
+                                                   numa0, numa1}))
+        << devices["constraints"].dump();
+    // Only the XE8640 has the rails; the container lists every request and keeps its 2 CPUs.
+    EXPECT_EQ(c.pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+                   ["nodeSelectorTerms"][0]["matchFields"][0]["values"],
+              Json::array({"gpu-node-1"}));
+    const Json& res = c.pod["spec"]["containers"][0]["resources"];
+    EXPECT_EQ(res["claims"].size(), 6u);
+    EXPECT_EQ(res["requests"]["cpu"], "2");
+    EXPECT_EQ(res["limits"]["cpu"], "2");
+  }
+  // 3 GPUs with 3 CPUs: the XE8640's three rails, one per NUMA node; 4 cannot (the fourth GPU has no NIC).
+  auto three = ConvertPod(PodWith({{"nvidia.com/gpu", 3}, {"cpu", "3"}}, rdma), "ml", CpuPolicy("grouped"),
+                          RailsBesideCpus().get());
+  EXPECT_EQ(three.outcome, PodConversion::Outcome::kConverted) << three.reason;
+  // CPUs that do not divide evenly are not split: refused with what would work.
+  auto odd = ConvertPod(PodWith({{"nvidia.com/gpu", 2}, {"cpu", "3"}}, rdma), "ml", CpuPolicy("grouped"),
+                        RailsBesideCpus().get());
+  ASSERT_EQ(odd.outcome, PodConversion::Outcome::kRefused);
+  EXPECT_NE(odd.reason.find("ask for at most 2 CPUs, a multiple of 2"), std::string::npos) << odd.reason;
+}
+
+// Where dranet publishes resource.kubernetes.io/numaNode (mutation.nic.numaAttribute: standard),
+// NIC requests join the numaNode constraint of their GPUs and CPUs directly; with dranet v1.4.0
+// (the default) they cannot (a matchAttribute over a device without the attribute is never met).
+TEST(ConvertPod, NicsJoinTheNumaNodeConstraintWhereTheirDriverPublishesIt) {
+  const Json rdma = {{"draguard.io/nic", "rdma"}};
+  auto rails = ConvertPod(PodWith({{"nvidia.com/gpu", 2}, {"cpu", "2"}}, rdma), "ml", CpuPolicyStandardNic("grouped"),
+                          RailsBesideCpus().get());
+  ASSERT_EQ(rails.outcome, PodConversion::Outcome::kConverted) << rails.reason;
+  const Json& constraints = rails.templates[0].object["spec"]["spec"]["devices"]["constraints"];
+  EXPECT_NE(std::find(constraints.begin(), constraints.end(),
+                      Json{{"matchAttribute", "resource.kubernetes.io/numaNode"},
+                           {"requests", {"gpu-rail-0", "gpu-rail-0-nic", "cpu-part-0"}}}),
+            constraints.end())
+      << constraints.dump();
+  // One GPU with its NIC under its root and a CPU on its NUMA node (no rails).
+  auto one = ConvertPod(PodWith({{"nvidia.com/gpu", 1}, {"cpu", "1"}}, rdma), "ml", CpuPolicyStandardNic("grouped"),
+                        RailsBesideCpus().get());
+  ASSERT_EQ(one.outcome, PodConversion::Outcome::kConverted) << one.reason;
+  const Json& one_constraints = one.templates[0].object["spec"]["spec"]["devices"]["constraints"];
+  EXPECT_NE(std::find(one_constraints.begin(), one_constraints.end(),
+                      Json{{"matchAttribute", "resource.kubernetes.io/numaNode"}, {"requests", {"gpu", "gpu-nic", "cpu"}}}),
+            one_constraints.end())
+      << one_constraints.dump();
+  auto driver = ConvertPod(PodWith({{"nvidia.com/gpu", 1}, {"cpu", "1"}}, rdma), "ml", CpuPolicy("grouped"),
+                           RailsBesideCpus().get());
+  ASSERT_EQ(driver.outcome, PodConversion::Outcome::kConverted) << driver.reason;
+  EXPECT_EQ(driver.templates[0].object["spec"]["spec"]["devices"]["constraints"].dump().find("\"gpu-nic\",\"cpu\""),
+            std::string::npos);
+  // Different policies, different templates: the memo keys apart.
+  EXPECT_NE(driver.templates[0].name, one.templates[0].name);
+}
+
 // In a mixed cluster the Pod is restricted to the shapes with a NUMA node holding the GPUs and the
 // CPUs: the DGX-2H export's cpuset allows 2 CPUs per NUMA node.
 TEST(ConvertPod, CpusRestrictToTheShapesThatHoldThem) {

@@ -233,6 +233,8 @@ TEST(Policy, DefaultPolicyFileMatchesTheBuiltInDefaults) {
   EXPECT_EQ(p->device_classes.cpu, builtin.device_classes.cpu);
   EXPECT_EQ(p->mutation.cpu.mode, builtin.mutation.cpu.mode);
   EXPECT_EQ(p->mutation.cpu.device_class, builtin.mutation.cpu.device_class);
+  EXPECT_EQ(p->mutation.nic.numa_attribute, builtin.mutation.nic.numa_attribute);
+  EXPECT_EQ(p->mutation.nic.numa_attribute, NicNumaAttribute::kDriver);  // dranet v1.4.0
   EXPECT_FALSE(p->rules.count("DG016"));  // its action follows mutation.cpu.mode
   EXPECT_EQ(p->alignment_exempt_classes, builtin.alignment_exempt_classes);
   EXPECT_EQ(p->memory_minimum, builtin.memory_minimum);
@@ -394,6 +396,22 @@ TEST(ParsePolicy, MutationCpu) {
   auto key = ParsePolicy(head + "mutation: {cpu: {mod: grouped}}\n", "p.yaml");
   ASSERT_FALSE(key.ok());
   EXPECT_NE(key.status().message().find("mutation.cpu.mod: unknown key"), std::string::npos) << key.status().message();
+}
+
+// mutation.nic.numaAttribute: the NUMA attribute the NIC driver's release publishes.
+TEST(ParsePolicy, MutationNicNumaAttribute) {
+  const std::string head = "apiVersion: draguard.io/v1alpha1\nkind: Policy\n";
+  auto standard = ParsePolicy(head + "mutation: {nic: {numaAttribute: standard}}\n");
+  ASSERT_TRUE(standard.ok()) << standard.status().ToString();
+  EXPECT_EQ(standard->mutation.nic.numa_attribute, NicNumaAttribute::kStandard);
+  EXPECT_EQ(standard->mutation.nic.driver, "dra.net");  // the other nic keys keep their defaults
+  auto driver = ParsePolicy(head + "mutation: {nic: {driver: net.example, numaAttribute: driver}}\n");
+  ASSERT_TRUE(driver.ok()) << driver.status().ToString();
+  EXPECT_EQ(driver->mutation.nic.numa_attribute, NicNumaAttribute::kDriver);
+  auto bad = ParsePolicy(head + "mutation:\n  nic: {numaAttribute: v1.5.0}\n", "p.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("mutation.nic.numaAttribute"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("p.yaml:4:"), std::string::npos) << bad.status().message();
 }
 
 }  // namespace
