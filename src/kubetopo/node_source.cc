@@ -112,6 +112,21 @@ struct NodeSource::LegacyEntry {
   Status problem;                // no export key
 };
 
+// What the source keeps of a per-node ConfigMap of an earlier release.
+NodeSource::LegacyEntry NodeSource::LegacyEntryOf(const kube::Object& cm) {
+  NodeSource::LegacyEntry l;
+  if (auto it = cm.labels.find(kNodeLabel); it != cm.labels.end()) l.node = it->second;
+  l.resource_version = cm.resource_version;
+  l.name = cm.name;
+  Result<std::pair<std::string, std::string>> sel = SelectExport(cm);
+  if (sel.ok()) {
+    l.export_bytes = std::move(sel).value();
+  } else {
+    l.problem = sel.status();
+  }
+  return l;
+}
+
 // Adapts one feed's watcher callbacks to the source.
 class NodeSource::Handler : public kube::WatchHandler {
  public:
@@ -474,23 +489,10 @@ void NodeSource::Sync(Feed feed, std::vector<kube::Object> all) {
         }
         break;
       }
-      case Feed::kLegacy: {
+      case Feed::kLegacy:
         legacy_.clear();
-        for (kube::Object& cm : all) {
-          LegacyEntry l;
-          if (auto it = cm.labels.find(kNodeLabel); it != cm.labels.end()) l.node = it->second;
-          l.resource_version = cm.resource_version;
-          l.name = cm.name;
-          Result<std::pair<std::string, std::string>> sel = SelectExport(cm);
-          if (sel.ok()) {
-            l.export_bytes = std::move(sel).value();
-          } else {
-            l.problem = sel.status();
-          }
-          legacy_[OriginOf(cm)] = std::move(l);
-        }
+        for (const kube::Object& cm : all) legacy_[OriginOf(cm)] = LegacyEntryOf(cm);
         break;
-      }
     }
     last_error_ = Status::Ok();
   }
@@ -523,21 +525,10 @@ void NodeSource::Upsert(Feed feed, const kube::Object& object) {
     switch (feed) {
       case Feed::kNodes: changed = UpsertNodeLocked(object); break;
       case Feed::kShapes: changed = UpsertShapeLocked(object); break;
-      case Feed::kLegacy: {
-        LegacyEntry l;
-        if (auto it = object.labels.find(kNodeLabel); it != object.labels.end()) l.node = it->second;
-        l.resource_version = object.resource_version;
-        l.name = object.name;
-        Result<std::pair<std::string, std::string>> sel = SelectExport(object);
-        if (sel.ok()) {
-          l.export_bytes = std::move(sel).value();
-        } else {
-          l.problem = sel.status();
-        }
-        legacy_[OriginOf(object)] = std::move(l);
+      case Feed::kLegacy:
+        legacy_[OriginOf(object)] = LegacyEntryOf(object);
         changed = true;
         break;
-      }
     }
     if (changed) MarkDirtyLocked();
   }

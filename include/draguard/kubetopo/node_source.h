@@ -133,6 +133,7 @@ class NodeSource : public topology::Source {
   bool UpsertNodeLocked(const kube::Object& node);
   void BuildNodeLocked(const std::string& name, NodeEntry& entry);
   bool UpsertShapeLocked(const kube::Object& config_map);
+  static LegacyEntry LegacyEntryOf(const kube::Object& config_map);
   void MarkDirtyLocked();
   void FlushReports();
   void Notify();
