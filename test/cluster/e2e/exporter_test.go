@@ -260,6 +260,34 @@ func gauges(t *testing.T, c *Cluster, nodes, shapes float64) {
 	})
 }
 
+// The two machines of the exporter tests.
+const (
+	dgxExport  = "hwloc/hwloc_nvidia-dgx2h_2s-xeon8174_16xV100-SXM3_12xNVSwitch_nvlink-hetero.xml"
+	g4dnExport = "hwloc/aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa.xml"
+)
+
+// upDgxAndG4dn starts a cluster of the DGX-2H and the g4dn.metal with the chart's defaults
+// (exporter and its policies on) and returns it with the shape label `up` published on each Node
+// (as cluster-admin): two distinct shapes.
+func upDgxAndG4dn(t *testing.T) (c *Cluster, dgx, g4dn string, shapeOf map[string]string) {
+	t.Helper()
+	c = Up(t, dgxExport, g4dnExport)
+	c.Install()
+	dgx, g4dn = NodeName(dgxExport), NodeName(g4dnExport)
+	shapeOf = map[string]string{}
+	for _, n := range []string{dgx, g4dn} {
+		node, err := c.Kube.CoreV1().Nodes().Get(context.Background(), n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		shapeOf[n] = node.Labels[shapeLabel]
+	}
+	if shapeOf[dgx] == "" || shapeOf[g4dn] == "" || shapeOf[dgx] == shapeOf[g4dn] {
+		t.Fatalf("up published shapes %v, want two distinct", shapeOf)
+	}
+	return c, dgx, g4dn, shapeOf
+}
+
 // TestExporterUnderItsServiceAccount: `draguard topology export --publish -f` under the exporter
 // ServiceAccount of the chart, with a token bound to its DaemonSet pod as the kubelet projects
 // it: it publishes the node's shape label and annotation (the shape object exists already: `up`
@@ -267,23 +295,8 @@ func gauges(t *testing.T, c *Cluster, nodes, shapes float64) {
 // the conversion of a 16-GPU Pod), and the chart's ValidatingAdmissionPolicies and its
 // shape-object webhook refuse every other Node or ConfigMap write the exporter's identity attempts.
 func TestExporterUnderItsServiceAccount(t *testing.T) {
-	dgxExport := "hwloc/hwloc_nvidia-dgx2h_2s-xeon8174_16xV100-SXM3_12xNVSwitch_nvlink-hetero.xml"
-	g4dnExport := "hwloc/aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa.xml"
-	c := Up(t, dgxExport, g4dnExport)
-	c.Install() // the chart's defaults: exporter and its policies on
+	c, dgx, g4dn, shapeOf := upDgxAndG4dn(t)
 	ctx := context.Background()
-	dgx, g4dn := NodeName(dgxExport), NodeName(g4dnExport)
-	shapeOf := map[string]string{}
-	for _, n := range []string{dgx, g4dn} {
-		node, err := c.Kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		shapeOf[n] = node.Labels[shapeLabel] // published by cluster.sh up as cluster-admin
-	}
-	if shapeOf[dgx] == "" || shapeOf[g4dn] == "" || shapeOf[dgx] == shapeOf[g4dn] {
-		t.Fatalf("up published shapes %v, want two distinct", shapeOf)
-	}
 	pods := exporterPods(t, c, dgx, g4dn)
 	podToken := exporterToken(t, c, &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pods[dgx].Name, UID: pods[dgx].UID})
 	ns := "exporter-test"
@@ -498,20 +511,8 @@ func TestExporterUnderItsServiceAccount(t *testing.T) {
 // a node's exporter is upgraded it publishes the current way and deletes its ConfigMap, while serve
 // knows both nodes at every moment.
 func TestExporterUpgradeFromPerNodeConfigMaps(t *testing.T) {
-	dgxExport := "hwloc/hwloc_nvidia-dgx2h_2s-xeon8174_16xV100-SXM3_12xNVSwitch_nvlink-hetero.xml"
-	g4dnExport := "hwloc/aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa.xml"
-	c := Up(t, dgxExport, g4dnExport)
-	c.Install()
+	c, dgx, g4dn, shapeOf := upDgxAndG4dn(t)
 	ctx := context.Background()
-	dgx, g4dn := NodeName(dgxExport), NodeName(g4dnExport)
-	shapeOf := map[string]string{}
-	for _, n := range []string{dgx, g4dn} {
-		node, err := c.Kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		shapeOf[n] = node.Labels[shapeLabel]
-	}
 	pods := exporterPods(t, c, dgx, g4dn)
 	tokens := map[string]string{}
 	// The earlier release's state, written through the API calls its exporter made, under tokens
