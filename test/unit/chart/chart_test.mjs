@@ -750,13 +750,16 @@ async function scenarios() {
     eq(deletes({ "draguard.io/topology": "hwloc" }), false, "a per-node ConfigMap");
     eq(deletes(undefined), false, "the policy ConfigMap");
   });
-  check("topology.source=configmaps: the shape-object webhook (topology namespace, shape label, Fail, own path)", () => {
+  const cmTopoDefault = render(["--set", "topology.source=configmaps"]);
+  check("topology.source=configmaps: the shape-object webhook (its namespaces, shape label, Fail, own path)", () => {
     const w = topologyWebhook(cmTopo);
     assert(w, "webhook");
     eq(w.clientConfig.service.path, "/validate-topology", "path");
     eq(w.failurePolicy, "Fail", "failurePolicy");
     eq(w.sideEffects, "None", "sideEffects");
-    eq(w.namespaceSelector, { matchLabels: { "kubernetes.io/metadata.name": "gpu-topology" } }, "topology namespace only");
+    eq(w.namespaceSelector, { matchExpressions: [{ key: "kubernetes.io/metadata.name", operator: "In",
+      values: [cmTopo.namespace, "gpu-topology"] }] }, "the release namespace (the exporter writes there) and the topology namespace");
+    eq(topologyWebhook(cmTopoDefault).namespaceSelector.matchExpressions[0].values, [cmTopoDefault.namespace], "one namespace by default");
     eq(w.objectSelector, { matchLabels: { "draguard.io/topology": "shape" } }, "shape objects only");
     eq(w.rules, [{ apiGroups: [""], apiVersions: ["v1"], resources: ["configmaps"], operations: ["CREATE", "UPDATE"], scope: "Namespaced" }], "rules");
     assert(!topologyWebhook(render(["--set", "exporter.enabled=false"])), "no webhook without the API source");
