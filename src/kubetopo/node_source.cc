@@ -85,13 +85,18 @@ Result<std::pair<std::string, std::string>> SelectExport(const kube::Object& cm)
 }
 
 // One node's publication as the source knows it.
+// `built` is what the source serves: the node as its last publication that could be built made
+// it (the last good model). The latest publication may be newer: waiting for its shape object, or
+// refused; the node keeps its last good model meanwhile, and so never leaves the model while it
+// moves to a shape whose object event has not arrived yet.
 struct NodeSource::NodeEntry {
   uint64_t hash = 0;           // of its label and annotation (PublicationHash)
-  std::string digest;          // the shape object it uses; empty when refused before reading it
-  std::string version;         // resourceVersion of the Node when its publication last changed
-  std::unique_ptr<NodePublication> waiting;  // kept until its shape object is known
-  std::shared_ptr<const topology::NodeTopology> built;  // set once built
-  Status problem;              // why it is refused (OK when built or waiting)
+  std::string digest;          // the shape object its latest publication names; empty when unreadable
+  std::string latest_version;  // resourceVersion of the Node when its publication last changed
+  std::string version;         // resourceVersion of the publication `built` was built from
+  std::unique_ptr<NodePublication> waiting;  // the latest publication, until its shape object is known
+  std::shared_ptr<const topology::NodeTopology> built;  // the last good model; null before the first
+  Status problem;              // why the latest publication is refused (OK when built or waiting)
 };
 
 // One shape object.
@@ -213,12 +218,12 @@ NodeSourceCounts NodeSource::counts() const {
   std::lock_guard<std::mutex> lock(mu_);
   NodeSourceCounts c;
   for (const auto& [name, n] : nodes_) {
-    if (n.built != nullptr) {
-      ++c.nodes_built;
-    } else if (n.waiting != nullptr) {
+    if (n.waiting != nullptr) {
       ++c.nodes_waiting;
-    } else {
+    } else if (!n.problem.ok()) {
       ++c.nodes_refused;
+    } else if (n.built != nullptr) {
+      ++c.nodes_built;
     }
   }
   for (const auto& [digest, s] : shapes_) (s.record.has_value() ? c.shape_objects : c.shape_objects_refused)++;
@@ -372,27 +377,28 @@ void NodeSource::BuildNodeLocked(const std::string& name, NodeEntry& n) {
   if (s == shapes_.end() || n.waiting == nullptr) return;
   NodePublication pub = std::move(*n.waiting);
   n.waiting.reset();
-  if (!s->second.record.has_value()) {
-    n.problem = Status::FailedPrecondition("node " + name + ": its shape object " + s->second.name +
-                                           " is refused: " + s->second.problem.message());
+  auto refuse = [&](const std::string& why) {
+    n.problem = Status::FailedPrecondition("node " + name + ": " + why +
+                                           (n.built != nullptr ? "; the node keeps its last good model" : ""));
     reports_.push_back(n.problem);
+  };
+  if (!s->second.record.has_value()) {
+    refuse("its shape object " + s->second.name + " is refused: " + s->second.problem.message());
     return;
   }
   const topology::ShapeRecord& record = *s->second.record;
   if (record.shape->fingerprint != pub.fingerprint) {
-    n.problem = Status::FailedPrecondition("node " + name + ": label " + std::string(topology::kShapeLabel) + "=" +
-                                           pub.fingerprint + " disagrees with its shape object " + s->second.name +
-                                           " (shape " + record.shape->fingerprint + ")");
-    reports_.push_back(n.problem);
+    refuse("label " + std::string(topology::kShapeLabel) + "=" + pub.fingerprint + " disagrees with its shape object " +
+           s->second.name + " (shape " + record.shape->fingerprint + ")");
     return;
   }
-  auto built = topology::MakeNodeTopology(record, std::move(pub.facts), name, "node " + name, n.version);
+  auto built = topology::MakeNodeTopology(record, std::move(pub.facts), name, "node " + name, n.latest_version);
   if (!built.ok()) {
-    n.problem = built.status();
-    reports_.push_back(n.problem);
+    refuse(built.status().message());
     return;
   }
   n.built = std::move(built).value();
+  n.version = n.latest_version;
   n.problem = Status::Ok();
 }
 
@@ -408,12 +414,15 @@ bool NodeSource::UpsertNodeLocked(const kube::Object& node) {
     nodes_.erase(it);
     return true;
   }
-  NodeEntry& n = nodes_[node.name];
-  n = NodeEntry{};
+  NodeEntry& n = nodes_[node.name];  // its last good model, if any, stays
   n.hash = hash;
-  n.version = node.resource_version;
+  n.latest_version = node.resource_version;
+  n.waiting.reset();
+  n.problem = Status::Ok();
+  n.digest.clear();
   if (!pub.ok()) {
-    n.problem = pub.status();
+    n.problem = Status(pub.status().code(), pub.status().message() +
+                                                (n.built != nullptr ? "; the node keeps its last good model" : ""));
     reports_.push_back(n.problem);
     return true;
   }
@@ -462,11 +471,9 @@ void NodeSource::Sync(Feed feed, std::vector<kube::Object> all) {
         std::map<std::string, NodeEntry> old;
         old.swap(nodes_);
         for (const kube::Object& node : all) {
-          // Unchanged publications keep their built node.
-          if (auto o = old.find(node.name); o != old.end() && o->second.hash == PublicationHash(node)) {
-            nodes_.emplace(node.name, std::move(o->second));
-            continue;
-          }
+          // A node still listed keeps its entry (an unchanged publication its built node, a changed
+          // one its last good model).
+          if (auto o = old.find(node.name); o != old.end()) nodes_.emplace(node.name, std::move(o->second));
           UpsertNodeLocked(node);
         }
         break;

@@ -88,11 +88,10 @@ Result<ShapeRecord> DecodeShapeRecord(std::string_view bytes, ShapeInterner& int
 Result<std::shared_ptr<const NodeTopology>> MakeNodeTopology(const ShapeRecord& record, NodeFacts facts,
                                                              std::string name, std::string source,
                                                              std::string version) {
-  if (record.shape == nullptr) return Status::InvalidArgument("node " + name + ": no shape");
+  if (record.shape == nullptr) return Status::InvalidArgument("no shape");
   if (!facts.gpu_uuids.empty() && facts.gpu_uuids.size() != record.shape->gpus.size()) {
-    return Status::InvalidArgument("node " + name + ": " + std::to_string(facts.gpu_uuids.size()) +
-                                   " GPU UUIDs for a shape of " + std::to_string(record.shape->gpus.size()) +
-                                   " GPUs");
+    return Status::InvalidArgument(std::to_string(facts.gpu_uuids.size()) + " GPU UUIDs for a shape of " +
+                                   std::to_string(record.shape->gpus.size()) + " GPUs");
   }
   auto n = std::make_shared<NodeTopology>();
   n->name = std::move(name);

@@ -11,8 +11,8 @@
 //
 // A node with a valid publication whose shape object is known comes to the Store built (no export
 // parsed; topology::SourceEntry::built). Its per-node ConfigMap of an earlier release, if any, is
-// then ignored; a node whose publication is refused, or waits for its shape object, keeps using
-// that ConfigMap meanwhile. A ConfigMap's XML is handed to the Store once and then dropped (a
+// then ignored. A later publication that is refused, or waits for its shape object, leaves the
+// node its last good model; a node never built from a publication keeps using its old ConfigMap. A ConfigMap's XML is handed to the Store once and then dropped (a
 // second read of the same version GETs it again), so no raw export stays in memory.
 //
 // What a replica keeps: each distinct record once (shared Shape and CPU list), and per node its
@@ -77,11 +77,12 @@ struct NodeSourceOptions {
   std::function<void(const Status&)> on_error;
 };
 
-/// Counts for metrics and tests (a consistent view).
+/// Counts for metrics and tests (a consistent view). A node is counted by the state of its latest
+/// publication; a waiting or refused one is still served with its last good model, if it had one.
 struct NodeSourceCounts {
-  uint64_t nodes_built = 0;        ///< nodes delivered built from their publication
-  uint64_t nodes_waiting = 0;      ///< nodes whose shape object is not known (yet)
-  uint64_t nodes_refused = 0;      ///< nodes whose publication is refused
+  uint64_t nodes_built = 0;        ///< nodes whose latest publication is built and served
+  uint64_t nodes_waiting = 0;      ///< nodes whose latest publication names a shape object not known (yet)
+  uint64_t nodes_refused = 0;      ///< nodes whose latest publication is refused
   uint64_t shape_objects = 0;      ///< shape objects verified and decoded
   uint64_t shape_objects_refused = 0;  ///< shape objects that failed verification
   uint64_t legacy_configmaps = 0;  ///< per-node ConfigMaps of earlier releases listed

@@ -73,8 +73,8 @@ NodeFacts FactsOf(const ParsedExport& parsed);
 Result<ShapeRecord> DecodeShapeRecord(std::string_view bytes, ShapeInterner& interner,
                                       const ShapeRecordLimits& limits = {});
 
-/// A node from a decoded record and its own facts, with no export parsed. InvalidArgument when
-/// `facts.gpu_uuids` is neither empty nor one per GPU of the record's shape.
+/// A node from a decoded record and its own facts, with no export parsed. InvalidArgument (not
+/// naming the node) when `facts.gpu_uuids` is neither empty nor one per GPU of the record's shape.
 Result<std::shared_ptr<const NodeTopology>> MakeNodeTopology(const ShapeRecord& record, NodeFacts facts,
                                                              std::string name, std::string source,
                                                              std::string version);

@@ -219,6 +219,43 @@ TEST_F(NodeSourceTest, ANodeWaitsForItsShapeObject) {
   EXPECT_NE(Find("gpu-1"), nullptr);
 }
 
+// A node that moves to a shape whose object the source has not seen yet (two watches, no order
+// between them), or whose publication is then refused, keeps its last good model.
+TEST_F(NodeSourceTest, ANodeKeepsItsLastGoodModelWhileItsNewPublicationWaitsOrIsRefused) {
+  Publish("gpu-1", kG4dn);
+  Publish("gpu-2", kG4dn);
+  StartStore();
+  Result<ShapeObject> lassen = MakeShapeObject(exports_[kLassen]);
+  ASSERT_TRUE(lassen.ok());
+  NodePublication pub;
+  pub.fingerprint = lassen->fingerprint;
+  pub.shape_object = lassen->digest;
+  pub.facts = topology::FactsOf(exports_[kLassen]);
+  json node = server_->GetObject("/api/v1/nodes/gpu-1");
+  node.merge_patch(json::parse(NodePublicationPatch(pub)));
+  server_->PutObject("/api/v1/nodes/gpu-1", node);
+  ASSERT_TRUE(WaitFor([&] { return source_->counts().nodes_waiting == 1; }));
+  ASSERT_NE(Find("gpu-1"), nullptr);
+  EXPECT_EQ(Find("gpu-1")->shape->fingerprint, exports_[kG4dn].shape.fingerprint) << "the last good model";
+  server_->PutObject(kCms + "/" + lassen->name, json::parse(ShapeObjectJson(*lassen, kNs)));
+  ASSERT_TRUE(WaitFor([&] {
+    const topology::NodeTopology* n = Find("gpu-1");
+    return n != nullptr && n->shape->fingerprint == exports_[kLassen].shape.fingerprint;
+  }));
+  EXPECT_EQ(source_->counts().nodes_built, 2u);
+  // A label changed by hand: refused, reported, and the node keeps its model.
+  node = server_->GetObject("/api/v1/nodes/gpu-1");
+  node["metadata"]["labels"]["draguard.io/topology-shape"] = "0123456789abcdef";
+  server_->PutObject("/api/v1/nodes/gpu-1", node);
+  ASSERT_TRUE(WaitFor([&] { return source_->counts().nodes_refused == 1; }));
+  ASSERT_NE(Find("gpu-1"), nullptr);
+  EXPECT_EQ(Find("gpu-1")->shape->fingerprint, exports_[kLassen].shape.fingerprint);
+  bool reported = false;
+  for (const auto& e : Errors()) reported = reported || e.find("keeps its last good model") != std::string::npos ||
+                                             e.find("disagrees with its shape object") != std::string::npos;
+  EXPECT_TRUE(reported);
+}
+
 // The upgrade: exporters of the earlier release publish per-node ConfigMaps; the webhook reads
 // both, and a node that publishes the current way takes that over its old ConfigMap at once.
 TEST_F(NodeSourceTest, PerNodeConfigMapsServeUntilTheNodePublishesTheCurrentWay) {
