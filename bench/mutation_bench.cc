@@ -1,6 +1,7 @@
 // Mutation cost: /mutate of a legacy GPU Pod (with its template already known to the provisioner's
 // cache) against /validate of the same body, and the conversion steps alone, on real topologies.
 #include <chrono>
+#include <cstdio>
 #include <mutex>
 #include <set>
 #include <string>
@@ -12,6 +13,8 @@
 #include "draguard/mutation/mutation.h"
 #include "draguard/mutation/provisioner.h"
 #include "draguard/policy/policy.h"
+#include "draguard/topology/loader.h"
+#include "draguard/topology/shape_record.h"
 #include "draguard/topology/snapshot.h"
 #include "draguard/webhook/reviewer.h"
 
@@ -106,6 +109,54 @@ void BM_Review(benchmark::State& state, const char* topo_file, int gpus, bool mu
     benchmark::DoNotOptimize(out);
   }
 }
+// A cluster of `nodes` nodes of eight shapes (node i has shape i mod 8, g4dn.metal among them),
+// built as `serve` builds it from the nodes' publications: one record per shape, the node's own
+// facts on top.
+std::shared_ptr<const dg::topology::Snapshot> Cluster(int nodes) {
+  static const char* kShapes[] = {
+      kG4dn, kDgx, "llnl_lassen_ibm-ac922_2s-power9_4xV100-SXM2_cuda-nvml_4xmlx5.xml",
+      "llnl_tioga_hpe-ex235a_epyc7a53_4numa_8xMI250X-GCD_rsmi_xgmi.xml",
+      "clemson-palmetto_dell-r740_2s-gold6248_2xV100-PCIe_cuda-nvml_mlx5.xml",
+      "llnl_corona_supermicro-4124gs_2s-epyc7402_8xMI50_rsmi-opencl.xml",
+      "llnl_pascal_relion-x1904gt_2s-e5-2695v4_2xP100-PCIe_cuda-nvml-opencl.xml",
+      "hwloc_ibm-power8-minsky_2s_4xP100-SXM2_nvlink-gpu-cpu-hetero.xml"};
+  static dg::topology::ShapeInterner interner;
+  std::vector<dg::topology::ShapeRecord> records;
+  std::vector<dg::topology::NodeFacts> facts;
+  for (const char* f : kShapes) {
+    auto p = dg::topology::ParseHwlocFile(std::string(DRAGUARD_SOURCE_DIR) + "/test/data/hwloc/" + f);
+    if (!p.ok()) return nullptr;
+    records.push_back(dg::topology::DecodeShapeRecord(dg::topology::EncodeShapeRecord(*p), interner).value());
+    facts.push_back(dg::topology::FactsOf(*p));
+  }
+  std::vector<std::shared_ptr<const dg::topology::NodeTopology>> all;
+  for (int i = 0; i < nodes; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "gpu-%05d", i);
+    all.push_back(dg::topology::MakeNodeTopology(records[i % 8], facts[i % 8], name, std::string("node ") + name, "1").value());
+  }
+  return dg::topology::Snapshot::Create(std::move(all), 1);
+}
+
+// A 2-GPU legacy Pod reviewed against a cluster of `nodes` nodes: what a replica answers at
+// cluster scale, beside the same review against one node of each shape.
+void BM_ReviewCluster(benchmark::State& state, int nodes, bool mutate) {
+  static CachedProvisioner provisioner;
+  static const dg::webhook::Reviewer reviewer(Rules(), {}, &provisioner);
+  auto topo = Cluster(nodes);
+  const std::string body = Review(LegacyPod(2));
+  auto kind = mutate ? dg::admission::WebhookKind::kMutating : dg::admission::WebhookKind::kValidating;
+  for (auto _ : state) {
+    auto out = reviewer.Review(body, kind, Policy(), topo.get(), std::chrono::system_clock::time_point{},
+                               std::chrono::steady_clock::now() + dg::webhook::kDefaultReviewTimeout);
+    benchmark::DoNotOptimize(out);
+  }
+}
+BENCHMARK_CAPTURE(BM_ReviewCluster, validate_2gpu_8_nodes, 8, false);
+BENCHMARK_CAPTURE(BM_ReviewCluster, validate_2gpu_10000_nodes, 10000, false);
+BENCHMARK_CAPTURE(BM_ReviewCluster, mutate_2gpu_8_nodes, 8, true);
+BENCHMARK_CAPTURE(BM_ReviewCluster, mutate_2gpu_10000_nodes, 10000, true);
+
 // One review under mutation.cpu grouped: the container's 8 CPUs go into the claim of its GPUs.
 void BM_ReviewCpus(benchmark::State& state, const char* topo_file, int gpus, bool mutate) {
   static CachedProvisioner provisioner;

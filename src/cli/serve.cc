@@ -106,11 +106,12 @@ int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream&
     cfg.server.tls_key = self_tls->key_path();
   }
   topology::Store topology_store(TopologyStoreOptions(logger));
-  if (Status st = StartTopology(cfg, kube_client->get(), topology_store, logger); !st.ok()) {
+  const kubetopo::NodeSource* node_source = nullptr;  // owned by topology_store
+  if (Status st = StartTopology(cfg, kube_client->get(), topology_store, logger, &node_source); !st.ok()) {
     return Fail(err, kExitUsage, st.message());
   }
   metrics::TopologyMetrics topology_metrics(registry);
-  registry.AddCollector([&] { ExportTopologyMetrics(topology_store.Metrics(), topology_metrics); });
+  registry.AddCollector([&] { ExportTopologyMetrics(topology_store.Metrics(), node_source, topology_metrics); });
 
   engine::Registry rules = engine::DefaultRegistry();
   auto provisioner = MakeProvisioner(kube_client->get(), policies, registry, *logger);

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "draguard/kubetopo/configmap_source.h"
 #include "draguard/topology/loader.h"
 
 namespace draguard::cli {
@@ -26,22 +25,23 @@ topology::StoreOptions TopologyStoreOptions(const std::shared_ptr<logging::Logge
 
 namespace {
 
-// The watched topology ConfigMaps of --topology-configmaps, listed once before serving (up to
-// max(--kube-timeout, 10 s)); the watch keeps trying and fills the model in later.
-std::unique_ptr<kubetopo::ConfigMapSource> ConfigMapTopologySource(const ServeConfig& cfg, const kube::Client& client,
-                                                                   const std::shared_ptr<logging::Logger>& logger) {
+// The node publications, shape objects and per-node ConfigMaps of --topology-configmaps, listed
+// once before serving (up to max(--kube-timeout, 10 s)); the watches keep trying and fill the
+// model in later.
+std::unique_ptr<kubetopo::NodeSource> NodeTopologySource(const ServeConfig& cfg, const kube::Client& client,
+                                                         const std::shared_ptr<logging::Logger>& logger) {
   const auto wait = std::max(cfg.kube_timeout, std::chrono::milliseconds(10000));
-  kubetopo::ConfigMapSourceOptions options;
-  options.watch.namespace_name = cfg.topology_configmaps;
+  kubetopo::NodeSourceOptions options;
+  options.namespace_name = cfg.topology_configmaps;
   options.watch.list_timeout = wait;
+  options.api_deadline = cfg.kube_timeout;
   options.on_error = [logger](const Status& st) {
-    logger->Warn("topology ConfigMap watch failed; retrying",
-                 {{"component", std::string("topology")}, {"error", st.message()}});
+    logger->Warn("topology: " + st.message(), {{"component", std::string("topology")}});
   };
-  auto source = std::make_unique<kubetopo::ConfigMapSource>(client, options);
+  auto source = std::make_unique<kubetopo::NodeSource>(client, options);
   source->Start();
   if (!source->WaitForSync(wait)) {
-    logger->Warn("topology ConfigMaps not listed yet; starting with an empty topology model",
+    logger->Warn("topology not listed yet; starting with an empty topology model",
                  {{"namespace", cfg.topology_configmaps}, {"error", source->last_error().message()}});
   }
   return source;
@@ -50,16 +50,18 @@ std::unique_ptr<kubetopo::ConfigMapSource> ConfigMapTopologySource(const ServeCo
 }  // namespace
 
 Status StartTopology(const ServeConfig& cfg, const kube::Client* client, topology::Store& store,
-                     const std::shared_ptr<logging::Logger>& logger) {
+                     const std::shared_ptr<logging::Logger>& logger, const kubetopo::NodeSource** node_source) {
+  if (node_source != nullptr) *node_source = nullptr;
   std::unique_ptr<topology::Source> source;
   std::string described;
   const char* flag = "--topology-dir";
   const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
   switch (TopologySourceFor(cfg, host != nullptr && *host != '\0')) {
     case TopologySource::kConfigMaps: {
-      auto cm_source = ConfigMapTopologySource(cfg, *client, logger);
-      described = cm_source->Describe();
-      source = std::move(cm_source);
+      auto api_source = NodeTopologySource(cfg, *client, logger);
+      described = api_source->Describe();
+      if (node_source != nullptr) *node_source = api_source.get();
+      source = std::move(api_source);
       flag = "--topology-configmaps";
       break;
     }
@@ -91,7 +93,8 @@ Status StartTopology(const ServeConfig& cfg, const kube::Client* client, topolog
   return Status::Ok();
 }
 
-void ExportTopologyMetrics(const topology::StoreMetrics& m, metrics::TopologyMetrics& out) {
+void ExportTopologyMetrics(const topology::StoreMetrics& m, const kubetopo::NodeSource* source,
+                           metrics::TopologyMetrics& out) {
   out.nodes.Set({}, static_cast<double>(m.nodes));
   out.shapes.Set({}, static_cast<double>(m.shapes));
   out.reloads.SetTotal({"success"}, static_cast<double>(m.reloads_total));
@@ -103,6 +106,15 @@ void ExportTopologyMetrics(const topology::StoreMetrics& m, metrics::TopologyMet
     out.load_errors.SetTotal({topology::LoadErrorReasonName(static_cast<topology::LoadErrorReason>(i))},
                              static_cast<double>(m.load_errors_total[i]));
   }
+  if (source == nullptr) return;
+  const kubetopo::NodeSourceCounts c = source->counts();
+  out.node_publications.Set({"built"}, static_cast<double>(c.nodes_built));
+  out.node_publications.Set({"waiting"}, static_cast<double>(c.nodes_waiting));
+  out.node_publications.Set({"refused"}, static_cast<double>(c.nodes_refused));
+  out.shape_objects.Set({"valid"}, static_cast<double>(c.shape_objects));
+  out.shape_objects.Set({"refused"}, static_cast<double>(c.shape_objects_refused));
+  out.legacy_configmaps.Set({}, static_cast<double>(c.legacy_configmaps));
+  out.shape_objects_collected.SetTotal({}, static_cast<double>(c.collected_total));
 }
 
 }  // namespace draguard::cli

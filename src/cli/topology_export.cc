@@ -1,6 +1,6 @@
 // `draguard topology export`: this machine's hwloc XML export, enriched from NVML; with
-// --publish, kept current in the node's topology ConfigMap (kubetopo/publisher.h); with
-// --publish -f FILE, a given export file kept current there instead.
+// --publish, kept current in the cluster as the node's shape object and Node publication
+// (kubetopo/publisher.h); with --publish -f FILE, a given export file published instead.
 #include <cstdio>
 #include <fstream>
 
@@ -22,7 +22,8 @@ constexpr const char* kExportUsage =
     "  -o, --output FILE       write the export to FILE (default: standard output)\n"
     "      --nvml-library PATH NVML library to load (default: $DRAGUARD_NVML_LIBRARY, else libnvidia-ml.so.1)\n"
     "      --no-nvml           do not load NVML (a plain libhwloc export)\n"
-    "      --publish           keep ConfigMap draguard-topology-<node> and the Node's shape label current:\n"
+    "      --publish           keep the node's topology published: its shape object draguard-shape-<digest>\n"
+    "                          and, on its Node, the shape label and the annotation draguard.io/topology:\n"
     "        -f, --file FILE       publish this hwloc XML export instead of exporting this machine\n"
     "                              (re-read every interval and on SIGHUP; not with the NVML flags)\n"
     "        --node NAME           the Kubernetes node (default: $NODE_NAME)\n"
@@ -38,12 +39,8 @@ topology::LoaderLimits ExportLimits() {
   return limits;
 }
 
-// The shape fingerprint of `xml` when the loader accepts it (as the webhook will read it).
-Result<std::string> CheckedFingerprint(std::string_view xml) {
-  Result<topology::ParsedExport> parsed = topology::ParseHwlocXml(xml, ExportLimits());
-  if (!parsed.ok()) return parsed.status();
-  return parsed->shape.fingerprint;
-}
+// The loader's model of `xml` when it accepts it (as the webhook would read it).
+Result<topology::ParsedExport> Checked(std::string_view xml) { return topology::ParseHwlocXml(xml, ExportLimits()); }
 
 }  // namespace
 
@@ -51,22 +48,24 @@ Result<ExportWithShape> ProduceExport(const topology::ExportOptions& options, st
   Result<topology::LocalExport> exp = topology::ExportThisNode(options);
   if (!exp.ok()) return exp.status();
   for (const std::string& w : exp->warnings) err << "topology export: warning: " << w << "\n";
-  // The export must be one the loader accepts (as the webhook will read it).
-  Result<std::string> fingerprint = CheckedFingerprint(exp->xml);
-  if (!fingerprint.ok()) return Status::Internal("the export does not load back: " + fingerprint.status().message());
-  return ExportWithShape{std::move(exp).value(), std::move(fingerprint).value()};
+  // The export must be one the loader accepts (as the webhook would read it).
+  Result<topology::ParsedExport> parsed = Checked(exp->xml);
+  if (!parsed.ok()) return Status::Internal("the export does not load back: " + parsed.status().message());
+  std::string fingerprint = parsed->shape.fingerprint;
+  return ExportWithShape{std::move(exp).value(), std::move(parsed).value(), std::move(fingerprint)};
 }
 
 Result<ExportWithShape> LoadExportFile(const std::string& path) {
   Result<std::string> xml = ReadFile(path, ExportLimits().max_bytes);
   if (!xml.ok()) return Status(xml.status().code(), path + ": " + xml.status().message());
-  Result<std::string> fingerprint = CheckedFingerprint(*xml);
-  if (!fingerprint.ok()) {
-    return Status::InvalidArgument(path + ": not an export the loader accepts: " + fingerprint.status().message());
+  Result<topology::ParsedExport> parsed = Checked(*xml);
+  if (!parsed.ok()) {
+    return Status::InvalidArgument(path + ": not an export the loader accepts: " + parsed.status().message());
   }
   ExportWithShape exp;
   exp.local.xml = std::move(xml).value();
-  exp.fingerprint = std::move(fingerprint).value();
+  exp.fingerprint = parsed->shape.fingerprint;
+  exp.parsed = std::move(parsed).value();
   return exp;
 }
 

@@ -7,13 +7,15 @@
 #include "flags.h"
 #include "draguard/status.h"
 #include "draguard/topology/exporter.h"
+#include "draguard/topology/loader.h"
 
 namespace draguard::cli {
 
-/// An export and the fingerprint of the shape the loader reads from it.
+/// An export and what the loader reads from it (as the webhook reads it).
 struct ExportWithShape {
   topology::LocalExport local;
-  std::string fingerprint;
+  topology::ParsedExport parsed;  ///< the loader's model of `local.xml`
+  std::string fingerprint;        ///< parsed.shape.fingerprint
 };
 
 /// Exports this machine (ExportThisNode), prints its warnings to `err` and checks that the loader

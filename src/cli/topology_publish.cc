@@ -1,6 +1,7 @@
 // `draguard topology export --publish`: the per-node exporter loop (the chart's DaemonSet).
 // Re-exports on start, every --interval and on SIGHUP (with -f FILE: re-reads that export file
-// instead); publishes through kubetopo::Publisher (which writes only what changed); backs off with
+// instead); publishes through kubetopo::Publisher (the shape object, then the Node's label and
+// annotation in one write, each only when it changed); backs off with
 // jitter after export/file or API errors, leaving the last published state in place; serves
 // /readyz (a publish succeeded and the last success is recent) and /metrics on --probe-listen.
 #include <httplib.h>
@@ -72,7 +73,7 @@ int TopologyPublish(const Flags& f, const topology::ExportOptions& options, std:
   kubetopo::PublisherOptions po;
   po.node = node;
   po.namespace_name = ns;
-  const kubetopo::Publisher publisher(client, po);
+  kubetopo::Publisher publisher(client, po);
 
   // SIGHUP re-exports now, SIGTERM/SIGINT stop; blocked before any thread starts.
   sigset_t signals;
@@ -115,17 +116,18 @@ int TopologyPublish(const Flags& f, const topology::ExportOptions& options, std:
     if (exp.ok()) {
       if (file.empty()) m.nvml_gpus.Set({}, static_cast<double>(exp->local.nvml_gpus));
       m.export_bytes.Set({}, static_cast<double>(exp->local.xml.size()));
-      Result<kubetopo::PublishResult> pub = publisher.Publish(exp->local.xml, exp->fingerprint);
+      Result<kubetopo::PublishResult> pub = publisher.Publish(exp->parsed);
       if (pub.ok()) {
-        if (pub->created) m.writes.Inc({"create"});
-        if (pub->updated) m.writes.Inc({"update"});
-        if (pub->label_patched) m.writes.Inc({"label"});
-        const bool wrote = pub->created || pub->updated || pub->label_patched;
-        out << "topology export: node " << node << " shape " << exp->fingerprint << ": "
-            << (wrote ? std::string(pub->created ? "created " : pub->updated ? "updated " : "") +
-                            "configmap " + kubetopo::ConfigMapNameFor(node) + (pub->label_patched ? ", labelled node" : "")
-                      : std::string("unchanged"))
-            << std::endl;
+        if (pub->created) m.writes.Inc({"shape"});
+        if (pub->node_patched) m.writes.Inc({"node"});
+        if (pub->legacy_deleted) m.writes.Inc({"legacy-delete"});
+        std::string wrote;
+        if (pub->created) wrote += ", created " + pub->shape_object;
+        if (pub->node_patched) wrote += ", published on the node";
+        if (pub->legacy_deleted) wrote += ", deleted configmap " + kubetopo::ConfigMapNameFor(node);
+        out << "topology export: node " << node << " shape " << exp->fingerprint << " (" << pub->shape_object
+            << "): " << (wrote.empty() ? std::string("unchanged") : wrote.substr(2)) << std::endl;
+        if (!pub->legacy_error.empty()) err << "topology export: warning: " << pub->legacy_error << std::endl;
       } else {
         status = pub.status();
       }

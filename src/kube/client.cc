@@ -316,7 +316,7 @@ HttpResponse ClientImpl::DoOnce(const HttpRequest& request, const std::string& t
     auto conn = std::make_shared<HttpConnection>(std::move(cli));
     if (request.on_connection) request.on_connection(conn);
 
-    httplib::Headers headers = {{"Accept", "application/json"},
+    httplib::Headers headers = {{"Accept", request.accept.empty() ? "application/json" : request.accept},
                                 {"User-Agent", "draguard/0.1 (kube-client)"}};
     int status = 0;
     bool too_large = false;
@@ -411,6 +411,7 @@ ApiResult Client::Call(const ApiCall& call) const {
   req.path = call.path;
   req.body = call.body;
   req.content_type = call.content_type;
+  req.accept = call.accept;
   req.deadline = call.deadline.value_or(config().request_timeout);
   HttpResponse res = impl_->Do(req);
   ApiResult out;

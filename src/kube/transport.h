@@ -1,4 +1,4 @@
-// Internal: the HTTPS transport behind Client and ConfigMapWatcher. Only src/kube sees httplib.
+// Internal: the HTTPS transport behind Client and Watcher. Only src/kube sees httplib.
 #pragma once
 
 #include <chrono>
@@ -60,6 +60,7 @@ struct HttpRequest {
   std::string path;                          ///< path + encoded query
   std::string body;                          ///< request body (JSON)
   std::string content_type = "application/json";  ///< Content-Type of the body
+  std::string accept = "application/json";   ///< Accept header (e.g. PartialObjectMetadata forms)
   std::chrono::milliseconds deadline{10000};  ///< whole-call bound
   std::chrono::milliseconds read_timeout{0};  ///< per-read bound; 0 = config.read_timeout
   /// When set and the status is 200, body bytes go here instead of HttpResponse::body;

@@ -19,44 +19,63 @@ namespace {
 
 constexpr std::size_t kMaxEventLine = 16u << 20;  // one watch event: a ConfigMap is ≤ 1 MiB + JSON
 
-void StringMap(const json& obj, const char* key, std::map<std::string, std::string>& out) {
+// Copies the string members of obj[key] into out; with a non-empty `keep`, only those keys.
+void StringMap(const json& obj, const char* key, const std::vector<std::string>& keep,
+               std::map<std::string, std::string>& out) {
   auto it = obj.find(key);
   if (it == obj.end() || !it->is_object()) return;
+  if (!keep.empty()) {
+    for (const std::string& k : keep) {
+      auto v = it->find(k);
+      if (v != it->end() && v->is_string()) out[k] = v->get<std::string>();
+    }
+    return;
+  }
   for (auto& [k, v] : it->items()) {
     if (v.is_string()) out[k] = v.get<std::string>();
   }
 }
 
-Result<ConfigMap> FromJson(const json& j) {
-  if (!j.is_object()) return Status::InvalidArgument("ConfigMap: not an object");
+std::string StringAt(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+Result<Object> FromJson(const json& j, const ObjectFilter& filter) {
+  if (!j.is_object()) return Status::InvalidArgument("object: not a JSON object");
   auto meta = j.find("metadata");
-  if (meta == j.end() || !meta->is_object()) return Status::InvalidArgument("ConfigMap: no metadata");
-  ConfigMap cm;
-  cm.namespace_name = meta->value("namespace", "");
-  cm.name = meta->value("name", "");
-  cm.resource_version = meta->value("resourceVersion", "");
-  if (cm.name.empty()) return Status::InvalidArgument("ConfigMap: no metadata.name");
-  StringMap(*meta, "labels", cm.labels);
-  StringMap(j, "data", cm.data);
+  if (meta == j.end() || !meta->is_object()) return Status::InvalidArgument("object: no metadata");
+  Object o;
+  o.namespace_name = StringAt(*meta, "namespace");
+  o.name = StringAt(*meta, "name");
+  o.uid = StringAt(*meta, "uid");
+  o.resource_version = StringAt(*meta, "resourceVersion");
+  o.creation_timestamp = StringAt(*meta, "creationTimestamp");
+  if (o.name.empty()) return Status::InvalidArgument("object: no metadata.name");
+  StringMap(*meta, "labels", filter.labels, o.labels);
+  StringMap(*meta, "annotations", filter.annotations, o.annotations);
+  if (!filter.data) return o;
+  if (auto im = j.find("immutable"); im != j.end() && im->is_boolean()) o.immutable = im->get<bool>();
+  StringMap(j, "data", {}, o.data);
   std::map<std::string, std::string> encoded;
-  StringMap(j, "binaryData", encoded);
+  StringMap(j, "binaryData", {}, encoded);
   for (auto& [k, v] : encoded) {
     auto decoded = Base64Decode(v, /*require_padding=*/false);
     if (!decoded.ok()) {
-      return Status::InvalidArgument("ConfigMap " + cm.namespace_name + "/" + cm.name + ": binaryData." + k +
-                                     ": " + decoded.status().message());
+      return Status::InvalidArgument("object " + o.namespace_name + "/" + o.name + ": binaryData." + k + ": " +
+                                     decoded.status().message());
     }
-    cm.binary_data[k] = std::move(decoded).value();
+    o.binary_data[k] = std::move(decoded).value();
   }
-  return cm;
+  return o;
 }
 
 }  // namespace
 
-Result<ConfigMap> ParseConfigMap(std::string_view text) {
+Result<Object> ParseObject(std::string_view text, const ObjectFilter& filter) {
   auto j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Status::InvalidArgument("ConfigMap: invalid JSON");
-  return FromJson(j);
+  if (j.is_discarded()) return Status::InvalidArgument("object: invalid JSON");
+  return FromJson(j, filter);
 }
 
 // ---- backoff ----------------------------------------------------------------------------------
@@ -81,26 +100,26 @@ milliseconds Backoff::Next() {
 
 // ---- watcher ----------------------------------------------------------------------------------
 
-enum class ConfigMapWatcher::WatchEnd {
+enum class Watcher::WatchEnd {
   kEnded,    // the stream ended or went idle: re-watch from the last resourceVersion
   kGone,     // 410: relist
   kFailed,   // error: back off, then re-watch
   kStopped,  // Stop()
 };
 
-ConfigMapWatcher::ConfigMapWatcher(const Client& client, ConfigMapHandler& handler, WatchOptions options)
+Watcher::Watcher(const Client& client, WatchHandler& handler, WatchOptions options)
     : client_(client), handler_(handler), options_(std::move(options)),
       backoff_(options_.backoff, options_.random) {}
 
-ConfigMapWatcher::~ConfigMapWatcher() { Stop(); }
+Watcher::~Watcher() { Stop(); }
 
-void ConfigMapWatcher::Start() {
+void Watcher::Start() {
   std::lock_guard<std::mutex> lock(mu_);
   if (thread_.joinable() || stopping_) return;
   thread_ = std::thread([this] { Run(); });
 }
 
-void ConfigMapWatcher::Stop() {
+void Watcher::Stop() {
   std::lock_guard<std::mutex> serial(stop_mu_);
   stopping_ = true;
   {
@@ -121,21 +140,21 @@ void ConfigMapWatcher::Stop() {
   thread_.join();
 }
 
-std::string ConfigMapWatcher::resource_version() const {
+std::string Watcher::resource_version() const {
   std::lock_guard<std::mutex> lock(mu_);
   return resource_version_;
 }
 
-void ConfigMapWatcher::SetResourceVersion(std::string rv) {
+void Watcher::SetResourceVersion(std::string rv) {
   std::lock_guard<std::mutex> lock(mu_);
   resource_version_ = std::move(rv);
 }
 
-steady_clock::time_point ConfigMapWatcher::Now() const {
+steady_clock::time_point Watcher::Now() const {
   return options_.clock ? options_.clock() : steady_clock::now();
 }
 
-void ConfigMapWatcher::SleepBackoff() {
+void Watcher::SleepBackoff() {
   milliseconds d = backoff_.Next();
   if (options_.sleep) {
     options_.sleep(d);
@@ -145,7 +164,7 @@ void ConfigMapWatcher::SleepBackoff() {
   cv_.wait_for(lock, d, [this] { return stopping_.load(); });
 }
 
-void ConfigMapWatcher::Run() {
+void Watcher::Run() {
   bool need_list = true;
   while (!stopping_) {
     try {
@@ -164,15 +183,15 @@ void ConfigMapWatcher::Run() {
   cv_.notify_all();
 }
 
-void ConfigMapWatcher::ReportHandlerException(const char* what) {
+void Watcher::ReportHandlerException(const char* what) {
   try {
-    handler_.OnError(Status::Internal(std::string("configmap handler threw: ") + what));
+    handler_.OnError(Status::Internal(What() + " handler threw: " + what));
   } catch (...) {
   }
   if (!stopping_) SleepBackoff();
 }
 
-void ConfigMapWatcher::Step(bool& need_list) {
+void Watcher::Step(bool& need_list) {
   if (need_list) {
     if (!ListAll()) {
       if (!stopping_) SleepBackoff();
@@ -191,23 +210,34 @@ void ConfigMapWatcher::Step(bool& need_list) {
   }
 }
 
-namespace {
-std::string BasePath(const WatchOptions& o) {
-  if (o.namespace_name.empty()) return "/api/v1/configmaps";
-  return "/api/v1/namespaces/" + UrlEncode(o.namespace_name) + "/configmaps";
+std::string Watcher::BasePath() const {
+  const std::string resource = UrlEncode(options_.resource);
+  if (options_.namespace_name.empty()) return "/api/v1/" + resource;
+  return "/api/v1/namespaces/" + UrlEncode(options_.namespace_name) + "/" + resource;
 }
+
+// "configmaps", for messages.
+std::string Watcher::What() const { return options_.resource; }
+
+namespace {
+// The Accept headers of client-go's metadata client (JSON forms only), with plain JSON last.
+constexpr const char* kMetadataListAccept =
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+constexpr const char* kMetadataWatchAccept =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
 }  // namespace
 
-bool ConfigMapWatcher::ListAll() {
-  std::vector<ConfigMap> all;
+bool Watcher::ListAll() {
+  std::vector<Object> all;
   std::string cont;
   std::string rv;
   do {
-    std::string path = BasePath(options_) + "?labelSelector=" + UrlEncode(options_.label_selector);
+    std::string path = BasePath() + "?labelSelector=" + UrlEncode(options_.label_selector);
     if (options_.page_size > 0) path += "&limit=" + std::to_string(options_.page_size);
     if (!cont.empty()) path += "&continue=" + UrlEncode(cont);
     HttpRequest req;
     req.path = path;
+    if (options_.metadata_only) req.accept = kMetadataListAccept;
     req.deadline = options_.list_timeout;
     req.read_timeout = options_.list_timeout;
     req.on_connection = [this](std::shared_ptr<HttpConnection> c) {
@@ -218,21 +248,21 @@ bool ConfigMapWatcher::ListAll() {
     HttpResponse res = client_.impl().Do(req);
     if (stopping_) return false;
     if (res.status != 200) {
-      handler_.OnError(Status(res.error.ToStatus().code(), "LIST configmaps: " + res.error.ToStatus().message()));
+      handler_.OnError(Status(res.error.ToStatus().code(), "LIST " + What() + ": " + res.error.ToStatus().message()));
       return false;
     }
     auto j = json::parse(res.body, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object() || !j.contains("items") || !j["items"].is_array()) {
-      handler_.OnError(Status::InvalidArgument("LIST configmaps: response is not a ConfigMapList"));
+      handler_.OnError(Status::InvalidArgument("LIST " + What() + ": response is not a list"));
       return false;
     }
     for (const auto& item : j["items"]) {
-      auto cm = FromJson(item);
-      if (!cm.ok()) {
-        handler_.OnError(cm.status());  // skip a malformed object, keep the rest
+      auto object = FromJson(item, options_.filter);
+      if (!object.ok()) {
+        handler_.OnError(object.status());  // skip a malformed object, keep the rest
         continue;
       }
-      all.push_back(std::move(cm).value());
+      all.push_back(std::move(object).value());
     }
     const json& meta = j.contains("metadata") && j["metadata"].is_object() ? j["metadata"] : json::object();
     rv = meta.value("resourceVersion", "");
@@ -245,9 +275,9 @@ bool ConfigMapWatcher::ListAll() {
   return true;
 }
 
-ConfigMapWatcher::WatchEnd ConfigMapWatcher::WatchOnce() {
+Watcher::WatchEnd Watcher::WatchOnce() {
   std::string rv = resource_version();
-  std::string path = BasePath(options_) + "?watch=true&allowWatchBookmarks=true&labelSelector=" +
+  std::string path = BasePath() + "?watch=true&allowWatchBookmarks=true&labelSelector=" +
                      UrlEncode(options_.label_selector) +
                      "&timeoutSeconds=" + std::to_string(options_.watch_timeout.count());
   if (!rv.empty()) path += "&resourceVersion=" + UrlEncode(rv);
@@ -263,7 +293,7 @@ ConfigMapWatcher::WatchEnd ConfigMapWatcher::WatchOnce() {
     auto ev = json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (ev.is_discarded() || !ev.is_object() || !ev.contains("type") || !ev["type"].is_string() ||
         !ev.contains("object")) {
-      handler_.OnError(Status::InvalidArgument("watch configmaps: undecodable event"));
+      handler_.OnError(Status::InvalidArgument("watch " + What() + ": undecodable event"));
       failed = true;
       return false;
     }
@@ -274,7 +304,7 @@ ConfigMapWatcher::WatchEnd ConfigMapWatcher::WatchOnce() {
       if (e.code == 410) {
         gone = true;
       } else {
-        handler_.OnError(Status(e.ToStatus().code(), "watch configmaps: " + e.ToStatus().message()));
+        handler_.OnError(Status(e.ToStatus().code(), "watch " + What() + ": " + e.ToStatus().message()));
         failed = true;
       }
       return false;
@@ -289,29 +319,30 @@ ConfigMapWatcher::WatchEnd ConfigMapWatcher::WatchOnce() {
       return true;
     }
     if (type != "ADDED" && type != "MODIFIED" && type != "DELETED") {
-      handler_.OnError(Status::InvalidArgument("watch configmaps: unknown event type " + type));
+      handler_.OnError(Status::InvalidArgument("watch " + What() + ": unknown event type " + type));
       failed = true;
       return false;
     }
-    auto cm = FromJson(obj);
-    if (!cm.ok()) {
-      handler_.OnError(cm.status());
+    auto object = FromJson(obj, options_.filter);
+    if (!object.ok()) {
+      handler_.OnError(object.status());
       failed = true;
       return false;
     }
     if (stopping_) return false;
-    if (!cm->resource_version.empty()) SetResourceVersion(cm->resource_version);
+    if (!object->resource_version.empty()) SetResourceVersion(object->resource_version);
     ++events;
     if (type == "DELETED") {
-      handler_.OnDelete(*cm);
+      handler_.OnDelete(*object);
     } else {
-      handler_.OnUpsert(*cm);
+      handler_.OnUpsert(*object);
     }
     return true;
   };
 
   HttpRequest req;
   req.path = path;
+  if (options_.metadata_only) req.accept = kMetadataWatchAccept;
   // The server ends the watch after timeoutSeconds; the deadline is a backstop beyond it.
   req.deadline = std::chrono::duration_cast<milliseconds>(options_.watch_timeout) + options_.idle_timeout;
   req.read_timeout = options_.idle_timeout;
@@ -340,7 +371,7 @@ ConfigMapWatcher::WatchEnd ConfigMapWatcher::WatchOnce() {
     }
     buffer.erase(0, start);
     if (buffer.size() > kMaxEventLine) {
-      handler_.OnError(Status::ResourceExhausted("watch configmaps: event larger than 16 MiB"));
+      handler_.OnError(Status::ResourceExhausted("watch " + What() + ": event larger than 16 MiB"));
       failed = true;
       return false;
     }
@@ -363,7 +394,7 @@ ConfigMapWatcher::WatchEnd ConfigMapWatcher::WatchOnce() {
   if (failed) return WatchEnd::kFailed;
   if (res.status == 410) return WatchEnd::kGone;
   if (res.status != 200) {
-    handler_.OnError(Status(res.error.ToStatus().code(), "watch configmaps: " + res.error.ToStatus().message()));
+    handler_.OnError(Status(res.error.ToStatus().code(), "watch " + What() + ": " + res.error.ToStatus().message()));
     return WatchEnd::kFailed;
   }
   if (events > 0) {
@@ -373,7 +404,7 @@ ConfigMapWatcher::WatchEnd ConfigMapWatcher::WatchOnce() {
   // An empty watch: normal if it lasted (timeoutSeconds, idle), a failure if it ended at once —
   // otherwise a server that closes every watch immediately would be hammered.
   if (Now() - started >= options_.min_watch_duration) return WatchEnd::kEnded;
-  handler_.OnError(Status::Unavailable("watch configmaps: stream ended immediately without events"));
+  handler_.OnError(Status::Unavailable("watch " + What() + ": stream ended immediately without events"));
   return WatchEnd::kFailed;
 }
 

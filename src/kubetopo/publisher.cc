@@ -2,16 +2,12 @@
 #include "draguard/kubetopo/publisher.h"
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 
-#include "draguard/base64.h"
-#include "draguard/kubetopo/configmap_source.h"
+#include "draguard/kube/watch.h"
 #include "draguard/topology/model.h"
 
 namespace draguard::kubetopo {
 namespace {
-
-using nlohmann::json;
 
 Status CallError(const std::string& what, const kube::ApiResult& r) {
   const Status s = r.error.ToStatus();
@@ -25,34 +21,6 @@ kube::ApiCall MakeCall(std::string method, std::string path, std::string body, s
   return c;
 }
 
-Result<json> ParseObject(const std::string& what, const std::string& body) {
-  json j = json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return Status::Internal(what + ": the API server answered no JSON object");
-  return j;
-}
-
-std::string StringAt(const json& j, const json::json_pointer& p) {
-  if (!j.contains(p)) return {};
-  const json& v = j.at(p);
-  return v.is_string() ? v.get<std::string>() : std::string();
-}
-
-// True when `existing` already is what `desired` asks for (labels and owner included).
-bool UpToDate(const json& existing, const json& desired) {
-  const json& em = existing.value("metadata", json::object());
-  const json& dm = desired["metadata"];
-  const json labels = em.value("labels", json::object());
-  for (const auto& [k, v] : dm["labels"].items()) {
-    if (!labels.contains(k) || labels[k] != v) return false;
-  }
-  bool owned = false;
-  for (const json& o : em.value("ownerReferences", json::array())) {
-    if (o.is_object() && o.value("uid", "") == dm["ownerReferences"][0]["uid"]) owned = true;
-  }
-  return owned && existing.value("data", json::object()) == desired.value("data", json::object()) &&
-         existing.value("binaryData", json::object()) == desired.value("binaryData", json::object());
-}
-
 }  // namespace
 
 std::string ConfigMapNameFor(std::string_view node) { return "draguard-topology-" + std::string(node); }
@@ -60,86 +28,95 @@ std::string ConfigMapNameFor(std::string_view node) { return "draguard-topology-
 Publisher::Publisher(const kube::Client& client, PublisherOptions options)
     : client_(client), options_(std::move(options)) {}
 
-Result<PublishResult> Publisher::Publish(const std::string& xml, const std::string& fingerprint) const {
+// The shape object exists with exactly this record: created, or found (its content compared
+// after decompression, so another zlib's bytes do not count as a difference).
+Status Publisher::EnsureShapeObject(const ShapeObject& object, PublishResult& result) const {
+  const auto dl = options_.deadline;
+  const std::string cms = "/api/v1/namespaces/" + kube::PathEscape(options_.namespace_name) + "/configmaps";
+  const std::string path = cms + "/" + kube::PathEscape(object.name);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    kube::ApiResult got = client_.Call(MakeCall("GET", path, "", "application/json", dl));
+    if (got.status == 404) {
+      kube::ApiResult created =
+          client_.Call(MakeCall("POST", cms, ShapeObjectJson(object, options_.namespace_name), "application/json", dl));
+      if (created.ok()) {
+        result.created = true;
+        return Status::Ok();
+      }
+      // Another node of this shape created it in between: read it.
+      if (created.status == 409 && created.error.reason == "AlreadyExists") continue;
+      return CallError("create shape object " + object.name, created);
+    }
+    if (!got.ok()) return CallError("GET shape object " + object.name, got);
+    Result<kube::Object> existing = kube::ParseObject(got.body);
+    if (!existing.ok()) return Status::Internal("GET shape object " + object.name + ": " + existing.status().message());
+    auto data = existing->binary_data.find(kShapeObjectKey);
+    Result<std::string> record =
+        data == existing->binary_data.end() ? Result<std::string>(Status::NotFound("no " + std::string(kShapeObjectKey)))
+                                            : Gunzip(data->second, object.record.size() + 1);
+    if (!record.ok() || *record != object.record || !existing->immutable) {
+      return Status::FailedPrecondition("shape object " + options_.namespace_name + "/" + object.name +
+                                        " exists with other content (not written by draguard's exporter?); "
+                                        "delete it to let the exporter create it");
+    }
+    return Status::Ok();
+  }
+  return Status::Unavailable("shape object " + object.name + " was created and deleted again meanwhile");
+}
+
+// Deletes this node's per-node ConfigMap of an earlier release, once per publisher. A failure is
+// reported in the result and tried again with the next Publish: it does not fail the publication.
+void Publisher::DeleteLegacyConfigMap(PublishResult& result) {
+  if (legacy_checked_) return;
+  const std::string name = ConfigMapNameFor(options_.node);
+  const std::string path =
+      "/api/v1/namespaces/" + kube::PathEscape(options_.namespace_name) + "/configmaps/" + kube::PathEscape(name);
+  kube::ApiResult deleted = client_.Call(MakeCall("DELETE", path, "", "application/json", options_.deadline));
+  if (deleted.ok()) {
+    result.legacy_deleted = true;
+  } else if (deleted.status != 404) {
+    result.legacy_error = CallError("delete the earlier release's configmap " + name, deleted).message();
+    return;
+  }
+  legacy_checked_ = true;
+}
+
+Result<PublishResult> Publisher::Publish(const topology::ParsedExport& parsed) {
   const std::string& node = options_.node;
-  if (node.empty() || node.size() > 63) {
-    return Status::InvalidArgument("node name \"" + node + "\" must be 1 to 63 characters (it is a label value)");
+  if (node.empty() || node.size() > 253) {
+    return Status::InvalidArgument("node name \"" + node + "\" must be 1 to 253 characters");
   }
   if (options_.namespace_name.empty()) return Status::InvalidArgument("no release namespace");
-  const auto dl = options_.deadline;
+  Result<ShapeObject> object = MakeShapeObject(parsed);
+  if (!object.ok()) return object.status();
   PublishResult result;
+  result.shape_object = object->name;
 
-  // The Node: its uid for the ownerReference, its labels for the shape label.
+  // The Node first: it must exist (a GET also tells whether its publication is current).
   const std::string node_path = "/api/v1/nodes/" + kube::PathEscape(node);
-  kube::ApiResult got_node = client_.Call(MakeCall("GET", node_path, "", "application/json", dl));
+  kube::ApiResult got_node = client_.Call(MakeCall("GET", node_path, "", "application/json", options_.deadline));
   if (!got_node.ok()) return CallError("GET node " + node, got_node);
-  Result<json> node_obj = ParseObject("GET node " + node, got_node.body);
-  if (!node_obj.ok()) return node_obj.status();
-  const std::string uid = StringAt(*node_obj, json::json_pointer("/metadata/uid"));
-  if (uid.empty()) return Status::Internal("node " + node + " has no metadata.uid");
+  Result<kube::Object> current = kube::ParseObject(got_node.body, {{std::string(topology::kShapeLabel)}, {kNodeAnnotation}, false});
+  if (!current.ok()) return Status::Internal("GET node " + node + ": " + current.status().message());
 
-  const std::string name = ConfigMapNameFor(node);
-  json desired = {{"apiVersion", "v1"},
-                  {"kind", "ConfigMap"},
-                  {"metadata",
-                   {{"name", name},
-                    {"namespace", options_.namespace_name},
-                    {"labels", {{kTopologyLabel, "hwloc"}, {kNodeLabel, node}}},
-                    {"ownerReferences", json::array({{{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node},
-                                                       {"uid", uid}}})}}}};
-  if (xml.size() > options_.compress_over) {
-    Result<std::string> gz = Gzip(xml);
-    if (!gz.ok()) return gz.status();
-    desired["binaryData"] = {{kCompressedTopologyKey, Base64Encode(*gz)}};
-    result.compressed = true;
-  } else {
-    desired["data"] = {{kTopologyKey, xml}};
-  }
+  if (Status s = EnsureShapeObject(*object, result); !s.ok()) return s;
 
-  const std::string cms = "/api/v1/namespaces/" + kube::PathEscape(options_.namespace_name) + "/configmaps";
-  const std::string cm_path = cms + "/" + kube::PathEscape(name);
-  kube::ApiResult got_cm = client_.Call(MakeCall("GET", cm_path, "", "application/json", dl));
-  if (got_cm.status == 404) {
-    kube::ApiResult created = client_.Call(MakeCall("POST", cms, desired.dump(), "application/json", dl));
-    if (!created.ok()) return CallError("create configmap " + name, created);
-    result.created = true;
-  } else if (!got_cm.ok()) {
-    return CallError("GET configmap " + name, got_cm);
-  } else {
-    Result<json> existing = ParseObject("GET configmap " + name, got_cm.body);
-    if (!existing.ok()) return existing.status();
-    if (!UpToDate(*existing, desired)) {
-      // Replace content, keep foreign labels/annotations/owners; the resourceVersion makes a
-      // concurrent change a 409 (retried by the caller with a fresh GET).
-      json next = *existing;
-      json& meta = next["metadata"];
-      if (!meta["labels"].is_object()) meta["labels"] = json::object();
-      for (const auto& [k, v] : desired["metadata"]["labels"].items()) meta["labels"][k] = v;
-      json owners = json::array();
-      for (const json& o : meta.value("ownerReferences", json::array())) {
-        if (!(o.is_object() && o.value("kind", "") == "Node")) owners.push_back(o);
-      }
-      owners.push_back(desired["metadata"]["ownerReferences"][0]);
-      meta["ownerReferences"] = owners;
-      next.erase("data");
-      next.erase("binaryData");
-      if (desired.contains("data")) next["data"] = desired["data"];
-      if (desired.contains("binaryData")) next["binaryData"] = desired["binaryData"];
-      kube::ApiResult put = client_.Call(MakeCall("PUT", cm_path, next.dump(), "application/json", dl));
-      if (!put.ok()) return CallError("update configmap " + name, put);
-      result.updated = true;
-    }
+  NodePublication desired;
+  desired.fingerprint = object->fingerprint;
+  desired.shape_object = object->digest;
+  desired.facts = topology::FactsOf(parsed);
+  auto label = current->labels.find(std::string(topology::kShapeLabel));
+  auto annotation = current->annotations.find(kNodeAnnotation);
+  const bool up_to_date = label != current->labels.end() && label->second == desired.fingerprint &&
+                          annotation != current->annotations.end() && annotation->second == NodeAnnotation(desired);
+  if (!up_to_date) {
+    // Label and annotation in one write: they never disagree.
+    kube::ApiResult patched = client_.Call(
+        MakeCall("PATCH", node_path, NodePublicationPatch(desired), "application/merge-patch+json", options_.deadline));
+    if (!patched.ok()) return CallError("publish on node " + node, patched);
+    result.node_patched = true;
   }
-
-  // The shape label, alone, and only when it differs.
-  if (StringAt(*node_obj, json::json_pointer("/metadata/labels/" + std::string("draguard.io~1topology-shape"))) !=
-      fingerprint) {
-    const json patch = {{"metadata", {{"labels", {{std::string(topology::kShapeLabel), fingerprint}}}}}};
-    kube::ApiResult patched =
-        client_.Call(MakeCall("PATCH", node_path, patch.dump(), "application/merge-patch+json", dl));
-    if (!patched.ok()) return CallError("label node " + node, patched);
-    result.label_patched = true;
-  }
+  DeleteLegacyConfigMap(result);
   return result;
 }
 

@@ -338,12 +338,20 @@ TopologyMetrics::TopologyMetrics(Registry& r)
       reload_duration(r.Gauge("draguard_topology_last_reload_duration_seconds",
                               "Duration of the last topology reload.")),
       load_errors(r.Counter("draguard_topology_load_errors_total", "Refused hwloc exports by reason.",
-                            {"reason"})) {}
+                            {"reason"})),
+      node_publications(r.Gauge("draguard_topology_node_publications",
+                                "Node topology publications by state (built, waiting for the shape object, refused).",
+                                {"state"})),
+      shape_objects(r.Gauge("draguard_topology_shape_objects", "Shape objects by state (valid, refused).", {"state"})),
+      legacy_configmaps(r.Gauge("draguard_topology_legacy_configmaps",
+                                "Per-node topology ConfigMaps of earlier releases being read.")),
+      shape_objects_collected(r.Counter("draguard_topology_shape_objects_collected_total",
+                                        "Shape objects this replica deleted because no node used them.")) {}
 
 ExporterMetrics::ExporterMetrics(Registry& r)
     : publishes(r.Counter("draguard_topology_export_publish_total", "Export publish attempts by result.",
                           {"result"})),
-      writes(r.Counter("draguard_topology_export_writes_total", "API writes by kind (create, update, label).",
+      writes(r.Counter("draguard_topology_export_writes_total", "API writes by kind (shape: a shape object created, node: a Node's label and annotation, legacy-delete: the per-node ConfigMap of an earlier release deleted).",
                        {"kind"})),
       last_success(r.Gauge("draguard_topology_export_last_success_timestamp_seconds",
                            "Unix time of the last successful publish.")),

@@ -18,6 +18,7 @@
 #include "draguard/file_watcher.h"
 #include "draguard/read_file.h"
 #include "draguard/truncate.h"
+#include "draguard/webhook/topology_review.h"
 #include "listener.h"
 #include "tls_internal.h"
 
@@ -104,7 +105,7 @@ struct Server::Impl {
   std::unique_ptr<FileWatcher> cert_watcher;
   metrics::CounterFamily* budget_refused = nullptr;
   // Hot-path series, found once at Start: the duration of each webhook, the rule results by key.
-  metrics::HistogramFamily::Handle validate_duration, mutate_duration;
+  metrics::HistogramFamily::Handle validate_duration, mutate_duration, topology_duration;
   std::unique_ptr<metrics::CounterTable> rule_results;
   // The conversion series by webhook::ConversionReason, created at 0 at Start.
   std::array<metrics::Counter, webhook::kConversionReasons> conversions;
@@ -143,38 +144,51 @@ struct Server::Impl {
     return deadline;
   }
 
-  void HandleAdmission(admission::WebhookKind kind, const HttpRequest& req, HttpResponse* res);
+  // The webhooks: /validate, /mutate (the policy's) and /validate-topology (shape objects).
+  enum class Endpoint { kValidate, kMutate, kTopology };
+  void HandleAdmission(Endpoint endpoint, const HttpRequest& req, HttpResponse* res);
   std::vector<HttpRoute> Routes(bool admission);
   ListenerOptions Options(bool admission);
 };
 
-void Server::Impl::HandleAdmission(admission::WebhookKind kind, const HttpRequest& req,
-                                   HttpResponse* res) {
+void Server::Impl::HandleAdmission(Endpoint endpoint, const HttpRequest& req, HttpResponse* res) {
   const auto start = req.start;
   const auto deadline = req.deadline;
-  const char* webhook = kind == admission::WebhookKind::kValidating ? "validate" : "mutate";
+  const admission::WebhookKind kind =
+      endpoint == Endpoint::kMutate ? admission::WebhookKind::kMutating : admission::WebhookKind::kValidating;
+  const char* webhook = endpoint == Endpoint::kValidate ? "validate"
+                        : endpoint == Endpoint::kMutate ? "mutate"
+                                                        : "validate-topology";
 
   if (const std::string_view ct = req.Header("content-type"); !IsJsonContentType(ct)) {
     Error(res, 415, "Content-Type must be application/json, got \"" + Truncate(ct) + "\"");
     return;
   }
-  auto pol = deps.policies->Current();
-  if (!pol) {
-    Error(res, 503, "no policy loaded");
-    return;
+  webhook::ReviewOutcome out;
+  if (endpoint == Endpoint::kTopology) {
+    out = webhook::ReviewTopologyObject(req.body, admission::DecodeLimits{opt.max_body, 128},
+                                        req.body.capacity() - req.body.size());
+  } else {
+    auto pol = deps.policies->Current();
+    if (!pol) {
+      Error(res, 503, "no policy loaded");
+      return;
+    }
+    std::shared_ptr<const topology::Snapshot> topo;
+    if (deps.topology) topo = deps.topology();
+    // The same deadline bounds the review, template provisioning included.
+    out = deps.reviewer->Review(req.body, kind, *pol, topo.get(), std::chrono::system_clock::now(), deadline,
+                                req.body.capacity() - req.body.size());
   }
-  std::shared_ptr<const topology::Snapshot> topo;
-  if (deps.topology) topo = deps.topology();
-  // The same deadline bounds the review, template provisioning included.
-  webhook::ReviewOutcome out =
-      deps.reviewer->Review(req.body, kind, *pol, topo.get(), std::chrono::system_clock::now(), deadline,
-                            req.body.capacity() - req.body.size());
   SetJson(res, out.http_status, std::move(out.body));
 
   const auto elapsed = std::chrono::steady_clock::now() - start;
   const double seconds = std::chrono::duration<double>(elapsed).count();
   const int64_t micros = std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count();
-  (kind == admission::WebhookKind::kValidating ? validate_duration : mutate_duration).Observe(seconds);
+  (endpoint == Endpoint::kValidate ? validate_duration
+   : endpoint == Endpoint::kMutate ? mutate_duration
+                                   : topology_duration)
+      .Observe(seconds);
   if (out.http_status != 200) {
     deps.metrics->http_errors.Inc({std::to_string(out.http_status)});
     if (out.http_status >= 500) {
@@ -227,14 +241,18 @@ std::vector<HttpRoute> Server::Impl::Routes(bool admission) {
   if (admission) {
     routes.push_back({"POST", "/validate", true,
                       [this](const HttpRequest& req, HttpResponse* res) {
-                        HandleAdmission(admission::WebhookKind::kValidating, req, res);
+                        HandleAdmission(Endpoint::kValidate, req, res);
                       },
                       [max = opt.inline_review_max_body](const HttpRequest& req) {
                         // Small reviews whose cost is linear in the body; a claim's CEL goes to a worker.
                         return req.body.size() <= max && !webhook::MayEvaluateCel(req.body);
                       }});
     routes.push_back({"POST", "/mutate", true, [this](const HttpRequest& req, HttpResponse* res) {
-                        HandleAdmission(admission::WebhookKind::kMutating, req, res);
+                        HandleAdmission(Endpoint::kMutate, req, res);
+                      }});
+    // Shape objects: a record's decode and checks are bounded by its size and caps.
+    routes.push_back({"POST", "/validate-topology", true, [this](const HttpRequest& req, HttpResponse* res) {
+                        HandleAdmission(Endpoint::kTopology, req, res);
                       }});
   }
   routes.push_back({"GET", "/healthz", false, [](const HttpRequest&, HttpResponse* res) {
@@ -320,6 +338,7 @@ Status Server::Start() {
   auto logger = m.deps.logger;
   m.validate_duration = metrics->duration.Find({"validate"});
   m.mutate_duration = metrics->duration.Find({"mutate"});
+  m.topology_duration = metrics->duration.Find({"validate-topology"});
   m.rule_results = std::make_unique<metrics::CounterTable>(metrics->rule_results, m.deps.reviewer->RuleMetricKeys());
   for (std::size_t i = 1; i < webhook::kConversionReasons; ++i) {
     const std::string_view reason[] = {webhook::ConversionReasonName(static_cast<webhook::ConversionReason>(i))};

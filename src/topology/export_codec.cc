@@ -1,4 +1,4 @@
-// Internal binary encoding of ParsedExport (see export_codec.h).
+// Internal binary encoding of ParsedExport and the shape record (see export_codec.h).
 #include "export_codec.h"
 
 #include <cstdint>
@@ -29,7 +29,9 @@ class Writer {
 
 class Reader {
  public:
-  explicit Reader(std::string_view in) : in_(in) {}
+  /// `budget`: bytes the decoded lists and strings may allocate in all, so that a few bytes of
+  /// input claiming a long list of large elements cannot make the reader allocate gigabytes.
+  Reader(std::string_view in, size_t budget) : in_(in), budget_(budget) {}
   bool U64(uint64_t& v) {
     if (in_.size() - pos_ < sizeof v) return Fail();
     v = 0;
@@ -44,22 +46,26 @@ class Reader {
     v = static_cast<T>(x);
     return static_cast<uint64_t>(v) == x || Fail();
   }
-  bool Count(size_t& n) {  // a count can never exceed the remaining bytes
+  // A count of elements each encoded in at least `min_bytes` bytes and taking `element_bytes`
+  // in memory: never more than the remaining bytes can hold, nor more than the budget left.
+  bool Count(size_t& n, size_t min_bytes, size_t element_bytes) {
     uint64_t x = 0;
-    if (!U64(x) || x > in_.size() - pos_) return Fail();
+    if (!U64(x) || x > (in_.size() - pos_) / min_bytes) return Fail();
+    if (x > budget_ / element_bytes) return Fail();
+    budget_ -= static_cast<size_t>(x) * element_bytes;
     n = static_cast<size_t>(x);
     return true;
   }
   bool Str(std::string& s) {
     size_t n = 0;
-    if (!Count(n)) return false;
+    if (!Count(n, 1, 1)) return false;
     s.assign(in_.data() + pos_, n);
     pos_ += n;
     return true;
   }
   bool Idx(std::vector<uint32_t>& v) {
     size_t n = 0;
-    if (!Count(n)) return false;
+    if (!Count(n, sizeof(uint64_t), sizeof(uint32_t))) return false;
     v.resize(n);
     for (auto& x : v) {
       if (!Num(x)) return false;
@@ -77,10 +83,14 @@ class Reader {
   }
   std::string_view in_;
   size_t pos_ = 0;
+  size_t budget_ = 0;
   bool ok_ = true;
 };
 
-constexpr uint64_t kMagic = 0x31304f5047524447ull;  // "GDRGPO01"
+constexpr uint64_t kMagic = 0x31304f5047524447ull;        // "GDRGPO01"
+constexpr uint64_t kRecordMagic = 0x3130525347524447ull;  // "GDRGSR01"
+// What a worker's answer may allocate when decoded (far above any real export's model).
+constexpr size_t kDecodeBudget = 256u << 20;
 constexpr uint64_t kMigSection = 0x47494dull;         // "MIG"
 
 // One list of fields per type, walked by both directions: `io` is a Writer (through Out, const
@@ -139,8 +149,8 @@ struct In {
   }
   template <typename T, typename F>
   bool Each(std::vector<T>& v, F&& f) {
-    size_t n = 0;
-    if (!r.Count(n)) return false;
+    size_t n = 0;  // every element is encoded in at least one u64
+    if (!r.Count(n, sizeof(uint64_t), sizeof(T))) return false;
     v.resize(n);
     for (T& x : v) {
       if (!f(x)) return false;
@@ -218,17 +228,45 @@ void WriteShape(Out& out, const Shape& s) {
   if (mig) MigFields(out, s);
 }
 
-// The identity of an export (its shape follows).
+// What is a node's own: its identity and its GPUs' UUIDs.
 template <typename Io, typename P>
-bool ExportFields(Io& io, P& p) {
-  uint64_t magic = kMagic;
-  return io.U64(magic) && magic == kMagic && io.Str(p.host_name) && io.Str(p.hwloc_version) &&
-         io.Str(p.xml_format) && io.Each(p.gpu_uuids, [&](auto& u) { return io.Str(u); }) &&
-         io.Each(p.numa_packages, [&](auto& k) { return io.Num(k); }) &&
+bool NodeFields(Io& io, P& p) {
+  return io.Str(p.host_name) && io.Str(p.hwloc_version) && io.Str(p.xml_format) &&
+         io.Each(p.gpu_uuids, [&](auto& u) { return io.Str(u); });
+}
+
+// What nodes of one hardware shape share beside it (not hardware of the Shape, not in its
+// fingerprint): the package of each NUMA node and the logical CPUs.
+template <typename Io, typename P>
+bool SharedFields(Io& io, P& p) {
+  return io.Each(p.numa_packages, [&](auto& k) { return io.Num(k); }) &&
          io.Each(p.cpus, [&](auto& c) {
            return io.Num(c.os_index) && io.Num(c.core) && io.Num(c.core_group) && io.Num(c.package) &&
                   io.Num(c.numa_node) && io.Num(c.l3_cache) && io.Enum(c.kind, 2);
          });
+}
+
+// The worker encoding of an export: magic, identity, shared fields (its shape follows).
+template <typename Io, typename P>
+bool ExportFields(Io& io, P& p) {
+  uint64_t magic = kMagic;
+  return io.U64(magic) && magic == kMagic && NodeFields(io, p) && SharedFields(io, p);
+}
+
+// The shape record: magic and shared fields (its shape follows).
+template <typename Io, typename P>
+bool RecordFields(Io& io, P& p) {
+  uint64_t magic = kRecordMagic;
+  return io.U64(magic) && magic == kRecordMagic && SharedFields(io, p);
+}
+
+// Reads the shape after `head` (ExportFields or RecordFields), with its optional MIG section.
+template <typename Head>
+bool ReadWithShape(Reader& r, ParsedExport& p, Head&& head) {
+  In in{r};
+  if (!head(in, p) || !ShapeFields(in, p.shape)) return false;
+  if (r.ok() && !r.at_end() && !MigFields(in, p.shape)) return false;
+  return r.done();
 }
 
 }  // namespace
@@ -249,16 +287,43 @@ std::string EncodeExport(const ParsedExport& p) {
 }
 
 Result<ParsedExport> DecodeExport(std::string_view bytes) {
-  Reader r(bytes);
-  In in{r};
+  Reader r(bytes, kDecodeBudget);
   ParsedExport p;
   auto bad = [] { return Status::Internal("isolated hwloc import returned a malformed result"); };
-  if (!ExportFields(in, p) || !ShapeFields(in, p.shape)) return bad();
-  if (r.ok() && !r.at_end() && !MigFields(in, p.shape)) return bad();
-  if (!r.done()) return bad();
+  if (!ReadWithShape(r, p, [](In& in, ParsedExport& x) { return ExportFields(in, x); })) return bad();
   if (p.gpu_uuids.size() != p.shape.gpus.size()) return bad();
   if (!p.numa_packages.empty() && p.numa_packages.size() != p.shape.numa_nodes.size()) return bad();
   FinalizeShape(p.shape);
+  return p;
+}
+
+std::string EncodeRecord(const ParsedExport& p) {
+  Writer w;
+  Out out{w};
+  RecordFields(out, p);
+  WriteShape(out, p.shape);
+  return w.Take();
+}
+
+Result<ParsedExport> DecodeRecord(std::string_view bytes, size_t budget) {
+  Reader r(bytes, budget);
+  ParsedExport p;
+  if (bytes.size() >= sizeof(uint64_t)) {
+    uint64_t magic = 0;
+    Reader head(bytes.substr(0, sizeof magic), sizeof magic);
+    if (head.U64(magic) && magic != kRecordMagic) {
+      return Status::InvalidArgument("not a shape record of this version (unknown magic; written by another "
+                                     "draguard release?)");
+    }
+  }
+  if (!ReadWithShape(r, p, [](In& in, ParsedExport& x) { return RecordFields(in, x); })) {
+    return Status::InvalidArgument("malformed shape record (truncated, a count or index out of range, or "
+                                   "bytes left over)");
+  }
+  if (!p.numa_packages.empty() && p.numa_packages.size() != p.shape.numa_nodes.size()) {
+    return Status::InvalidArgument("malformed shape record: packages do not match the NUMA nodes");
+  }
+  p.gpu_uuids.assign(p.shape.gpus.size(), std::string());
   return p;
 }
 

@@ -257,7 +257,7 @@ void Store::Record(const std::vector<SourceEntry>& entries, const std::vector<si
     slot->modified_ns = e.modified_ns;
     Outcome& out = outcomes[k];
     if (out.node != nullptr) {
-      ++counts.parsed_ok;
+      if (e.built == nullptr) ++counts.parsed_ok;
       slot->last_good = std::move(out.node);
       slot->last_reason = LoadErrorReason::kNone;
       slot->last_status = Status::Ok();
@@ -331,13 +331,23 @@ Status Store::Reload() {
   }
   const std::vector<SourceEntry>& entries = listed.value();
 
-  // Which entries must be (re)parsed.
-  std::vector<size_t> todo;
+  // Which entries changed; those that come built are taken as they are, the others parsed.
+  std::vector<size_t> todo, to_parse;
   for (size_t i = 0; i < entries.size(); ++i) {
     auto it = cache_.find(entries[i].origin);
-    if (it == cache_.end() || it->second->version != entries[i].version) todo.push_back(i);
+    if (it != cache_.end() && it->second->version == entries[i].version) continue;
+    todo.push_back(i);
+    if (entries[i].built == nullptr) to_parse.push_back(i);
   }
-  std::vector<Outcome> outcomes = ParseChanged(entries, todo);
+  std::vector<Outcome> parsed = ParseChanged(entries, to_parse);
+  std::vector<Outcome> outcomes(todo.size());
+  for (size_t k = 0, p = 0; k < todo.size(); ++k) {
+    if (entries[todo[k]].built != nullptr) {
+      outcomes[k].node = entries[todo[k]].built;
+    } else {
+      outcomes[k] = std::move(parsed[p++]);
+    }
+  }
   ReloadCounts counts;
   Record(entries, todo, outcomes, counts);
   std::vector<StoreProblem> problems;
@@ -363,8 +373,9 @@ Status Store::Reload() {
     cb = on_reload_;
   }
   Log(LogLevel::kInfo, "topology: loaded " + std::to_string(node_count) + " nodes, " + std::to_string(shape_count) +
-                           " shapes from " + source_->Describe() + " (" + std::to_string(todo.size()) +
-                           " exports parsed) in " + std::to_string(dur.count() / 1000) + " ms");
+                           " shapes from " + source_->Describe() + " (" + std::to_string(to_parse.size()) +
+                           " exports parsed, " + std::to_string(todo.size() - to_parse.size()) +
+                           " nodes built from shape records) in " + std::to_string(dur.count() / 1000) + " ms");
   if (cb) cb(generation);
   return Status::Ok();
 }

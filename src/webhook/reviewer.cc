@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "decode_step.h"
 #include "draguard/mutation/mutation.h"
 #include "draguard/truncate.h"
 
@@ -219,34 +220,11 @@ ReviewOutcome Reviewer::Review(std::string_view body, admission::WebhookKind web
                                steady_clock::time_point deadline, std::size_t readable_past_end) const {
   ReviewOutcome out;
   // The rules read a small part of the objects: decode only that (the whole body is validated).
-  auto decoded = admission::DecodeReview(body, limits_, admission::DecodeScope::kRuleFields, decode_pool_.get(),
-                                         readable_past_end);
-  if (!decoded.ok()) {
-    const Status& st = decoded.status();
-    out.http_status = st.code() == StatusCode::kResourceExhausted && body.size() > limits_.max_bytes
-                          ? 413
-                          : 400;
-    out.error = Truncate(st.message(), 1024);
-    out.verdict = engine::Verdict::kError;
-    out.body = admission::EncodeHttpError(out.http_status, "invalid AdmissionReview: " + st.message());
-    return out;
-  }
+  std::optional<admission::AdmissionRequest> decoded = internal::DecodeStep(
+      body, limits_, admission::DecodeScope::kRuleFields, decode_pool_.get(), readable_past_end, out);
+  if (!decoded) return out;
   const admission::AdmissionRequest& req = *decoded;
-  if (Status st = admission::CheckRequestBounds(req); !st.ok()) {
-    out.http_status = 400;
-    out.error = st.message();
-    out.verdict = engine::Verdict::kError;
-    out.body = admission::EncodeHttpError(400, "invalid AdmissionReview: " + st.message());
-    return out;
-  }
-  out.uid = req.uid;
-  out.kind = Truncate(req.kind.kind);
   out.kind_label = KindLabel(req.kind, policy);
-  out.namespace_ = Truncate(req.namespace_);
-  out.name = Truncate(req.name);
-  out.operation = admission::OperationName(req.operation);
-  out.user = Truncate(req.user_info.username);
-  out.dry_run = req.dry_run;
 
   // From here on the uid is known: an exception is answered with it, not by the transport.
   std::string failure;
@@ -289,5 +267,33 @@ ReviewOutcome Reviewer::Review(std::string_view body, admission::WebhookKind web
   out.body = admission::EncodeHttpError(500, "internal error while reviewing the request: " + failure, req.uid);
   return out;
 }
+
+namespace internal {
+
+std::optional<admission::AdmissionRequest> DecodeStep(std::string_view body, const admission::DecodeLimits& limits,
+                                                      admission::DecodeScope scope, const admission::DecodePool* pool,
+                                                      std::size_t readable_past_end, ReviewOutcome& out) {
+  auto decoded = admission::DecodeReview(body, limits, scope, pool, readable_past_end);
+  Status st = decoded.ok() ? admission::CheckRequestBounds(*decoded) : decoded.status();
+  if (!st.ok()) {
+    out.http_status =
+        !decoded.ok() && st.code() == StatusCode::kResourceExhausted && body.size() > limits.max_bytes ? 413 : 400;
+    out.error = Truncate(st.message(), 1024);
+    out.verdict = engine::Verdict::kError;
+    out.body = admission::EncodeHttpError(out.http_status, "invalid AdmissionReview: " + st.message());
+    return std::nullopt;
+  }
+  const admission::AdmissionRequest& req = *decoded;
+  out.uid = req.uid;
+  out.kind = Truncate(req.kind.kind);
+  out.namespace_ = Truncate(req.namespace_);
+  out.name = Truncate(req.name);
+  out.operation = admission::OperationName(req.operation);
+  out.user = Truncate(req.user_info.username);
+  out.dry_run = req.dry_run;
+  return std::move(decoded).value();
+}
+
+}  // namespace internal
 
 }  // namespace draguard::webhook

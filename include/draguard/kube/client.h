@@ -1,7 +1,7 @@
 // Kubernetes API client: a minimal, in-cluster HTTPS client for the few calls draguard makes.
 //
-// It creates and reads resource.k8s.io/v1 ResourceClaimTemplates and (through ConfigMapWatcher,
-// watch.h) lists and watches ConfigMaps. Every call verifies the API server against the CA file,
+// It creates and reads resource.k8s.io/v1 ResourceClaimTemplates, makes any other call through
+// Call(), and (through Watcher, watch.h) lists and watches ConfigMaps and Nodes. Every call verifies the API server against the CA file,
 // sends the service-account bearer token (re-read when the file changes, every
 // `token_reread_interval`, and once more after a 401), and is bounded by a deadline.
 // Errors are values (Status / ApiError); nothing throws across this interface. No httplib or
@@ -119,6 +119,9 @@ struct ApiCall {
   std::string path;
   std::string body;                                ///< request body (POST, PUT, PATCH)
   std::string content_type = "application/json";  ///< e.g. application/merge-patch+json for PATCH
+  /// Accept header, e.g. "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1" for
+  /// the metadata of a list only.
+  std::string accept = "application/json";
   std::optional<std::chrono::milliseconds> deadline;  ///< whole-call bound; unset = request_timeout
 };
 
@@ -135,7 +138,7 @@ struct ApiResult {
 std::string PathEscape(std::string_view s);
 
 class ClientImpl;        // internal (src/kube/transport.h)
-class ConfigMapWatcher;  // watch.h
+class Watcher;  // watch.h
 
 /// The API client. Thread-safe: calls may run concurrently; each uses its own connection.
 class Client {
@@ -169,7 +172,7 @@ class Client {
   const ClientConfig& config() const;
 
  private:
-  friend class ConfigMapWatcher;  // streams watches through the same transport
+  friend class Watcher;  // streams watches through the same transport
   ClientImpl& impl() const { return *impl_; }
 
   std::unique_ptr<ClientImpl> impl_;

@@ -1,4 +1,4 @@
-// ConfigMapWatcher: list + watch of ConfigMaps selected by label, delivered to a handler.
+// Watcher: list + watch of one kind of object selected by label, delivered to a handler.
 //
 // The loop is the client-go reflector in small: LIST (paginated) → OnSync(all) → WATCH from the
 // list's resourceVersion with allowWatchBookmarks=true. ADDED/MODIFIED → OnUpsert, DELETED →
@@ -6,6 +6,10 @@
 // last resourceVersion; 410 Gone (HTTP status or ERROR event with Status code 410) → relist.
 // Failures wait an exponential backoff with jitter (reset after a success) before the next
 // attempt. Clock, sleeper and random source are injectable so tests run without wall-clock sleeps.
+//
+// It watches any core/v1 resource (ConfigMaps, Nodes); with `metadata_only` the server sends
+// only the objects' metadata (PartialObjectMetadata), and `keep_labels` / `keep_annotations`
+// keep only the keys a consumer reads, so a list of many large objects stays small in memory.
 #pragma once
 
 #include <atomic>
@@ -27,31 +31,47 @@ namespace draguard::kube {
 
 class HttpConnection;  // internal (src/kube/transport.h)
 
-/// The parts of a ConfigMap that consumers need. binary_data is already base64-decoded.
-struct ConfigMap {
-  std::string namespace_name;                      ///< metadata.namespace
+/// The parts of a watched object that consumers need: its metadata and, for ConfigMaps, its
+/// data. binary_data is already base64-decoded.
+struct Object {
+  std::string namespace_name;                      ///< metadata.namespace (empty for Nodes)
   std::string name;                                ///< metadata.name
+  std::string uid;                                 ///< metadata.uid
   std::string resource_version;                    ///< metadata.resourceVersion
-  std::map<std::string, std::string> labels;       ///< metadata.labels (node in "draguard.io/node")
-  std::map<std::string, std::string> data;         ///< data
-  std::map<std::string, std::string> binary_data;  ///< binaryData, decoded
+  std::string creation_timestamp;                  ///< metadata.creationTimestamp (RFC 3339)
+  std::map<std::string, std::string> labels;       ///< metadata.labels
+  std::map<std::string, std::string> annotations;  ///< metadata.annotations
+  std::map<std::string, std::string> data;         ///< data (ConfigMaps)
+  std::map<std::string, std::string> binary_data;  ///< binaryData, decoded (ConfigMaps)
+  bool immutable = false;                          ///< immutable (ConfigMaps)
 };
 
-/// Parses a ConfigMap object (JSON text). InvalidArgument when it is not one.
-Result<ConfigMap> ParseConfigMap(std::string_view json);
+/// Which parts of an object ParseObject keeps.
+struct ObjectFilter {
+  /// Label keys to keep; empty = all.
+  std::vector<std::string> labels;
+  /// Annotation keys to keep; empty = all.
+  std::vector<std::string> annotations;
+  /// Keep `data` and `binaryData`.
+  bool data = true;
+};
+
+/// Parses an object (JSON text) into an Object, keeping what `filter` asks for. InvalidArgument
+/// when it is not an object with metadata.name, or when binaryData is not base64.
+Result<Object> ParseObject(std::string_view json, const ObjectFilter& filter = {});
 
 /// Receives the watcher's view. All calls come from the watcher thread, one at a time; they
-/// should return quickly, must not call ConfigMapWatcher::Stop(), and should not throw (an
-/// exception is caught, reported through OnError, and answered with a backoff and a relist).
-class ConfigMapHandler {
+/// should return quickly, must not call Watcher::Stop(), and should not throw (an exception is
+/// caught, reported through OnError, and answered with a backoff and a relist).
+class WatchHandler {
  public:
-  virtual ~ConfigMapHandler() = default;
+  virtual ~WatchHandler() = default;
   /// The complete current set (after the first list and after every relist); replaces all state.
-  virtual void OnSync(std::vector<ConfigMap> all) = 0;
+  virtual void OnSync(std::vector<Object> all) = 0;
   /// An object was added or modified.
-  virtual void OnUpsert(const ConfigMap& config_map) = 0;
+  virtual void OnUpsert(const Object& object) = 0;
   /// An object was deleted (its last state).
-  virtual void OnDelete(const ConfigMap& config_map) = 0;
+  virtual void OnDelete(const Object& object) = 0;
   /// A failed attempt (before backing off); for logging. Default: ignore.
   virtual void OnError(const Status& status) {}
 };
@@ -85,8 +105,12 @@ class Backoff {
 
 /// What to watch and how.
 struct WatchOptions {
-  std::string namespace_name;                          ///< empty = all namespaces
-  std::string label_selector = "draguard.io/topology=hwloc";  ///< labelSelector
+  std::string resource = "configmaps";                 ///< core/v1 resource: "configmaps", "nodes", ...
+  std::string namespace_name;                          ///< empty = all namespaces (or cluster-scoped)
+  std::string label_selector;                          ///< labelSelector; empty = every object
+  /// Ask for PartialObjectMetadata: the server sends metadata only (no spec, status or data).
+  bool metadata_only = false;
+  ObjectFilter filter;                                 ///< what each delivered Object keeps
   int page_size = 100;                                 ///< LIST limit per page (continue tokens)
   std::chrono::seconds watch_timeout{300};             ///< timeoutSeconds asked of the server
   std::chrono::milliseconds idle_timeout{120000};      ///< a silent watch is re-opened after this
@@ -103,14 +127,14 @@ struct WatchOptions {
 
 /// Runs list + watch on a background thread and feeds a handler. Stop() (or the destructor)
 /// ends it promptly, including an in-flight watch and a backoff wait.
-class ConfigMapWatcher {
+class Watcher {
  public:
   /// `client` and `handler` must outlive the watcher.
-  ConfigMapWatcher(const Client& client, ConfigMapHandler& handler, WatchOptions options = {});
+  Watcher(const Client& client, WatchHandler& handler, WatchOptions options = {});
   /// Stops the watcher (see Stop()).
-  ~ConfigMapWatcher();
-  ConfigMapWatcher(const ConfigMapWatcher&) = delete;
-  ConfigMapWatcher& operator=(const ConfigMapWatcher&) = delete;
+  ~Watcher();
+  Watcher(const Watcher&) = delete;
+  Watcher& operator=(const Watcher&) = delete;
 
   /// Starts the background thread (once).
   void Start();
@@ -134,8 +158,11 @@ class ConfigMapWatcher {
   void SetResourceVersion(std::string rv);
   std::chrono::steady_clock::time_point Now() const;
 
+  std::string BasePath() const;
+  std::string What() const;
+
   const Client& client_;
-  ConfigMapHandler& handler_;
+  WatchHandler& handler_;
   WatchOptions options_;
   Backoff backoff_;
   std::atomic<bool> stopping_{false};

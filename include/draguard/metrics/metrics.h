@@ -244,13 +244,18 @@ struct TopologyMetrics {
   GaugeFamily& last_reload;       ///< draguard_topology_last_reload_timestamp_seconds
   GaugeFamily& reload_duration;   ///< draguard_topology_last_reload_duration_seconds
   CounterFamily& load_errors;     ///< draguard_topology_load_errors_total{reason}
+  /// draguard_topology_node_publications{state}: built | waiting (for its shape object) | refused
+  GaugeFamily& node_publications;
+  GaugeFamily& shape_objects;     ///< draguard_topology_shape_objects{state}: valid | refused
+  GaugeFamily& legacy_configmaps; ///< draguard_topology_legacy_configmaps (per-node ConfigMaps of earlier releases)
+  CounterFamily& shape_objects_collected;  ///< draguard_topology_shape_objects_collected_total
 };
 
 /// The families of `topology export --publish` (the per-node exporter).
 struct ExporterMetrics {
   explicit ExporterMetrics(Registry& r);
   CounterFamily& publishes;     ///< draguard_topology_export_publish_total{result}
-  CounterFamily& writes;        ///< draguard_topology_export_writes_total{kind} (create, update, label)
+  CounterFamily& writes;        ///< draguard_topology_export_writes_total{kind} (shape, node, legacy-delete)
   GaugeFamily& last_success;    ///< draguard_topology_export_last_success_timestamp_seconds
   GaugeFamily& nvml_gpus;       ///< draguard_topology_export_nvml_gpus
   GaugeFamily& export_bytes;    ///< draguard_topology_export_bytes

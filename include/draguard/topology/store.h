@@ -43,6 +43,10 @@ struct SourceEntry {
   std::string version;     ///< changes whenever the bytes may have changed
   std::string origin;      ///< human-readable location (file path, "configmap ns/name", ...)
   int64_t modified_ns = 0; ///< modification time; the newer entry wins a node-name conflict
+  /// Set by sources that deliver the node already built (from a shape record and the node's
+  /// facts, shape_record.h): the Store takes it as it is and never calls Read() for the entry.
+  /// Its name must be `node`.
+  std::shared_ptr<const NodeTopology> built;
 };
 
 /// A provider of hwloc exports. Implementations must be usable from the Store's reload thread.
@@ -53,7 +57,8 @@ class Source {
   virtual std::string Describe() const = 0;
   /// Lists the current exports.
   virtual Result<std::vector<SourceEntry>> List() = 0;
-  /// Reads the bytes of one listed export, refusing more than `max_bytes` before reading.
+  /// Reads the bytes of one listed export, refusing more than `max_bytes` before reading. Not
+  /// called for entries that come `built`.
   virtual Result<std::string> Read(const SourceEntry& entry, size_t max_bytes) = 0;
   /// Starts calling `on_change` (from a source-owned thread) after changes settle. Sources that
   /// cannot watch return OK and never call it.

@@ -1,8 +1,14 @@
 package e2e
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,8 +29,9 @@ import (
 )
 
 const (
-	exporterSA = "draguard-exporter" // <fullname>-exporter
-	shapeLabel = "draguard.io/topology-shape"
+	exporterSA         = "draguard-exporter" // <fullname>-exporter
+	shapeLabel         = "draguard.io/topology-shape"
+	topologyAnnotation = "draguard.io/topology"
 )
 
 // exporterToken is a token of the exporter's ServiceAccount bound to an object: a Pod (what the
@@ -175,35 +182,64 @@ func copyFile(t *testing.T, src, dst string) {
 	}
 }
 
-// published checks the topology ConfigMap of node (labels, the Node as owner with its uid) and
-// the Node's shape label.
+// shapeObjectOf is the name of the shape object a Node's publication names ("" without one).
+func shapeObjectOf(n *corev1.Node) string {
+	var pub struct {
+		ShapeObject string `json:"shapeObject"`
+	}
+	if json.Unmarshal([]byte(n.Annotations[topologyAnnotation]), &pub) != nil || pub.ShapeObject == "" {
+		return ""
+	}
+	return "draguard-shape-" + pub.ShapeObject
+}
+
+// published checks node's publication: the shape label, and the annotation naming a shape object
+// that is immutable, labelled with that shape, and whose content is what its name says (the first
+// 16 bytes of the SHA-256 of the decompressed record, in hex).
 func published(c *Cluster, node, shape string) error {
 	ctx := context.Background()
 	n, err := c.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
-	cm, err := c.Kube.CoreV1().ConfigMaps(releaseNS).Get(ctx, "draguard-topology-"+node, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	if cm.Labels["draguard.io/topology"] != "hwloc" || cm.Labels["draguard.io/node"] != node {
-		return fmt.Errorf("ConfigMap labels %v", cm.Labels)
-	}
-	owned := false
-	for _, o := range cm.OwnerReferences {
-		owned = owned || (o.APIVersion == "v1" && o.Kind == "Node" && o.Name == node && o.UID == n.UID)
-	}
-	if !owned {
-		return fmt.Errorf("ConfigMap not owned by Node %s (uid %s): %v", node, n.UID, cm.OwnerReferences)
-	}
-	if cm.Data["topology.xml"] == "" {
-		return fmt.Errorf("ConfigMap has no topology.xml")
-	}
 	if got := n.Labels[shapeLabel]; got != shape {
 		return fmt.Errorf("Node label %s=%q, want %q", shapeLabel, got, shape)
 	}
+	name := shapeObjectOf(n)
+	if name == "" {
+		return fmt.Errorf("Node annotation %s=%q names no shape object", topologyAnnotation, n.Annotations[topologyAnnotation])
+	}
+	cm, err := c.Kube.CoreV1().ConfigMaps(releaseNS).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if cm.Labels["draguard.io/topology"] != "shape" || cm.Labels[shapeLabel] != shape {
+		return fmt.Errorf("shape object %s labels %v", name, cm.Labels)
+	}
+	if cm.Immutable == nil || !*cm.Immutable {
+		return fmt.Errorf("shape object %s is not immutable", name)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(cm.BinaryData["shape.gz"]))
+	if err != nil {
+		return fmt.Errorf("shape object %s: %v", name, err)
+	}
+	record, err := io.ReadAll(zr)
+	if err != nil {
+		return fmt.Errorf("shape object %s: %v", name, err)
+	}
+	if sum := sha256.Sum256(record); "draguard-shape-"+hex.EncodeToString(sum[:16]) != name {
+		return fmt.Errorf("shape object %s holds a record of digest %x", name, sum[:16])
+	}
 	return nil
+}
+
+// unpublish removes a node's publication (label and annotation) as a cluster admin would.
+func unpublish(t testing.TB, c *Cluster, node string) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null},"annotations":{%q:null}}}`, shapeLabel, topologyAnnotation)
+	if _, err := c.Kube.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // gauges waits until serve's topology model has `nodes` nodes in `shapes` shapes.
@@ -225,30 +261,43 @@ func gauges(t *testing.T, c *Cluster, nodes, shapes float64) {
 	})
 }
 
-// TestExporterUnderItsServiceAccount: `draguard topology export --publish -f` under the exporter
-// ServiceAccount of the chart, with a token bound to its DaemonSet pod as the kubelet projects
-// it: it creates the topology ConfigMap (owned by the Node) and the shape label, a changed export
-// reaches draguard serve through its ConfigMap watch (metrics and the conversion of a 16-GPU
-// Pod), and the chart's ValidatingAdmissionPolicies refuse every other Node or ConfigMap write
-// the exporter's identity attempts.
-func TestExporterUnderItsServiceAccount(t *testing.T) {
-	dgxExport := "hwloc/hwloc_nvidia-dgx2h_2s-xeon8174_16xV100-SXM3_12xNVSwitch_nvlink-hetero.xml"
-	g4dnExport := "hwloc/aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa.xml"
-	c := Up(t, dgxExport, g4dnExport)
-	c.Install() // the chart's defaults: exporter and its policies on
-	ctx := context.Background()
-	dgx, g4dn := NodeName(dgxExport), NodeName(g4dnExport)
-	shapeOf := map[string]string{}
+// The two machines of the exporter tests.
+const (
+	dgxExport  = "hwloc/hwloc_nvidia-dgx2h_2s-xeon8174_16xV100-SXM3_12xNVSwitch_nvlink-hetero.xml"
+	g4dnExport = "hwloc/aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa.xml"
+)
+
+// upDgxAndG4dn starts a cluster of the DGX-2H and the g4dn.metal with the chart's defaults
+// (exporter and its policies on) and returns it with the shape label `up` published on each Node
+// (as cluster-admin): two distinct shapes.
+func upDgxAndG4dn(t *testing.T) (c *Cluster, dgx, g4dn string, shapeOf map[string]string) {
+	t.Helper()
+	c = Up(t, dgxExport, g4dnExport)
+	c.Install()
+	dgx, g4dn = NodeName(dgxExport), NodeName(g4dnExport)
+	shapeOf = map[string]string{}
 	for _, n := range []string{dgx, g4dn} {
-		node, err := c.Kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		node, err := c.Kube.CoreV1().Nodes().Get(context.Background(), n, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		shapeOf[n] = node.Labels[shapeLabel] // published by cluster.sh up as cluster-admin
+		shapeOf[n] = node.Labels[shapeLabel]
 	}
 	if shapeOf[dgx] == "" || shapeOf[g4dn] == "" || shapeOf[dgx] == shapeOf[g4dn] {
 		t.Fatalf("up published shapes %v, want two distinct", shapeOf)
 	}
+	return c, dgx, g4dn, shapeOf
+}
+
+// TestExporterUnderItsServiceAccount: `draguard topology export --publish -f` under the exporter
+// ServiceAccount of the chart, with a token bound to its DaemonSet pod as the kubelet projects
+// it: it publishes the node's shape label and annotation (the shape object exists already: `up`
+// published both nodes), a changed export reaches draguard serve through its watches (metrics and
+// the conversion of a 16-GPU Pod), and the chart's ValidatingAdmissionPolicies and its
+// shape-object webhook refuse every other Node or ConfigMap write the exporter's identity attempts.
+func TestExporterUnderItsServiceAccount(t *testing.T) {
+	c, dgx, g4dn, shapeOf := upDgxAndG4dn(t)
+	ctx := context.Background()
 	pods := exporterPods(t, c, dgx, g4dn)
 	podToken := exporterToken(t, c, &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pods[dgx].Name, UID: pods[dgx].UID})
 	ns := "exporter-test"
@@ -278,50 +327,49 @@ func TestExporterUnderItsServiceAccount(t *testing.T) {
 	gauges(t, c, 2, 2)
 	Eventually(t, 30*time.Second, "16-GPU Pod converted with the DGX-2H's topology", converts(true))
 
-	// The exporter takes over the DGX-2H's publication: its ConfigMap and label are gone first,
-	// so that what is there afterwards is the exporter's own create and label patch.
-	if err := c.Kube.CoreV1().ConfigMaps(releaseNS).Delete(ctx, "draguard-topology-"+dgx, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	unlabel := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, shapeLabel)
-	if _, err := c.Kube.CoreV1().Nodes().Patch(ctx, dgx, types.MergePatchType, []byte(unlabel), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// The exporter takes over the DGX-2H's publication: its label and annotation are gone first,
+	// so that what is there afterwards is the exporter's own write.
+	unpublish(t, c, dgx)
 	gauges(t, c, 1, 1)
 	file := filepath.Join(t.TempDir(), "export.xml")
 	copyFile(t, exportPath(t, dgxExport), file)
 	start := time.Now()
 	e := startExporter(t, c, dgx, file, serviceAccountDir(t, c, podToken))
-	Eventually(t, 30*time.Second, "ConfigMap and shape label created by the exporter", func() error { return published(c, dgx, shapeOf[dgx]) })
+	Eventually(t, 30*time.Second, "shape label and annotation published by the exporter", func() error { return published(c, dgx, shapeOf[dgx]) })
 	gauges(t, c, 2, 2)
-	t.Logf("created and labelled, seen by serve: %v", time.Since(start).Round(time.Millisecond))
+	t.Logf("published and seen by serve: %v", time.Since(start).Round(time.Millisecond))
 
-	// A changed export (the g4dn's hardware on the DGX-2H's node) replaces the ConfigMap and the
-	// label; serve's watch drops the 16-GPU shape, and the 16-GPU Pod no longer converts.
+	// A changed export (the g4dn's hardware on the DGX-2H's node) points the node at the g4dn's
+	// shape object; serve's watch drops the 16-GPU shape, and the 16-GPU Pod no longer converts.
 	copyFile(t, exportPath(t, g4dnExport), file)
 	start = time.Now()
 	e.reexport(t)
-	Eventually(t, 30*time.Second, "ConfigMap and label updated", func() error { return published(c, dgx, shapeOf[g4dn]) })
+	Eventually(t, 30*time.Second, "publication updated", func() error { return published(c, dgx, shapeOf[g4dn]) })
 	gauges(t, c, 2, 1)
 	Eventually(t, 30*time.Second, "16-GPU Pod refused with the changed topology", converts(false))
 	t.Logf("changed export seen by serve: %v", time.Since(start).Round(time.Millisecond))
 	copyFile(t, exportPath(t, dgxExport), file)
 	e.reexport(t)
-	Eventually(t, 30*time.Second, "ConfigMap and label restored", func() error { return published(c, dgx, shapeOf[dgx]) })
+	Eventually(t, 30*time.Second, "publication restored", func() error { return published(c, dgx, shapeOf[dgx]) })
 	gauges(t, c, 2, 2)
 	Eventually(t, 30*time.Second, "16-GPU Pod converted again", converts(true))
 
-	// Every other write of the exporter's identity is refused: by the policies (vap) or by RBAC.
-	// The pod-bound and node-bound tokens name the DGX-2H's node, so the g4dn's label and
-	// ConfigMap are refused to them; an unbound token is refused everything else alike.
+	// Every other write of the exporter's identity is refused: by the policies (vap), the
+	// shape-object webhook or RBAC. The pod-bound and node-bound tokens name the DGX-2H's node, so
+	// the g4dn's publication and ConfigMap are refused to them; an unbound token is refused
+	// everything else alike.
 	const (
-		onlyLabel  = "may change only the label draguard.io/topology-shape"
-		noSpec     = "may not change a Node's spec"
-		noMeta     = "may not change a Node's annotations, owners or finalizers"
-		boundNode  = "may label only the Node its token is bound to"
-		onlyTopoCM = "may write only topology ConfigMaps"
-		boundCM    = "may write only the topology ConfigMap of the Node its token is bound to"
-		rbac       = "cannot"
+		onlyLabel      = "may change only the label draguard.io/topology-shape"
+		onlyAnnotation = "may change only the annotation draguard.io/topology"
+		noSpec         = "may not change a Node's spec"
+		noMeta         = "may not change a Node's owners or finalizers"
+		boundNode      = "may publish only on the Node its token is bound to"
+		onlyTopoCM     = "may write only topology ConfigMaps"
+		boundCM        = "may write only the topology ConfigMap of the Node its token is bound to"
+		createOnly     = "may only create shape objects, immutable, never change or delete one"
+		notShape       = "not a valid shape object"
+		immutable      = "immutable"
+		rbac           = "cannot"
 	)
 	type attempt struct {
 		what  string
@@ -356,13 +404,37 @@ func TestExporterUnderItsServiceAccount(t *testing.T) {
 			return err
 		}
 	}
+	deleteCM := func(name string) func(k *kubernetes.Clientset) error {
+		return func(k *kubernetes.Clientset) error {
+			return k.CoreV1().ConfigMaps(releaseNS).Delete(ctx, name, metav1.DeleteOptions{})
+		}
+	}
 	otherCM := topoCM(g4dn)
 	otherCM.Name += "-x"
+	// Shape objects: the DGX-2H's, and copies of the g4dn's record under names it does not match.
+	dgxNow, err := c.Kube.CoreV1().Nodes().Get(ctx, dgx, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dgxObject := shapeObjectOf(dgxNow)
+	g4dnNode, err := c.Kube.CoreV1().Nodes().Get(ctx, g4dn, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g4dnObject, err := c.Kube.CoreV1().ConfigMaps(releaseNS).Get(ctx, shapeObjectOf(g4dnNode), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	squat := func(name string, immutable bool) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: releaseNS, Labels: g4dnObject.Labels},
+			Immutable: ptr(immutable), BinaryData: g4dnObject.BinaryData}
+	}
+	otherDigest := sha256.Sum256([]byte("another shape"))
 	attempts := []attempt{
 		{"another label", patchNode(dgx, `{"metadata":{"labels":{"example.com/rack":"r1"}}}`), onlyLabel, false},
 		{"another label beside the shape label", patchNode(dgx, fmt.Sprintf(`{"metadata":{"labels":{%q:"0000000000000000","example.com/rack":"r1"}}}`, shapeLabel)), onlyLabel, false},
 		{"removing a label", patchNode(dgx, `{"metadata":{"labels":{"kubernetes.io/hostname":null}}}`), onlyLabel, false},
-		{"an annotation", patchNode(dgx, `{"metadata":{"annotations":{"example.com/a":"b"}}}`), noMeta, false},
+		{"an annotation", patchNode(dgx, `{"metadata":{"annotations":{"example.com/a":"b"}}}`), onlyAnnotation, false},
 		{"a finalizer", patchNode(dgx, `{"metadata":{"finalizers":["example.com/f"]}}`), noMeta, false},
 		{"a taint", patchNode(dgx, `{"spec":{"taints":[{"key":"example.com/t","effect":"NoSchedule"}]}}`), noSpec, false},
 		{"cordoning", patchNode(dgx, `{"spec":{"unschedulable":true}}`), noSpec, false},
@@ -372,15 +444,23 @@ func TestExporterUnderItsServiceAccount(t *testing.T) {
 			return k.CoreV1().Nodes().Delete(ctx, dgx, metav1.DeleteOptions{})
 		}, rbac, false},
 		{"another node's shape label", patchNode(g4dn, fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, shapeLabel, shapeOf[dgx])), boundNode, true},
+		{"another node's topology annotation", patchNode(g4dn, fmt.Sprintf(`{"metadata":{"annotations":{%q:"{}"}}}`, topologyAnnotation)), boundNode, true},
 		{"the webhook's policy ConfigMap", updateCM("draguard-policy", func(cm *corev1.ConfigMap) { cm.Data["policy.yaml"] += "\n# changed\n" }), onlyTopoCM, false},
+		{"deleting the webhook's policy ConfigMap", deleteCM("draguard-policy"), onlyTopoCM, false},
 		{"a ConfigMap of its own", createCM(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "example", Namespace: releaseNS}}), onlyTopoCM, false},
 		{"a topology ConfigMap named for another node", createCM(otherCM), onlyTopoCM, false},
-		{"dropping the topology label", updateCM("draguard-topology-"+dgx, func(cm *corev1.ConfigMap) { delete(cm.Labels, "draguard.io/topology") }), onlyTopoCM, false},
-		{"another node's topology ConfigMap", updateCM("draguard-topology-"+g4dn, func(cm *corev1.ConfigMap) { cm.Data["topology.xml"] = "<topology/>" }), boundCM, true},
+		{"a shape object whose content is not its name's", createCM(squat("draguard-shape-"+hex.EncodeToString(otherDigest[:16]), true)), notShape, false},
+		{"a mutable shape object", createCM(squat(g4dnObject.Name, false)), immutable, false},
+		{"changing a shape object", updateCM(dgxObject, func(cm *corev1.ConfigMap) { cm.Labels["example.com/team"] = "x" }), createOnly, false},
+		{"deleting a shape object", deleteCM(dgxObject), createOnly, false},
+		{"another node's topology ConfigMap", createCM(topoCM(g4dn)), boundCM, true},
 		{"a topology ConfigMap for a new node", createCM(topoCM("example-node")), boundCM, true},
-		{"deleting a topology ConfigMap", func(k *kubernetes.Clientset) error {
-			return k.CoreV1().ConfigMaps(releaseNS).Delete(ctx, "draguard-topology-"+dgx, metav1.DeleteOptions{})
-		}, rbac, false},
+		{"deleting another node's topology ConfigMap", deleteCM("draguard-topology-" + g4dn), boundCM, true},
+	}
+	// A per-node ConfigMap of an earlier release for the g4dn (its Node's publication takes
+	// precedence), for the attempt to delete another node's.
+	if _, err := c.Kube.CoreV1().ConfigMaps(releaseNS).Create(ctx, topoCM(g4dn), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	dgxNode, err := c.Kube.CoreV1().Nodes().Get(ctx, dgx, metav1.GetOptions{})
 	if err != nil {
@@ -408,7 +488,7 @@ func TestExporterUnderItsServiceAccount(t *testing.T) {
 			}
 		}
 	}
-	// Nothing of it got through: the label and the ConfigMaps are the exporter's.
+	// Nothing of it got through: the publications and shape objects are the exporters'.
 	if err := published(c, dgx, shapeOf[dgx]); err != nil {
 		t.Errorf("after the refused writes: %v", err)
 	}
@@ -422,5 +502,109 @@ func TestExporterUnderItsServiceAccount(t *testing.T) {
 	if node.Spec.Unschedulable || len(node.Spec.Taints) > 0 || node.Spec.PodCIDR != "" || node.Annotations["example.com/a"] != "" ||
 		len(node.Finalizers) > 0 || node.Labels["example.com/rack"] != "" || node.Labels["kubernetes.io/hostname"] != dgx {
 		t.Errorf("a refused change reached Node %s: %+v %+v", dgx, node.ObjectMeta, node.Spec)
+	}
+}
+
+// TestExporterUpgradeFromPerNodeConfigMaps: a cluster whose exporters are of the earlier release
+// (each node's whole export in its ConfigMap draguard-topology-<node>, owned by the Node, and the
+// shape label) keeps its topology through the upgrade. draguard serve reads those ConfigMaps; the
+// chart's policies let the old exporters keep writing them under their pod-bound tokens; and when
+// a node's exporter is upgraded it publishes the current way and deletes its ConfigMap, while serve
+// knows both nodes at every moment.
+func TestExporterUpgradeFromPerNodeConfigMaps(t *testing.T) {
+	c, dgx, g4dn, shapeOf := upDgxAndG4dn(t)
+	ctx := context.Background()
+	pods := exporterPods(t, c, dgx, g4dn)
+	tokens := map[string]string{}
+	// The earlier release's state, written through the API calls its exporter made, under tokens
+	// bound to the exporter pods: the ConfigMap (created, then updated on a change) and the label.
+	oldExporter := func(node, export string, update bool) error {
+		k := clientFor(t, c, tokens[node])
+		n, err := k.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		xml, err := os.ReadFile(exportPath(t, export))
+		if err != nil {
+			return err
+		}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "draguard-topology-" + node, Namespace: releaseNS,
+			Labels:          map[string]string{"draguard.io/topology": "hwloc", "draguard.io/node": node},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node, UID: n.UID}}},
+			Data: map[string]string{"topology.xml": string(xml)}}
+		if update {
+			cur, err := k.CoreV1().ConfigMaps(releaseNS).Get(ctx, cm.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur.Data = map[string]string{"topology.xml": string(xml) + "\n<!-- re-exported -->\n"}
+			_, err = k.CoreV1().ConfigMaps(releaseNS).Update(ctx, cur, metav1.UpdateOptions{})
+			return err
+		}
+		if _, err := k.CoreV1().ConfigMaps(releaseNS).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, shapeLabel, shapeOf[node])
+		_, err = k.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		return err
+	}
+	exports := map[string]string{dgx: dgxExport, g4dn: g4dnExport}
+	for _, n := range []string{dgx, g4dn} {
+		tokens[n] = exporterToken(t, c, &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pods[n].Name, UID: pods[n].UID})
+		unpublish(t, c, n)
+		if err := oldExporter(n, exports[n], false); err != nil {
+			t.Fatalf("the earlier release's exporter on %s: %v", n, err)
+		}
+	}
+	gauges(t, c, 2, 2)
+	Eventually(t, 30*time.Second, "serve reads both per-node ConfigMaps", func() error {
+		if v, err := metricValue(t, c, "draguard_topology_legacy_configmaps"); err != nil || v != 2 {
+			return fmt.Errorf("draguard_topology_legacy_configmaps %v (%v)", v, err)
+		}
+		return nil
+	})
+	// An old exporter's re-export (an update of its ConfigMap) is still allowed.
+	if err := oldExporter(dgx, dgxExport, true); err != nil {
+		t.Fatalf("the earlier release's exporter updating its ConfigMap: %v", err)
+	}
+
+	// The DGX-2H's exporter is upgraded, while serve's node count is watched.
+	stop, done := make(chan struct{}), make(chan struct{})
+	lowest := 2.0
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if v, err := metricValue(t, c, "draguard_topology_nodes"); err == nil && v < lowest {
+				lowest = v
+			}
+		}
+	}()
+	file := filepath.Join(t.TempDir(), "export.xml")
+	copyFile(t, exportPath(t, dgxExport), file)
+	startExporter(t, c, dgx, file, serviceAccountDir(t, c, tokens[dgx]))
+	Eventually(t, 30*time.Second, "the upgraded exporter's publication", func() error { return published(c, dgx, shapeOf[dgx]) })
+	Eventually(t, 30*time.Second, "its per-node ConfigMap deleted, serve on the publication", func() error {
+		if _, err := c.Kube.CoreV1().ConfigMaps(releaseNS).Get(ctx, "draguard-topology-"+dgx, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("draguard-topology-%s still there (%v)", dgx, err)
+		}
+		if v, err := metricValue(t, c, "draguard_topology_legacy_configmaps"); err != nil || v != 1 {
+			return fmt.Errorf("draguard_topology_legacy_configmaps %v (%v)", v, err)
+		}
+		return nil
+	})
+	gauges(t, c, 2, 2)
+	close(stop)
+	<-done
+	if lowest < 2 {
+		t.Errorf("serve's topology dropped to %v nodes during the upgrade", lowest)
+	}
+	// The g4dn's old exporter keeps working beside the upgraded one.
+	if err := oldExporter(g4dn, g4dnExport, true); err != nil {
+		t.Errorf("the earlier release's exporter on %s after the other's upgrade: %v", g4dn, err)
 	}
 }

@@ -26,7 +26,7 @@ import (
 
 // serverClient is an HTTPS client of the harness's draguard serve (its certificate is signed by
 // the harness CA) and the server's address.
-func serverClient(t *testing.T, c *Cluster) (*http.Client, string) {
+func serverClient(t testing.TB, c *Cluster) (*http.Client, string) {
 	t.Helper()
 	pem, err := os.ReadFile(filepath.Join(c.Dir, "pki", "ca.crt"))
 	if err != nil {
@@ -44,7 +44,7 @@ func serverClient(t *testing.T, c *Cluster) (*http.Client, string) {
 
 // metricValue reads one unlabelled sample of draguard's /metrics listener (its address is in the
 // server's "listening" log line).
-func metricValue(t *testing.T, c *Cluster, name string) (float64, error) {
+func metricValue(t testing.TB, c *Cluster, name string) (float64, error) {
 	t.Helper()
 	f, err := os.Open(filepath.Join(c.Dir, "logs", "draguard.log"))
 	if err != nil {
@@ -114,12 +114,20 @@ func mutateReview(t *testing.T, client *http.Client, base string, pod *unstructu
 
 // publishNode creates Node `name` and publishes the topology of `export` (relative to test/data)
 // for it as the exporter does, with the setup ServiceAccount of cluster.sh up.
-func publishNode(t *testing.T, c *Cluster, export, name string) {
+func publishNode(t testing.TB, c *Cluster, export, name string) {
 	t.Helper()
 	node := "apiVersion: v1\nkind: Node\nmetadata:\n  name: " + name + "\n  labels: {draguard.io/cluster-test: \"true\"}\n"
 	if _, stderr, err := c.Kubectl(node, "apply", "-f", "-"); err != nil {
 		t.Fatalf("creating Node %s: %v: %s", name, err, stderr)
 	}
+	exportOnce(t, c, export, name)
+}
+
+// exportOnce publishes the topology of `export` (relative to test/data) for the existing Node
+// `name` with `draguard topology export --publish --once`, under the setup ServiceAccount of
+// cluster.sh up.
+func exportOnce(t testing.TB, c *Cluster, export, name string) {
+	t.Helper()
 	port, err := os.ReadFile(filepath.Join(c.Dir, "apiserver.port"))
 	if err != nil {
 		t.Fatal(err)

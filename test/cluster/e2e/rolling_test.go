@@ -34,7 +34,7 @@ type replica struct {
 	done chan struct{}
 }
 
-func (r *replica) start(t *testing.T) {
+func (r *replica) start(t testing.TB) {
 	t.Helper()
 	cmd := exec.Command(r.args[0], r.args[1:]...)
 	cmd.Env, cmd.Stdout, cmd.Stderr = r.env, r.log, r.log
@@ -203,7 +203,7 @@ func (b *balancer) close() {
 
 // serveCommand reads the command line and environment of the `draguard serve` that cluster.sh
 // install started.
-func serveCommand(t *testing.T, dir string) (args, env []string) {
+func serveCommand(t testing.TB, dir string) (args, env []string) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, "pids", "draguard"))
 	if err != nil {

@@ -91,8 +91,8 @@ const one = (docs, kind) => {
   return xs[0];
 };
 
-// The exporter's node-label policy is not the backstop policy.
-const notExporter = (d) => !d.metadata.name.includes("exporter");
+// The exporter's policies and the topology collection policy are not the backstop policy.
+const notExporter = (d) => !d.metadata.name.includes("exporter") && !d.metadata.name.endsWith("-topology-collect");
 const oneBackstopBinding = (docs) => {
   const xs = find(docs, "ValidatingAdmissionPolicyBinding").filter(notExporter);
   if (xs.length !== 1) throw new Error(`expected exactly one backstop ValidatingAdmissionPolicyBinding, found ${xs.length}`);
@@ -130,13 +130,19 @@ async function validateSchemas(r, label) {
   }
 }
 
+// The policy's webhooks (/validate, /mutate); the shape-object webhook has checks of its own.
+const TOPOLOGY_WEBHOOK = "shapes.topology.draguard.io";
 function webhooksOf(r) {
   const out = [];
   for (const cfg of [...find(r.docs, "ValidatingWebhookConfiguration"), ...find(r.docs, "MutatingWebhookConfiguration")]) {
-    for (const w of cfg.webhooks) out.push({ cfg, w, mutating: cfg.kind === "MutatingWebhookConfiguration" });
+    for (const w of cfg.webhooks) {
+      if (w.name !== TOPOLOGY_WEBHOOK) out.push({ cfg, w, mutating: cfg.kind === "MutatingWebhookConfiguration" });
+    }
   }
   return out;
 }
+const topologyWebhook = (r) =>
+  find(r.docs, "ValidatingWebhookConfiguration").flatMap((c) => c.webhooks).find((w) => w.name === TOPOLOGY_WEBHOOK);
 
 function commonChecks(r, label, { mutation = true, tlsMode = "self", replicas = 3 } = {}) {
   const fullname = r.release.includes("draguard") ? r.release : `${r.release}-draguard`;
@@ -743,7 +749,11 @@ async function scenarios() {
     const role = cmTopo.docs.find((d) => d.kind === "Role" && d.metadata.name === "draguard-topology");
     assert(role, "topology Role");
     eq(role.metadata.namespace, "gpu-topology", "Role namespace");
-    eq(role.rules, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get", "list", "watch"] }], "Role rules");
+    eq(role.rules, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get", "list", "watch", "delete"] }], "Role rules");
+    eq(find(cmTopo.docs, "ClusterRole", "draguard-topology-nodes")[0].rules,
+      [{ apiGroups: [""], resources: ["nodes"], verbs: ["list", "watch"] }], "Nodes: list and watch (metadata)");
+    eq(find(cmTopo.docs, "ClusterRoleBinding", "draguard-topology-nodes")[0].subjects,
+      [{ kind: "ServiceAccount", name: "draguard", namespace: cmTopo.namespace }], "Nodes binding");
     const rb = cmTopo.docs.find((d) => d.kind === "RoleBinding" && d.metadata.name === "draguard-topology");
     assert(rb, "topology RoleBinding");
     eq(rb.metadata.namespace, "gpu-topology", "RoleBinding namespace");
@@ -756,6 +766,35 @@ async function scenarios() {
     assert(!c.args.includes("--topology-dir"), "no --topology-dir");
     eq(c.args[c.args.indexOf("--kube") + 1], "auto", "--kube");
     assert(!(c.volumeMounts || []).some((m) => m.name === "topology"), "no topology mount");
+  });
+  check("topology.source=configmaps: the webhook's ServiceAccount may delete only shape objects", () => {
+    const vap = find(cmTopo.docs, "ValidatingAdmissionPolicy", "draguard-topology-collect")[0];
+    assert(vap, "collection policy");
+    eq(find(cmTopo.docs, "ValidatingAdmissionPolicyBinding", "draguard-topology-collect")[0].spec,
+      { policyName: vap.metadata.name, validationActions: ["Deny"] }, "binding");
+    eq(vap.spec.matchConstraints.resourceRules[0].operations, ["DELETE"], "deletes only");
+    const who = (u) => celEvaluate(vap.spec.matchConditions[0].expression, { request: { userInfo: { username: u } } });
+    eq(who(`system:serviceaccount:${cmTopo.namespace}:draguard`), true, "matches the webhook's ServiceAccount");
+    eq(who(`system:serviceaccount:${cmTopo.namespace}:draguard-exporter`), false, "not the exporter's");
+    const deletes = (labels) => vap.spec.validations.every((v) =>
+      celEvaluate(v.expression, { request: { operation: "DELETE" }, oldObject: { metadata: { name: "x", labels } }, object: null }) === true);
+    eq(deletes({ "draguard.io/topology": "shape", "draguard.io/topology-shape": "0123456789abcdef" }), true, "a shape object");
+    eq(deletes({ "draguard.io/topology": "hwloc" }), false, "a per-node ConfigMap");
+    eq(deletes(undefined), false, "the policy ConfigMap");
+  });
+  const cmTopoDefault = render(["--set", "topology.source=configmaps"]);
+  check("topology.source=configmaps: the shape-object webhook (its namespaces, shape label, Fail, own path)", () => {
+    const w = topologyWebhook(cmTopo);
+    assert(w, "webhook");
+    eq(w.clientConfig.service.path, "/validate-topology", "path");
+    eq(w.failurePolicy, "Fail", "failurePolicy");
+    eq(w.sideEffects, "None", "sideEffects");
+    eq(w.namespaceSelector, { matchExpressions: [{ key: "kubernetes.io/metadata.name", operator: "In",
+      values: [cmTopo.namespace, "gpu-topology"] }] }, "the release namespace (the exporter writes there) and the topology namespace");
+    eq(topologyWebhook(cmTopoDefault).namespaceSelector.matchExpressions[0].values, [cmTopoDefault.namespace], "one namespace by default");
+    eq(w.objectSelector, { matchLabels: { "draguard.io/topology": "shape" } }, "shape objects only");
+    eq(w.rules, [{ apiGroups: [""], apiVersions: ["v1"], resources: ["configmaps"], operations: ["CREATE", "UPDATE"], scope: "Namespaced" }], "rules");
+    assert(!topologyWebhook(render(["--set", "exporter.enabled=false"])), "no webhook without the API source");
   });
   const cmTopoDefaultNs = render(["--set", "topology.source=configmaps"]);
   check("topology.source=configmaps: namespace defaults to the release namespace", () => {
@@ -1021,11 +1060,11 @@ function exporterChecks() {
       assert(!Object.entries(svc.spec.selector).every(([k, v]) => pod[k] === v), `Service ${svc.metadata.name} selects exporter pods`);
     }
   });
-  check("exporter: RBAC get/patch nodes, create/get/update configmaps in the release namespace only", () => {
+  check("exporter: RBAC get/patch nodes, create/get/update/delete configmaps in the release namespace only", () => {
     eq(find(r.docs, "ClusterRole", "draguard-exporter")[0].rules, [{ apiGroups: [""], resources: ["nodes"], verbs: ["get", "patch"] }], "ClusterRole");
     const role = find(r.docs, "Role", "draguard-exporter")[0];
     eq(role.metadata.namespace, "draguard-system", "Role namespace");
-    eq(role.rules, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["create", "get", "update"] }], "Role");
+    eq(role.rules, [{ apiGroups: [""], resources: ["configmaps"], verbs: ["create", "get", "update", "delete"] }], "Role");
     eq(find(r.docs, "RoleBinding", "draguard-exporter")[0].subjects, [{ kind: "ServiceAccount", name: "draguard-exporter", namespace: "draguard-system" }], "RoleBinding");
     eq(find(r.docs, "ClusterRoleBinding", "draguard-exporter")[0].subjects[0].name, "draguard-exporter", "ClusterRoleBinding");
   });
@@ -1039,7 +1078,7 @@ function exporterChecks() {
     for (const v of vap.spec.variables) variables[v.name] = celEvaluate(v.expression, { ...vars, variables });
     return vap.spec.validations.every((v) => celEvaluate(v.expression, { ...vars, variables }) === true);
   };
-  check("exporter: the label policy allows only the shape label, of the node a bound token names", () => {
+  check("exporter: the node policy allows only the shape label and topology annotation, of the node a bound token names", () => {
     const vap = find(r.docs, "ValidatingAdmissionPolicy", "draguard-exporter-node-label")[0];
     eq(vap.apiVersion, "admissionregistration.k8s.io/v1", "apiVersion");
     eq(find(r.docs, "ValidatingAdmissionPolicyBinding", "draguard-exporter-node-label")[0].spec, { policyName: vap.metadata.name, validationActions: ["Deny"] }, "binding");
@@ -1055,25 +1094,46 @@ function exporterChecks() {
     eq(run(base, node({ zone: "b" })), false, "changing another label");
     eq(run(base, node({})), false, "removing a label");
     eq(run(base, node({ zone: "a", extra: "1" })), false, "adding another label");
-    eq(run(base, node({ zone: "a" }, { annotations: { a: "b" } })), false, "adding an annotation");
+    eq(run(base, node({ zone: "a" }, { annotations: { a: "b" } })), false, "adding another annotation");
+    const published = node({ zone: "a", "draguard.io/topology-shape": "0123456789abcdef" }, { annotations: { "draguard.io/topology": "{}" } });
+    eq(run(base, published), true, "label and topology annotation in one write");
+    eq(run(node({ zone: "a" }, { annotations: { keep: "1" } }), node({ zone: "a" }, { annotations: { keep: "1", "draguard.io/topology": "{}" } })), true, "keeping other annotations");
+    eq(run(node({ zone: "a" }, { annotations: { keep: "1" } }), node({ zone: "a" }, { annotations: { "draguard.io/topology": "{}" } })), false, "dropping another annotation");
+    eq(run(base, { ...base, metadata: { ...base.metadata, finalizers: ["x"] } }), false, "adding a finalizer");
     eq(run(base, { ...base, spec: { unschedulable: true } }), false, "changing the spec");
     eq(run(base, shaped, { ...unbound, subResource: "status" }), false, "through the status subresource");
     eq(run(base, shaped, boundTo("n")), true, "the shape label of the node the token is bound to");
     eq(run(base, shaped, boundTo("m")), false, "the shape label of another node");
+    eq(run(base, published, boundTo("m")), false, "the publication of another node");
   });
   check("exporter: the ConfigMap policy allows only topology ConfigMaps, of the node a bound token names", () => {
     const vap = find(r.docs, "ValidatingAdmissionPolicy", "draguard-exporter-configmaps")[0];
-    eq(vap.spec.matchConstraints.resourceRules, [{ apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE", "UPDATE"], resources: ["configmaps"] }], "matches ConfigMap writes");
+    eq(vap.spec.matchConstraints.resourceRules, [{ apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE", "UPDATE", "DELETE"], resources: ["configmaps"] }], "matches ConfigMap writes and deletes");
     eq(celEvaluate(vap.spec.matchConditions[0].expression, { request: unbound }), true, "matches the exporter");
     eq(find(r.docs, "ValidatingAdmissionPolicyBinding", "draguard-exporter-configmaps")[0].spec, { policyName: vap.metadata.name, validationActions: ["Deny"] }, "binding");
-    const cm = (name, labels) => ({ metadata: labels ? { name, labels } : { name }, data: { "topology.xml": "<topology/>" } });
+    const as = (op, base = unbound) => ({ ...base, operation: op });
+    const cm = (name, labels, extra = {}) => ({ metadata: labels ? { name, labels } : { name }, data: { "topology.xml": "<topology/>" }, ...extra });
     const topo = (node) => cm(`draguard-topology-${node}`, { "draguard.io/topology": "hwloc", "draguard.io/node": node });
-    eq(admits(vap, unbound, null, topo("n")), true, "a topology ConfigMap");
-    eq(admits(vap, boundTo("n"), topo("n"), topo("n")), true, "the bound node's topology ConfigMap");
-    eq(admits(vap, boundTo("m"), topo("n"), topo("n")), false, "another node's, with a bound token");
-    eq(admits(vap, unbound, cm("draguard-policy"), cm("draguard-policy")), false, "the webhook's policy ConfigMap");
-    eq(admits(vap, unbound, null, cm("draguard-topology-n")), false, "without the topology labels");
-    eq(admits(vap, unbound, null, cm("draguard-topology-m", { "draguard.io/topology": "hwloc", "draguard.io/node": "n" })), false, "name and node label disagree");
+    const shape = (name = `draguard-shape-${"0".repeat(32)}`, immutable = true) =>
+      cm(name, { "draguard.io/topology": "shape", "draguard.io/topology-shape": "0123456789abcdef" }, immutable ? { immutable: true } : {});
+    // Shape objects: create only, immutable, named by a digest; never changed or deleted.
+    eq(admits(vap, as("CREATE"), null, shape()), true, "creating a shape object");
+    eq(admits(vap, as("CREATE", boundTo("n")), null, shape()), true, "creating a shape object with a bound token");
+    eq(admits(vap, as("CREATE"), null, shape(undefined, false)), false, "a mutable shape object");
+    eq(admits(vap, as("CREATE"), null, shape("draguard-shape-xyz")), false, "a shape object not named by a digest");
+    eq(admits(vap, as("UPDATE"), shape(), shape()), false, "updating a shape object");
+    eq(admits(vap, as("DELETE"), shape(), null), false, "deleting a shape object");
+    eq(admits(vap, as("UPDATE"), shape(), cm(shape().metadata.name)), false, "relabelling a shape object");
+    // Per-node ConfigMaps of earlier releases: written by old exporters, deleted by new ones.
+    eq(admits(vap, as("CREATE"), null, topo("n")), true, "a topology ConfigMap");
+    eq(admits(vap, as("UPDATE", boundTo("n")), topo("n"), topo("n")), true, "the bound node's topology ConfigMap");
+    eq(admits(vap, as("UPDATE", boundTo("m")), topo("n"), topo("n")), false, "another node's, with a bound token");
+    eq(admits(vap, as("DELETE", boundTo("n")), topo("n"), null), true, "deleting the bound node's old ConfigMap");
+    eq(admits(vap, as("DELETE", boundTo("m")), topo("n"), null), false, "deleting another node's");
+    eq(admits(vap, as("DELETE"), cm("draguard-policy"), null), false, "deleting the webhook's policy ConfigMap");
+    eq(admits(vap, as("UPDATE"), cm("draguard-policy"), cm("draguard-policy")), false, "the webhook's policy ConfigMap");
+    eq(admits(vap, as("CREATE"), null, cm("draguard-topology-n")), false, "without the topology labels");
+    eq(admits(vap, as("CREATE"), null, cm("draguard-topology-m", { "draguard.io/topology": "hwloc", "draguard.io/node": "n" })), false, "name and node label disagree");
   });
   check("exporter: off by values, no label policy when disabled", () => {
     const noVap = render(["--set", "exporter.labelPolicy=false"]);

@@ -2,8 +2,9 @@
 // tree + fake NVML, test/unit/topology/fake_node.h) written with -o and read back by
 // `topology show`, the warning without NVML, and --publish refusing to run without a node.
 // `--publish -f FILE` against the kube tests' fake API server, reached through the in-cluster
-// configuration with $DRAGUARD_SERVICEACCOUNT_DIR: publish, republish of a changed file (--once
-// and SIGHUP in the loop), a bad or missing file failing while the last published state stays.
+// configuration with $DRAGUARD_SERVICEACCOUNT_DIR: publish (shape object and Node publication),
+// republish of a changed file (--once and SIGHUP in the loop), a bad or missing file failing while
+// the last published state stays.
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <signal.h>
@@ -20,6 +21,8 @@
 #include "../kube/fake_apiserver.h"
 #include "../topology/fake_node.h"
 #include "commands.h"
+#include "draguard/kube/watch.h"
+#include "draguard/kubetopo/shape_object.h"
 #include "draguard/topology/loader.h"
 
 namespace draguard::cli {
@@ -141,7 +144,7 @@ class TopologyPublishFileTest : public kubetest::FakeApiServerTest {
  protected:
   static constexpr const char* kNode = "fake-node-1";
   static constexpr const char* kNodePath = "/api/v1/nodes/fake-node-1";
-  static constexpr const char* kCmPath = "/api/v1/namespaces/sa-ns/configmaps/draguard-topology-fake-node-1";
+  static constexpr const char* kCms = "/api/v1/namespaces/sa-ns/configmaps/";
 
   void SetUp() override {
     FakeApiServerTest::SetUp();
@@ -173,9 +176,18 @@ class TopologyPublishFileTest : public kubetest::FakeApiServerTest {
     EXPECT_TRUE(parsed.ok()) << parsed.status().message();
     return parsed.ok() ? parsed->shape.fingerprint : "";
   }
-  std::string PublishedXml() const {
-    const kubetest::json cm = server_->GetObject(kCmPath);
-    return cm.is_object() ? cm["data"].value("topology.xml", "") : "";
+  // The shape fingerprint of the record the Node's annotation names, verified as the webhook
+  // verifies it; "" while there is none.
+  std::string PublishedShape() const {
+    auto node = kube::ParseObject(server_->GetObject(kNodePath).dump());
+    if (!node.ok()) return "";
+    auto pub = kubetopo::ReadNodePublication(*node);
+    if (!pub.ok()) return "";
+    auto object = kube::ParseObject(server_->GetObject(kCms + std::string(kubetopo::kShapeObjectPrefix) + pub->shape_object).dump());
+    if (!object.ok()) return "";
+    topology::ShapeInterner interner;
+    auto record = kubetopo::VerifyShapeObject(*object, interner);
+    return record.ok() ? record->shape->fingerprint : "";
   }
   // The Node's shape label, "" while it has none (also while it has no labels at all).
   std::string ShapeLabel() const {
@@ -195,10 +207,9 @@ TEST_F(TopologyPublishFileTest, OncePublishesTheFileAndAChangedFileAgain) {
   WriteAll(file_, dgx_);
   CliRun r = Once(file_.string());
   ASSERT_EQ(r.code, kExitOk) << r.err;
-  EXPECT_NE(r.out.find("created configmap draguard-topology-fake-node-1"), std::string::npos) << r.out;
-  EXPECT_EQ(PublishedXml(), dgx_);  // published as it is, in the service account's namespace
-  const kubetest::json cm = server_->GetObject(kCmPath);
-  EXPECT_EQ(cm["metadata"]["labels"]["draguard.io/node"], kNode);
+  EXPECT_NE(r.out.find("created draguard-shape-"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("published on the node"), std::string::npos) << r.out;
+  EXPECT_EQ(PublishedShape(), Fingerprint(dgx_));  // in the service account's namespace
   EXPECT_EQ(ShapeLabel(), Fingerprint(dgx_));
 
   r = Once(file_.string());  // unchanged: nothing written
@@ -208,8 +219,8 @@ TEST_F(TopologyPublishFileTest, OncePublishesTheFileAndAChangedFileAgain) {
   WriteAll(file_, pcie_);
   r = Cli({"export", "--publish", "--once", "--node", kNode, "--file", file_.string()});
   ASSERT_EQ(r.code, kExitOk) << r.err;
-  EXPECT_NE(r.out.find("updated configmap"), std::string::npos) << r.out;
-  EXPECT_EQ(PublishedXml(), pcie_);
+  EXPECT_NE(r.out.find("created draguard-shape-"), std::string::npos) << r.out;
+  EXPECT_EQ(PublishedShape(), Fingerprint(pcie_));
   EXPECT_EQ(ShapeLabel(), Fingerprint(pcie_));
   EXPECT_NE(Fingerprint(pcie_), Fingerprint(dgx_));
 }
@@ -232,7 +243,7 @@ TEST_F(TopologyPublishFileTest, ABadOrMissingFileFailsAndLeavesThePublishedState
   EXPECT_EQ(r.code, kExitRuntime);
   EXPECT_NE(r.err.find("missing.xml"), std::string::npos) << r.err;
   EXPECT_EQ(server_->seen().size(), calls_before);  // no API call at all for a bad file
-  EXPECT_EQ(PublishedXml(), dgx_);
+  EXPECT_EQ(PublishedShape(), Fingerprint(dgx_));
   EXPECT_EQ(ShapeLabel(), label);
 }
 
@@ -249,10 +260,10 @@ TEST_F(TopologyPublishFileTest, TheLoopRereadsTheFileOnSighup) {
                    "--probe-listen", ""},
                   out, err);
   });
-  // The ConfigMap is written before the Node's label is patched: wait for both.
+  // Wait for the Node's publication of `xml` (label and annotation are one write).
   auto wait_for = [&](const std::string& xml) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    auto done = [&] { return PublishedXml() == xml && ShapeLabel() == Fingerprint(xml); };
+    auto done = [&] { return PublishedShape() == Fingerprint(xml) && ShapeLabel() == Fingerprint(xml); };
     while (!done() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -272,7 +283,7 @@ TEST_F(TopologyPublishFileTest, TheLoopRereadsTheFileOnSighup) {
   pthread_kill(loop_thread, SIGTERM);
   loop.join();
   EXPECT_EQ(rc, kExitOk) << err.str();
-  EXPECT_NE(out.str().find("updated configmap"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("published on the node"), std::string::npos) << out.str();
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
 // Test helpers: a throwaway PKI (EC P-256 CA + serving cert for 127.0.0.1, made at test time) and
 // a scripted HTTPS fake of the Kubernetes API server that follows its conventions: Status objects,
 // 201/409/401/403/404/410/500, chunked watch streams with one JSON event per line, bookmarks.
-// Paths without a scripted route go to a generic object store (ObjectStore below): create, get,
-// list with labelSelector/limit/continue, update with resourceVersion preconditions, merge and
-// JSON patch, delete, with injectable faults.
+// Paths without a scripted route go to a generic object store: create, get, list with
+// labelSelector/limit/continue, watch (every change after the given resourceVersion, then held
+// open), update with resourceVersion preconditions, merge and JSON patch, delete, with injectable
+// faults. An Accept header asking for PartialObjectMetadata(List) gets metadata only, as from
+// kube-apiserver. ConfigMap lists and watches are scripted (ScriptList/ScriptWatch) unless
+// ConfigMapsFromStore() sends them to the store too.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -186,6 +189,7 @@ struct Reply {
 struct Seen {
   std::string method, path, authorization, body;
   std::multimap<std::string, std::string> params;
+  std::string accept;
   std::string param(const std::string& k) const {
     auto it = params.find(k);
     return it == params.end() ? "" : it->second;
@@ -270,8 +274,13 @@ class FakeApiServer {
 
   // Stores `object` at `path` (no checks), stamping resourceVersion, uid and name; returns it.
   json PutObject(const std::string& path, json object) {
-    std::lock_guard<std::mutex> l(mu_);
-    return StoreLocked(path, std::move(object));
+    json stored;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stored = StoreLocked(path, std::move(object));
+    }
+    cv_.notify_all();
+    return stored;
   }
   // The object at `path`, or null.
   json GetObject(const std::string& path) const {
@@ -281,8 +290,16 @@ class FakeApiServer {
   }
   // Removes the object at `path` (no-op when absent).
   void RemoveObject(const std::string& path) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      EraseLocked(path);
+    }
+    cv_.notify_all();
+  }
+  // ConfigMap lists and watches are answered from the store (not from the scripts).
+  void ConfigMapsFromStore() {
     std::lock_guard<std::mutex> l(mu_);
-    store_.erase(path);
+    configmaps_from_store_ = true;
   }
   // Paths of stored objects that start with `prefix`.
   std::vector<std::string> ObjectPaths(const std::string& prefix = "") const {
@@ -331,7 +348,7 @@ class FakeApiServer {
  private:
   // Records the request; false (and a 401 Status) when the token is not accepted.
   bool Admit(const httplib::Request& req, httplib::Response& res) {
-    Seen s{req.method, req.path, req.get_header_value("Authorization"), req.body, {}};
+    Seen s{req.method, req.path, req.get_header_value("Authorization"), req.body, {}, req.get_header_value("Accept")};
     for (const auto& [k, v] : req.params) s.params.emplace(k, v);
     bool ok;
     {
@@ -422,6 +439,14 @@ class FakeApiServer {
   }
 
   void ConfigMaps(const httplib::Request& req, httplib::Response& res) {
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      if (configmaps_from_store_) {
+        l.unlock();
+        Generic(req, res);
+        return;
+      }
+    }
     if (!Admit(req, res)) return;
     bool watch = req.get_param_value("watch") == "true";
     Reply r;
@@ -514,8 +539,78 @@ class FakeApiServer {
     meta["resourceVersion"] = std::to_string(++rv_);
     if (!meta.contains("uid")) meta["uid"] = "uid-" + std::to_string(rv_);
     if (!meta.contains("name")) meta["name"] = LastSegment(path);
+    events_.push_back({rv_, store_.count(path) != 0 ? "MODIFIED" : "ADDED", path, object});
     store_[path] = object;
     return object;
+  }
+
+  // Removes `path` and records its DELETED event (the last state at a new resourceVersion).
+  void EraseLocked(const std::string& path) {
+    auto it = store_.find(path);
+    if (it == store_.end()) return;
+    json last = it->second;
+    last["metadata"]["resourceVersion"] = std::to_string(++rv_);
+    events_.push_back({rv_, "DELETED", path, std::move(last)});
+    store_.erase(it);
+  }
+
+  // True when the stored object at `key` belongs to the collection `segs` (path `path`): a
+  // direct child, or, for a cluster-wide list of a namespaced resource, one in any namespace.
+  static bool InCollection(const std::string& key, const std::string& path, const std::vector<std::string>& segs) {
+    std::size_t base = segs[0] == "api" ? 2 : 3;
+    std::string prefix = path + "/";
+    if (key.rfind(prefix, 0) == 0 && key.find('/', prefix.size()) == std::string::npos) return true;
+    if (segs.size() != base + 1) return false;
+    std::string any_ns = path.substr(0, path.size() - segs.back().size()) + "namespaces/";
+    if (key.rfind(any_ns, 0) != 0) return false;
+    auto ks = Split(key);
+    return ks.size() == base + 4 && ks[base + 2] == segs.back();
+  }
+
+  // What kube-apiserver answers for `as=PartialObjectMetadata`: the metadata only.
+  static json MetadataOnly(const json& object) {
+    return {{"apiVersion", "meta.k8s.io/v1"}, {"kind", "PartialObjectMetadata"},
+            {"metadata", object.contains("metadata") ? object["metadata"] : json::object()}};
+  }
+
+  // A watch of the store: every change to the collection after `resourceVersion`, then held
+  // open (new changes streamed as they happen) until the server closes.
+  void WatchStore(const httplib::Request& req, httplib::Response& res, const std::vector<std::string>& segs) {
+    struct State {
+      std::string path, selector;
+      std::vector<std::string> segs;
+      long from = 0;
+      std::size_t next = 0;
+      bool metadata = false;
+    };
+    auto st = std::make_shared<State>();
+    st->path = req.path;
+    st->segs = segs;
+    st->selector = req.get_param_value("labelSelector");
+    st->metadata = req.get_header_value("Accept").find("as=PartialObjectMetadata") != std::string::npos;
+    const std::string rv = req.get_param_value("resourceVersion");
+    st->from = rv.empty() ? 0 : std::stol(rv);
+    res.status = 200;
+    res.set_chunked_content_provider("application/json", [this, st](std::size_t, httplib::DataSink& sink) {
+      std::string out;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        if (st->next >= events_.size() && !closing_) {
+          cv_.wait_for(l, std::chrono::milliseconds(50), [&] { return closing_ || st->next < events_.size(); });
+        }
+        if (closing_) {
+          sink.done();
+          return true;
+        }
+        for (; st->next < events_.size(); ++st->next) {
+          const auto& e = events_[st->next];
+          if (e.rv <= st->from || !InCollection(e.path, st->path, st->segs) || !MatchesSelector(e.object, st->selector)) continue;
+          out += json{{"type", e.type}, {"object", st->metadata ? MetadataOnly(e.object) : e.object}}.dump() + "\n";
+        }
+      }
+      if (out.empty()) return sink.is_writable();
+      return sink.write(out.data(), out.size());
+    });
   }
 
   static bool MatchesSelector(const json& obj, const std::string& selector) {
@@ -558,24 +653,18 @@ class FakeApiServer {
     }
     bool collection = IsCollection(segs);
     const std::string& path = req.path;
+    if (req.method == "GET" && collection && req.get_param_value("watch") == "true") {
+      l.unlock();
+      WatchStore(req, res, segs);
+      return;
+    }
     if (req.method == "GET" && collection) {
       // A cluster-wide list of a namespaced resource spans every namespace.
-      std::size_t base = segs[0] == "api" ? 2 : 3;
-      std::string prefix = path + "/";
-      std::string any_ns;  // "/api/v1/namespaces/" + "*" + "/X/"
-      if (segs.size() == base + 1) {
-        any_ns = path.substr(0, path.size() - segs.back().size()) + "namespaces/";
-      }
       std::vector<const json*> items;
       for (const auto& [k, v] : store_) {
-        bool direct = k.rfind(prefix, 0) == 0 && k.find('/', prefix.size()) == std::string::npos;
-        bool across = false;
-        if (!any_ns.empty() && k.rfind(any_ns, 0) == 0) {
-          auto ks = Split(k);
-          across = ks.size() == base + 4 && ks[base + 2] == segs.back();
-        }
-        if ((direct || across) && MatchesSelector(v, req.get_param_value("labelSelector"))) items.push_back(&v);
+        if (InCollection(k, path, segs) && MatchesSelector(v, req.get_param_value("labelSelector"))) items.push_back(&v);
       }
+      const bool metadata = req.get_header_value("Accept").find("as=PartialObjectMetadataList") != std::string::npos;
       std::size_t offset = 0;
       std::string cont = req.get_param_value("continue");
       if (!cont.empty()) {
@@ -594,7 +683,7 @@ class FakeApiServer {
                    {"metadata", {{"resourceVersion", std::to_string(rv_)}}},
                    {"items", json::array()}};
       std::size_t end = limit == 0 ? items.size() : std::min(items.size(), offset + limit);
-      for (std::size_t i = offset; i < end; ++i) list["items"].push_back(*items[i]);
+      for (std::size_t i = offset; i < end; ++i) list["items"].push_back(metadata ? MetadataOnly(*items[i]) : *items[i]);
       if (end < items.size()) {
         list["metadata"]["continue"] = std::to_string(continue_epoch_) + ":" + std::to_string(end);
         list["metadata"]["remainingItemCount"] = items.size() - end;
@@ -622,6 +711,8 @@ class FakeApiServer {
       if (obj["metadata"].contains("resourceVersion")) obj["metadata"].erase("resourceVersion");
       res.status = 201;
       res.set_content(StoreLocked(key, std::move(obj)).dump(), "application/json");
+      l.unlock();
+      cv_.notify_all();
       return;
     }
     if (collection) {
@@ -640,7 +731,21 @@ class FakeApiServer {
       return;
     }
     if (req.method == "DELETE") {
-      store_.erase(it);
+      auto opts = json::parse(req.body.empty() ? "{}" : req.body, nullptr, false);
+      if (opts.is_object() && opts.contains("preconditions") && opts["preconditions"].is_object()) {
+        const json& pre = opts["preconditions"];
+        const json& meta = it->second["metadata"];
+        if ((pre.contains("uid") && pre["uid"] != meta.value("uid", "")) ||
+            (pre.contains("resourceVersion") && pre["resourceVersion"] != meta.value("resourceVersion", ""))) {
+          Reject(res, 409, "Conflict",
+                 "Operation cannot be fulfilled on " + Resource(segs, true) + " \"" + name +
+                     "\": Precondition failed");
+          return;
+        }
+      }
+      EraseLocked(path);
+      l.unlock();
+      cv_.notify_all();
       res.status = 200;
       res.set_content(json{{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Success"}}.dump(),
                       "application/json");
@@ -693,6 +798,8 @@ class FakeApiServer {
     }
     res.status = 200;
     res.set_content(StoreLocked(path, std::move(updated)).dump(), "application/json");
+    l.unlock();
+    cv_.notify_all();
   }
 
   httplib::SSLServer server_;
@@ -710,6 +817,13 @@ class FakeApiServer {
       R"({"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]})";
   std::vector<Seen> seen_;
   std::map<std::string, json> store_;
+  struct StoreEvent {
+    long rv;
+    std::string type, path;
+    json object;
+  };
+  std::vector<StoreEvent> events_;  // every change to store_, in order
+  bool configmaps_from_store_ = false;
   std::vector<Fault> faults_;
   long rv_ = 100;
   int continue_epoch_ = 0;

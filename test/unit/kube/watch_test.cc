@@ -1,4 +1,4 @@
-// ConfigMapWatcher against the scripted HTTPS fake API server: list + watch in order, bookmarks,
+// Watcher against the scripted HTTPS fake API server: list + watch in order, bookmarks,
 // 410 Gone (status and ERROR event) → relist, stream end → re-watch from the last
 // resourceVersion, backoff with jitter and reset (injected sleeper and random source), Stop().
 #include "draguard/kube/watch.h"
@@ -26,19 +26,19 @@ using kubetest::WriteFile;
 using std::chrono::milliseconds;
 
 // Records every callback as a line ("sync a,b", "upsert ns/c@13", "delete ns/b@15").
-class Recorder : public ConfigMapHandler {
+class Recorder : public WatchHandler {
  public:
-  void OnSync(std::vector<ConfigMap> all) override {
+  void OnSync(std::vector<Object> all) override {
     std::string line = "sync";
     for (const auto& cm : all) line += " " + cm.namespace_name + "/" + cm.name + "@" + cm.resource_version;
     Add(line);
     std::lock_guard<std::mutex> l(mu_);
     last_sync_ = std::move(all);
   }
-  void OnUpsert(const ConfigMap& cm) override {
+  void OnUpsert(const Object& cm) override {
     Add("upsert " + cm.namespace_name + "/" + cm.name + "@" + cm.resource_version);
   }
-  void OnDelete(const ConfigMap& cm) override {
+  void OnDelete(const Object& cm) override {
     Add("delete " + cm.namespace_name + "/" + cm.name + "@" + cm.resource_version);
   }
   void OnError(const Status& st) override {
@@ -53,7 +53,7 @@ class Recorder : public ConfigMapHandler {
     std::lock_guard<std::mutex> l(mu_);
     return log_;
   }
-  std::vector<ConfigMap> last_sync() {
+  std::vector<Object> last_sync() {
     std::lock_guard<std::mutex> l(mu_);
     return last_sync_;
   }
@@ -73,7 +73,7 @@ class Recorder : public ConfigMapHandler {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::string> log_, errors_;
-  std::vector<ConfigMap> last_sync_;
+  std::vector<Object> last_sync_;
 };
 
 // Deterministic sleeper + clock: records requested delays and advances a fake clock.
@@ -102,6 +102,7 @@ class WatchTest : public kubetest::FakeApiServerTest {
 
   WatchOptions Options() {
     WatchOptions o;
+    o.label_selector = "draguard.io/topology=hwloc";
     time_.Install(o);
     o.min_watch_duration = milliseconds(0);  // the fake clock does not move during a watch
     return o;
@@ -129,7 +130,7 @@ TEST_F(WatchTest, ListThenWatchDeliversEventsInOrderAndRewatchesFromLastVersion)
                          Event("MODIFIED", ConfigMapJson("topo", "a", "14", "node-a")).substr(20),
                          Event("DELETED", ConfigMapJson("topo", "b", "15"))},
                         false});
-  ConfigMapWatcher w(*client_, rec_, Options());
+  Watcher w(*client_, rec_, Options());
   w.Start();
   ASSERT_TRUE(rec_.WaitFor(4));
   ASSERT_TRUE(server_->WaitSeen([](const auto& s) { return FakeApiServer::Watches(s) >= 2; }));
@@ -164,7 +165,7 @@ TEST_F(WatchTest, OneNamespaceAndPaginatedList) {
   WatchOptions o = Options();
   o.namespace_name = "topo";
   o.page_size = 1;
-  ConfigMapWatcher w(*client_, rec_, o);
+  Watcher w(*client_, rec_, o);
   w.Start();
   ASSERT_TRUE(rec_.WaitFor(1));
   ASSERT_TRUE(server_->WaitSeen([](const auto& s) { return FakeApiServer::Watches(s) >= 1; }));
@@ -182,7 +183,7 @@ TEST_F(WatchTest, OneNamespaceAndPaginatedList) {
 TEST_F(WatchTest, BookmarkAdvancesResourceVersion) {
   server_->ScriptList({200, ListBody({}, "100")});
   server_->ScriptWatch({200, "", {Bookmark("150")}, false});
-  ConfigMapWatcher w(*client_, rec_, Options());
+  Watcher w(*client_, rec_, Options());
   w.Start();
   ASSERT_TRUE(server_->WaitSeen([](const auto& s) { return FakeApiServer::Watches(s) >= 2; }));
   EXPECT_EQ(w.resource_version(), "150");
@@ -197,7 +198,7 @@ TEST_F(WatchTest, GoneAsHttpStatusRelists) {
   server_->ScriptList({200, ListBody({ConfigMapJson("topo", "a", "10")}, "10")});
   server_->ScriptWatch({410, StatusBody(410, "Expired", "too old resource version: 10 (50)"), {}, false});
   server_->ScriptList({200, ListBody({ConfigMapJson("topo", "a", "60"), ConfigMapJson("topo", "z", "61")}, "62")});
-  ConfigMapWatcher w(*client_, rec_, Options());
+  Watcher w(*client_, rec_, Options());
   w.Start();
   ASSERT_TRUE(rec_.WaitFor(2));
   ASSERT_TRUE(server_->WaitSeen([](const auto& s) { return FakeApiServer::Watches(s) >= 2; }));
@@ -215,7 +216,7 @@ TEST_F(WatchTest, GoneAsErrorEventRelists) {
                          Event("ERROR", json::parse(StatusBody(410, "Expired", "too old resource version: 11 (90)")))},
                         true});
   server_->ScriptList({200, ListBody({ConfigMapJson("topo", "a", "95")}, "96")});
-  ConfigMapWatcher w(*client_, rec_, Options());
+  Watcher w(*client_, rec_, Options());
   w.Start();
   ASSERT_TRUE(rec_.WaitFor(3));
   ASSERT_TRUE(server_->WaitSeen([](const auto& s) { return FakeApiServer::Watches(s) >= 2; }));
@@ -235,7 +236,7 @@ TEST_F(WatchTest, BackoffGrowsWithJitterAndResetsAfterSuccess) {
   o.backoff.max = milliseconds(1000);
   o.backoff.factor = 2.0;
   o.backoff.jitter = 0.5;  // random() == 0.5 → +25 %
-  ConfigMapWatcher w(*client_, rec_, o);
+  Watcher w(*client_, rec_, o);
   w.Start();
   ASSERT_TRUE(server_->WaitSeen([](const auto& s) { return FakeApiServer::Watches(s) >= 3; }));
   w.Stop();
@@ -261,7 +262,7 @@ TEST_F(WatchTest, StreamThatEndsAtOnceWithoutEventsBacksOff) {
   o.min_watch_duration = milliseconds(1000);
   o.backoff.initial = milliseconds(100);
   o.backoff.jitter = 0;
-  ConfigMapWatcher w(*client_, rec_, o);
+  Watcher w(*client_, rec_, o);
   w.Start();
   ASSERT_TRUE(server_->WaitSeen([](const auto& s) { return FakeApiServer::Watches(s) >= 2; }));
   w.Stop();
@@ -273,7 +274,7 @@ TEST_F(WatchTest, StopEndsAnOpenWatchPromptly) {
   server_->ScriptList({200, ListBody({}, "5")});
   WatchOptions o;
   o.idle_timeout = milliseconds(120000);  // only Stop() can end the silent watch
-  ConfigMapWatcher w(*client_, rec_, o);
+  Watcher w(*client_, rec_, o);
   w.Start();
   ASSERT_TRUE(server_->WaitSeen([](const auto& s) { return FakeApiServer::Watches(s) >= 1; }));
   auto start = std::chrono::steady_clock::now();
@@ -287,7 +288,7 @@ TEST_F(WatchTest, StopInterruptsTheDefaultBackoffWait) {
   server_->ScriptList({500, StatusBody(500, "InternalError", "down"), {}, false});
   WatchOptions o;
   o.backoff.initial = milliseconds(60000);  // a real wait of a minute
-  ConfigMapWatcher w(*client_, rec_, o);
+  Watcher w(*client_, rec_, o);
   w.Start();
   ASSERT_TRUE(server_->WaitSeen([](const auto& s) { return FakeApiServer::Lists(s) >= 1; }));
   auto start = std::chrono::steady_clock::now();
@@ -308,7 +309,7 @@ TEST_F(WatchTest, RotatedTokenIsReReadAfterA401AndRetried) {
   server_->AcceptTokens({"watch-tok2N"});
   server_->ScriptList({200, ListBody({}, "5")});
   server_->ScriptWatch({200, "", {Event("ADDED", ConfigMapJson("topo", "a", "6"))}, true});
-  ConfigMapWatcher w(*client_, rec_, Options());
+  Watcher w(*client_, rec_, Options());
   w.Start();
   ASSERT_TRUE(rec_.WaitFor(2));
   w.Stop();
@@ -329,7 +330,7 @@ TEST_F(WatchTest, OtherErrorEventBacksOffAndRewatchesWithoutRelist) {
                         true});
   WatchOptions o = Options();
   o.backoff.jitter = 0;
-  ConfigMapWatcher w(*client_, rec_, o);
+  Watcher w(*client_, rec_, o);
   w.Start();
   ASSERT_TRUE(server_->WaitSeen([](const auto& s) { return FakeApiServer::Watches(s) >= 2; }));
   w.Stop();
@@ -343,7 +344,7 @@ TEST_F(WatchTest, OtherErrorEventBacksOffAndRewatchesWithoutRelist) {
 TEST_F(WatchTest, UndecodableEventIsAFailure) {
   server_->ScriptList({200, ListBody({}, "10")});
   server_->ScriptWatch({200, "", {"{not json\n"}, true});
-  ConfigMapWatcher w(*client_, rec_, Options());
+  Watcher w(*client_, rec_, Options());
   w.Start();
   ASSERT_TRUE(server_->WaitSeen([](const auto& s) { return FakeApiServer::Watches(s) >= 2; }));
   w.Stop();
@@ -358,7 +359,7 @@ TEST_F(WatchTest, SilentWatchIsReopenedAfterTheIdleTimeout) {
   server_->ScriptWatch({200, "", {Event("ADDED", ConfigMapJson("topo", "a", "11"))}, true});  // then silence
   WatchOptions o = Options();
   o.idle_timeout = milliseconds(300);
-  ConfigMapWatcher w(*client_, rec_, o);
+  Watcher w(*client_, rec_, o);
   w.Start();
   ASSERT_TRUE(server_->WaitSeen([](const auto& s) { return FakeApiServer::Watches(s) >= 2; }));
   w.Stop();
@@ -370,7 +371,7 @@ TEST_F(WatchTest, SilentWatchIsReopenedAfterTheIdleTimeout) {
 // A handler that throws once on its first upsert.
 class ThrowingRecorder : public Recorder {
  public:
-  void OnUpsert(const ConfigMap& cm) override {
+  void OnUpsert(const Object& cm) override {
     if (!thrown_.exchange(true)) throw std::runtime_error("consumer bug");
     Recorder::OnUpsert(cm);
   }
@@ -384,7 +385,7 @@ TEST_F(WatchTest, HandlerExceptionIsReportedAndAnsweredWithARelist) {
   server_->ScriptWatch({200, "", {Event("ADDED", ConfigMapJson("topo", "a", "6"))}, true});
   server_->ScriptList({200, ListBody({ConfigMapJson("topo", "a", "6")}, "7")});
   ThrowingRecorder rec;
-  ConfigMapWatcher w(*client_, rec, Options());
+  Watcher w(*client_, rec, Options());
   w.Start();
   ASSERT_TRUE(rec.WaitFor(2));
   w.Stop();
@@ -394,10 +395,74 @@ TEST_F(WatchTest, HandlerExceptionIsReportedAndAnsweredWithARelist) {
   EXPECT_EQ(time_.Sleeps().size(), 1u);
 }
 
-TEST(ConfigMapTest, ParsesLabelsDataAndDecodesBinaryData) {
+TEST_F(WatchTest, MetadataOnlyNodesKeepOnlyTheKeysAsked) {
+  json node = {{"apiVersion", "v1"},
+               {"kind", "Node"},
+               {"metadata",
+                {{"name", "gpu-1"},
+                 {"labels", {{"draguard.io/topology-shape", "00ff"}, {"kubernetes.io/hostname", "gpu-1"}}},
+                 {"annotations", {{"draguard.io/topology", "{}"}, {"node.alpha.kubernetes.io/ttl", "0"}}}}},
+               {"status", {{"capacity", {{"cpu", "8"}}}}}};
+  server_->PutObject("/api/v1/nodes/gpu-1", node);
+  server_->PutObject("/api/v1/nodes/cpu-1", {{"metadata", {{"name", "cpu-1"}}}});  // not selected
+  WatchOptions o = Options();
+  o.resource = "nodes";
+  o.label_selector = "draguard.io/topology-shape";
+  o.metadata_only = true;
+  o.filter = {{"draguard.io/topology-shape"}, {"draguard.io/topology"}, false};
+  Watcher w(*client_, rec_, o);
+  w.Start();
+  ASSERT_TRUE(rec_.WaitFor(1));
+  ASSERT_TRUE(server_->WaitSeen([](const auto& s) { return FakeApiServer::Watches(s) >= 1; }));
+  node["metadata"]["annotations"]["draguard.io/topology"] = R"({"x":1})";
+  const std::string rv = server_->PutObject("/api/v1/nodes/gpu-1", node)["metadata"]["resourceVersion"];
+  server_->RemoveObject("/api/v1/nodes/gpu-1");
+  ASSERT_TRUE(rec_.WaitFor(3));
+  w.Stop();
+  auto log = rec_.log();
+  ASSERT_EQ(log.size(), 3u);
+  EXPECT_EQ(log[0].rfind("sync /gpu-1@", 0), 0u) << log[0];
+  EXPECT_EQ(log[1], "upsert /gpu-1@" + rv);
+  EXPECT_EQ(log[2].rfind("delete /gpu-1@", 0), 0u) << log[2];
+  auto sync = rec_.last_sync();
+  ASSERT_EQ(sync.size(), 1u);
+  EXPECT_FALSE(sync[0].uid.empty());
+  EXPECT_EQ(sync[0].labels, (std::map<std::string, std::string>{{"draguard.io/topology-shape", "00ff"}}));
+  EXPECT_EQ(sync[0].annotations, (std::map<std::string, std::string>{{"draguard.io/topology", "{}"}}));
+  auto seen = server_->seen();
+  ASSERT_GE(seen.size(), 2u);
+  EXPECT_EQ(seen[0].path, "/api/v1/nodes");
+  EXPECT_EQ(seen[0].param("labelSelector"), "draguard.io/topology-shape");
+  EXPECT_EQ(seen[0].accept, "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json");
+  EXPECT_EQ(WatchRequests()[0].path, "/api/v1/nodes");
+  EXPECT_EQ(WatchRequests()[0].accept, "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json");
+}
+
+TEST(ObjectTest, ParsesMetadataAndTheFilterKeepsWhatItNames) {
+  json j = ConfigMapJson("topo", "s", "3");
+  j["metadata"]["uid"] = "u-9";
+  j["metadata"]["creationTimestamp"] = "2026-01-02T03:04:05Z";
+  j["metadata"]["annotations"] = {{"a", "1"}, {"b", "2"}};
+  j["immutable"] = true;
+  auto all = ParseObject(j.dump());
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ(all->uid, "u-9");
+  EXPECT_EQ(all->creation_timestamp, "2026-01-02T03:04:05Z");
+  EXPECT_EQ(all->annotations.size(), 2u);
+  EXPECT_TRUE(all->immutable);
+  EXPECT_EQ(all->data.at("topology.xml"), "<topology/>");
+  auto some = ParseObject(j.dump(), {{"absent"}, {"b"}, false});
+  ASSERT_TRUE(some.ok());
+  EXPECT_TRUE(some->labels.empty());
+  EXPECT_EQ(some->annotations, (std::map<std::string, std::string>{{"b", "2"}}));
+  EXPECT_TRUE(some->data.empty());
+  EXPECT_FALSE(some->immutable);
+}
+
+TEST(ObjectTest, ParsesLabelsDataAndDecodesBinaryData) {
   json j = ConfigMapJson("topo", "node-a-topology", "42", "node-a");
   j["binaryData"] = {{"topology.xml.gz", "AAEC/w=="}, {"empty", ""}};
-  auto cm = ParseConfigMap(j.dump());
+  auto cm = ParseObject(j.dump());
   ASSERT_TRUE(cm.ok()) << cm.status().ToString();
   EXPECT_EQ(cm->namespace_name, "topo");
   EXPECT_EQ(cm->name, "node-a-topology");
@@ -407,9 +472,9 @@ TEST(ConfigMapTest, ParsesLabelsDataAndDecodesBinaryData) {
   EXPECT_EQ(cm->binary_data.at("empty"), "");
 
   j["binaryData"]["bad"] = "!!!";
-  EXPECT_EQ(ParseConfigMap(j.dump()).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_FALSE(ParseConfigMap("not json").ok());
-  EXPECT_FALSE(ParseConfigMap(R"({"metadata":{}})").ok());
+  EXPECT_EQ(ParseObject(j.dump()).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(ParseObject("not json").ok());
+  EXPECT_FALSE(ParseObject(R"({"metadata":{}})").ok());
 }
 
 }  // namespace

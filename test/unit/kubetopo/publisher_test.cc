@@ -1,13 +1,17 @@
-// Publisher against the fake API server's generic object store: first publish, nothing written
-// when nothing changed, changed export updates, ownerReference and label-patch shapes, large
-// exports compressed (and read back by ConfigMapSource's key selection), 409/410/5xx handling.
+// Publisher against the fake API server's generic object store: the first publish creates the
+// shape object, then patches label and annotation in one write; nothing is written when nothing
+// changed; nodes of one record share one object; a failed write leaves label and annotation as
+// they were (they never disagree); an object of the same name with other content is refused; the
+// per-node ConfigMap of an earlier release is deleted once; API errors map to statuses.
 #include "draguard/kubetopo/publisher.h"
 
 #include <gtest/gtest.h>
 
 #include "../kube/fake_apiserver.h"
 #include "draguard/base64.h"
-#include "draguard/kubetopo/configmap_source.h"
+#include "draguard/kubetopo/shape_object.h"
+#include "draguard/topology/loader.h"
+#include "draguard/topology/store.h"
 
 namespace draguard::kubetopo {
 namespace {
@@ -18,181 +22,238 @@ using kubetest::Reply;
 constexpr const char* kNs = "draguard-system";
 constexpr const char* kNode = "gpu-node-1";
 const std::string kNodePath = "/api/v1/nodes/gpu-node-1";
-const std::string kCmPath = "/api/v1/namespaces/draguard-system/configmaps/draguard-topology-gpu-node-1";
+const std::string kLegacyPath = "/api/v1/namespaces/draguard-system/configmaps/draguard-topology-gpu-node-1";
 const std::string kCms = "/api/v1/namespaces/draguard-system/configmaps";
+const std::string kG4dn = "aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa.xml";
+const std::string kLassen = "llnl_lassen_ibm-ac922_2s-power9_4xV100-SXM2_cuda-nvml_4xmlx5.xml";
+
+// Parsed once per process, before any fake API server thread runs (the import forks a worker).
+const topology::ParsedExport& Export(const std::string& file) {
+  static auto* cache = new std::map<std::string, topology::ParsedExport>();
+  auto it = cache->find(file);
+  if (it == cache->end()) {
+    auto p = topology::ParseHwlocFile(std::string(DRAGUARD_TEST_DATA) + "/hwloc/" + file);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    it = cache->emplace(file, p.ok() ? std::move(p).value() : topology::ParsedExport{}).first;
+  }
+  return it->second;
+}
 
 class PublisherTest : public kubetest::FakeApiServerTest {
  protected:
+  PublisherTest() {
+    Export(kG4dn);
+    Export(kLassen);
+  }
   void SetUp() override {
     FakeApiServerTest::SetUp();
-    node_ = server_->PutObject(kNodePath, {{"apiVersion", "v1"},
-                                           {"kind", "Node"},
-                                           {"metadata", {{"name", kNode}, {"labels", {{"zone", "a"}}}}},
-                                           {"spec", {{"podCIDR", "10.0.0.0/24"}}}});
+    node_ = PutNode(kNode);
+    publisher_ = MakePublisher(kNode);
+  }
+  json PutNode(const std::string& name) {
+    return server_->PutObject("/api/v1/nodes/" + name, {{"apiVersion", "v1"},
+                                                         {"kind", "Node"},
+                                                         {"metadata", {{"name", name}, {"labels", {{"zone", "a"}}}}},
+                                                         {"spec", {{"podCIDR", "10.0.0.0/24"}}}});
+  }
+  std::unique_ptr<Publisher> MakePublisher(const std::string& node) {
     PublisherOptions o;
-    o.node = kNode;
+    o.node = node;
     o.namespace_name = kNs;
-    publisher_ = std::make_unique<Publisher>(*client_, o);
+    return std::make_unique<Publisher>(*client_, o);
   }
   int Writes() const {
-    return server_->Count("POST", kCms) + server_->Count("PUT", kCms) + server_->Count("PATCH", "/api/v1/nodes");
+    return server_->Count("POST", kCms) + server_->Count("PUT", kCms) + server_->Count("PATCH", "/api/v1/nodes") +
+           server_->Count("DELETE", kCms);
+  }
+  // The stored object at `name` as the watcher would deliver it.
+  kube::Object Stored(const std::string& path) {
+    auto o = kube::ParseObject(server_->GetObject(path).dump());
+    EXPECT_TRUE(o.ok()) << path;
+    return o.ok() ? *o : kube::Object{};
+  }
+  // The node's label and annotation name a stored shape object whose shape is the label's.
+  void ExpectConsistent(const std::string& node, const std::string& fingerprint) {
+    Result<NodePublication> pub = ReadNodePublication(Stored("/api/v1/nodes/" + node));
+    ASSERT_TRUE(pub.ok()) << pub.status().ToString();
+    EXPECT_EQ(pub->fingerprint, fingerprint);
+    topology::ShapeInterner interner;
+    auto record = VerifyShapeObject(Stored(kCms + "/" + kShapeObjectPrefix + pub->shape_object), interner);
+    ASSERT_TRUE(record.ok()) << record.status().ToString();
+    EXPECT_EQ(record->shape->fingerprint, pub->fingerprint);
   }
 
   json node_;
   std::unique_ptr<Publisher> publisher_;
 };
 
-TEST_F(PublisherTest, FirstPublishCreatesTheConfigMapAndLabelsTheNode) {
-  Result<PublishResult> r = publisher_->Publish("<xml/>", "0123456789abcdef");
+TEST_F(PublisherTest, FirstPublishCreatesTheShapeObjectThenWritesLabelAndAnnotationOnce) {
+  const topology::ParsedExport& g4dn = Export(kG4dn);
+  Result<PublishResult> r = publisher_->Publish(g4dn);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_TRUE(r->created);
-  EXPECT_FALSE(r->updated);
-  EXPECT_TRUE(r->label_patched);
-  const json cm = server_->GetObject(kCmPath);
+  EXPECT_TRUE(r->node_patched);
+  EXPECT_FALSE(r->legacy_deleted);  // there was none
+  Result<ShapeObject> want = MakeShapeObject(g4dn);
+  ASSERT_TRUE(want.ok());
+  EXPECT_EQ(r->shape_object, want->name);
+  EXPECT_EQ(want->name, "draguard-shape-" + want->digest);
+
+  const json cm = server_->GetObject(kCms + "/" + want->name);
   ASSERT_TRUE(cm.is_object());
-  EXPECT_EQ(cm["data"]["topology.xml"], "<xml/>");
-  EXPECT_EQ(cm["metadata"]["labels"]["draguard.io/topology"], "hwloc");
-  EXPECT_EQ(cm["metadata"]["labels"]["draguard.io/node"], kNode);
-  ASSERT_EQ(cm["metadata"]["ownerReferences"].size(), 1u);
-  const json& owner = cm["metadata"]["ownerReferences"][0];
-  EXPECT_EQ(owner["apiVersion"], "v1");
-  EXPECT_EQ(owner["kind"], "Node");
-  EXPECT_EQ(owner["name"], kNode);
-  EXPECT_EQ(owner["uid"], node_["metadata"]["uid"]);
-  // The label patch: a merge patch of that one label; nothing else on the Node changed.
-  bool saw_patch = false;
+  EXPECT_EQ(cm["immutable"], true);
+  EXPECT_EQ(cm["metadata"]["labels"], json({{"draguard.io/topology", "shape"}, {"draguard.io/topology-shape", g4dn.shape.fingerprint}}));
+  EXPECT_FALSE(cm["metadata"].contains("ownerReferences"));  // shared by nodes: owned by none
+  Result<std::string> gz = Base64Decode(cm["binaryData"]["shape.gz"].get<std::string>());
+  ASSERT_TRUE(gz.ok());
+  EXPECT_EQ(*Gunzip(*gz, 1 << 20), topology::EncodeShapeRecord(g4dn));
+  EXPECT_LT(gz->size(), 8000u) << "a compact record";
+
+  // Requests in order: GET node, GET object (404), POST object, PATCH node, DELETE old ConfigMap.
+  std::vector<std::string> calls;
+  for (const kubetest::Seen& s : server_->seen()) calls.push_back(s.method + " " + s.path);
+  EXPECT_EQ(calls, (std::vector<std::string>{"GET " + kNodePath, "GET " + kCms + "/" + want->name, "POST " + kCms,
+                                             "PATCH " + kNodePath, "DELETE " + kLegacyPath}));
+  // The one patch sets the label and the annotation and nothing else.
   for (const kubetest::Seen& s : server_->seen()) {
     if (s.method != "PATCH") continue;
-    saw_patch = true;
-    EXPECT_EQ(s.path, kNodePath);
-    EXPECT_EQ(json::parse(s.body),
-              json({{"metadata", {{"labels", {{"draguard.io/topology-shape", "0123456789abcdef"}}}}}}));
+    const json patch = json::parse(s.body);
+    EXPECT_EQ(patch["metadata"].size(), 2u);
+    EXPECT_EQ(patch["metadata"]["labels"], json({{"draguard.io/topology-shape", g4dn.shape.fingerprint}}));
+    ASSERT_EQ(patch["metadata"]["annotations"].size(), 1u);
+    const json facts = json::parse(patch["metadata"]["annotations"]["draguard.io/topology"].get<std::string>());
+    EXPECT_EQ(facts["shapeObject"], want->digest);
+    EXPECT_EQ(facts["gpuUUIDs"].size(), 8u);
+    EXPECT_EQ(facts["xmlFormat"], "2.0");
   }
-  EXPECT_TRUE(saw_patch);
   const json node = server_->GetObject(kNodePath);
-  EXPECT_EQ(node["metadata"]["labels"]["draguard.io/topology-shape"], "0123456789abcdef");
   EXPECT_EQ(node["metadata"]["labels"]["zone"], "a");
   EXPECT_EQ(node["spec"], node_["spec"]);
+  ExpectConsistent(kNode, g4dn.shape.fingerprint);
+  const std::string annotation = node["metadata"]["annotations"]["draguard.io/topology"];
+  EXPECT_LT(annotation.size(), 512u) << annotation;
 }
 
 TEST_F(PublisherTest, AnUnchangedExportWritesNothing) {
-  ASSERT_TRUE(publisher_->Publish("<xml/>", "0123456789abcdef").ok());
+  ASSERT_TRUE(publisher_->Publish(Export(kG4dn)).ok());
   const int writes = Writes();
-  EXPECT_EQ(writes, 2);  // POST + PATCH
+  EXPECT_EQ(writes, 3);  // POST, PATCH, DELETE (answered 404)
+  const size_t requests = server_->seen().size();
   for (int i = 0; i < 3; ++i) {
-    Result<PublishResult> r = publisher_->Publish("<xml/>", "0123456789abcdef");
+    Result<PublishResult> r = publisher_->Publish(Export(kG4dn));
     ASSERT_TRUE(r.ok()) << r.status().message();
-    EXPECT_FALSE(r->created || r->updated || r->label_patched);
+    EXPECT_FALSE(r->created || r->node_patched || r->legacy_deleted);
   }
   EXPECT_EQ(Writes(), writes);
+  EXPECT_EQ(server_->seen().size(), requests + 3 * 2) << "two GETs per unchanged publish";
 }
 
-TEST_F(PublisherTest, AChangedExportUpdatesKeepingForeignMetadata) {
-  ASSERT_TRUE(publisher_->Publish("<a/>", "aaaaaaaaaaaaaaaa").ok());
-  json cm = server_->GetObject(kCmPath);
-  cm["metadata"]["labels"]["team"] = "ml";
-  cm["metadata"]["annotations"] = {{"note", "kept"}};
-  server_->PutObject(kCmPath, cm);
-  Result<PublishResult> r = publisher_->Publish("<b/>", "bbbbbbbbbbbbbbbb");
+TEST_F(PublisherTest, NodesOfOneRecordShareOneObject) {
+  ASSERT_TRUE(publisher_->Publish(Export(kG4dn)).ok());
+  PutNode("gpu-node-2");
+  topology::ParsedExport other = Export(kG4dn);
+  other.host_name = "gpu-node-2";
+  for (size_t i = 0; i < other.gpu_uuids.size(); ++i) other.gpu_uuids[i] = "GPU-2-" + std::to_string(i);
+  Result<PublishResult> r = MakePublisher("gpu-node-2")->Publish(other);
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_TRUE(r->updated);
-  EXPECT_TRUE(r->label_patched);
-  EXPECT_EQ(server_->Count("PUT", kCmPath), 1);
-  const json now = server_->GetObject(kCmPath);
-  EXPECT_EQ(now["data"]["topology.xml"], "<b/>");
-  EXPECT_EQ(now["metadata"]["labels"]["team"], "ml");
-  EXPECT_EQ(now["metadata"]["annotations"]["note"], "kept");
-  EXPECT_EQ(now["metadata"]["ownerReferences"].size(), 1u);
-  EXPECT_EQ(server_->GetObject(kNodePath)["metadata"]["labels"]["draguard.io/topology-shape"], "bbbbbbbbbbbbbbbb");
+  EXPECT_FALSE(r->created);
+  EXPECT_TRUE(r->node_patched);
+  EXPECT_EQ(server_->Count("POST", kCms), 1);
+  EXPECT_EQ(server_->ObjectPaths(kCms + "/draguard-shape-").size(), 1u);
+  Result<NodePublication> pub = ReadNodePublication(Stored("/api/v1/nodes/gpu-node-2"));
+  ASSERT_TRUE(pub.ok());
+  EXPECT_EQ(pub->facts.gpu_uuids[3], "GPU-2-3");
+  EXPECT_EQ(pub->facts.host_name, "gpu-node-2");
 }
 
-TEST_F(PublisherTest, ARemovedLabelOrOwnerIsRestored) {
-  ASSERT_TRUE(publisher_->Publish("<a/>", "aaaaaaaaaaaaaaaa").ok());
-  json cm = server_->GetObject(kCmPath);
-  cm["metadata"].erase("ownerReferences");
-  server_->PutObject(kCmPath, cm);
-  Result<PublishResult> r = publisher_->Publish("<a/>", "aaaaaaaaaaaaaaaa");
-  ASSERT_TRUE(r.ok());
-  EXPECT_TRUE(r->updated);
-  EXPECT_FALSE(r->label_patched);
-  EXPECT_EQ(server_->GetObject(kCmPath)["metadata"]["ownerReferences"][0]["kind"], "Node");
-}
-
-TEST_F(PublisherTest, LargeExportsAreCompressedAndReadBack) {
-  PublisherOptions o;
-  o.node = kNode;
-  o.namespace_name = kNs;
-  o.compress_over = 1000;
-  Publisher small(*client_, o);
-  std::string xml = "<topology>";
-  while (xml.size() < 5000) xml += "<object type=\"PU\"/>";
-  xml += "</topology>";
-  Result<PublishResult> r = small.Publish(xml, "cccccccccccccccc");
-  ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_TRUE(r->compressed);
-  const json cm = server_->GetObject(kCmPath);
-  EXPECT_FALSE(cm.contains("data"));
-  Result<std::string> gz = Base64Decode(cm["binaryData"]["topology.xml.gz"].get<std::string>());
-  ASSERT_TRUE(gz.ok());
-  EXPECT_LT(gz->size(), xml.size());
-  Result<std::string> back = Gunzip(*gz, 1 << 20);
-  ASSERT_TRUE(back.ok());
-  EXPECT_EQ(*back, xml);
-  // ConfigMapSource selects the compressed key.
-  kube::ConfigMap parsed;
-  parsed.namespace_name = kNs;
-  parsed.name = "draguard-topology-gpu-node-1";
-  parsed.binary_data[kCompressedTopologyKey] = *gz;
-  Result<std::pair<std::string, std::string>> sel = SelectExport(parsed);
-  ASSERT_TRUE(sel.ok());
-  EXPECT_EQ(sel->first, "topology.xml.gz");
-  // Unchanged: deterministic compression writes nothing the second time.
-  const int writes = Writes();
-  ASSERT_TRUE(small.Publish(xml, "cccccccccccccccc").ok());
-  EXPECT_EQ(Writes(), writes);
-}
-
-TEST_F(PublisherTest, ConflictOnUpdateFailsAndTheRetrySucceeds) {
-  ASSERT_TRUE(publisher_->Publish("<a/>", "aaaaaaaaaaaaaaaa").ok());
-  server_->InjectFault("PUT", kCmPath, Reply(409, R"({"kind":"Status","code":409,"reason":"Conflict","message":"the object has been modified"})"));
-  Result<PublishResult> r = publisher_->Publish("<b/>", "bbbbbbbbbbbbbbbb");
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(r.status().message().find("409"), std::string::npos) << r.status().message();
-  r = publisher_->Publish("<b/>", "bbbbbbbbbbbbbbbb");
-  ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(server_->GetObject(kCmPath)["data"]["topology.xml"], "<b/>");
-}
-
-TEST_F(PublisherTest, AlreadyExistsOnCreateIsRetriedAsAnUpdate) {
-  server_->InjectFault("POST", kCms, Reply(409, R"({"kind":"Status","code":409,"reason":"AlreadyExists","message":"exists"})"));
-  ASSERT_FALSE(publisher_->Publish("<a/>", "aaaaaaaaaaaaaaaa").ok());
-  Result<PublishResult> r = publisher_->Publish("<a/>", "aaaaaaaaaaaaaaaa");
+TEST_F(PublisherTest, AChangedExportPointsTheNodeAtItsOwnObject) {
+  ASSERT_TRUE(publisher_->Publish(Export(kG4dn)).ok());
+  Result<PublishResult> r = publisher_->Publish(Export(kLassen));
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_TRUE(r->created);
+  EXPECT_TRUE(r->node_patched);
+  EXPECT_EQ(server_->ObjectPaths(kCms + "/draguard-shape-").size(), 2u);  // the old one is collected later
+  ExpectConsistent(kNode, Export(kLassen).shape.fingerprint);
 }
 
-TEST_F(PublisherTest, ServerErrorsAndGoneAreUnavailableOrFailed) {
-  server_->InjectFault("GET", kNodePath, Reply(503, R"({"kind":"Status","code":503,"reason":"ServiceUnavailable","message":"etcd"})"));
-  Result<PublishResult> r = publisher_->Publish("<a/>", "aaaaaaaaaaaaaaaa");
+// Issue 42: the label and the published topology never disagree, whichever write fails.
+TEST_F(PublisherTest, AFailedWriteLeavesLabelAndAnnotationAsTheyWere) {
+  const std::string g4dn = Export(kG4dn).shape.fingerprint;
+  const std::string lassen = Export(kLassen).shape.fingerprint;
+  ASSERT_TRUE(publisher_->Publish(Export(kG4dn)).ok());
+  // The object cannot be created: the Node is not touched.
+  server_->InjectFault("POST", kCms, Reply(500, R"({"kind":"Status","code":500,"reason":"InternalError","message":"x"})"));
+  const int patches = server_->Count("PATCH", kNodePath);
+  Result<PublishResult> r = publisher_->Publish(Export(kLassen));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(server_->Count("PATCH", kNodePath), patches);
+  ExpectConsistent(kNode, g4dn);
+  // The object is created, the Node's patch fails: label and annotation are both the old ones.
   server_->InjectFault("PATCH", kNodePath, Reply(500, R"({"kind":"Status","code":500,"reason":"InternalError","message":"x"})"));
-  r = publisher_->Publish("<a/>", "aaaaaaaaaaaaaaaa");
+  r = publisher_->Publish(Export(kLassen));
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
-  EXPECT_TRUE(server_->GetObject(kCmPath).is_object());  // the ConfigMap part went through
-  server_->InjectFault("GET", kCmPath, Reply(410, R"({"kind":"Status","code":410,"reason":"Gone","message":"gone"})"));
-  r = publisher_->Publish("<a/>", "aaaaaaaaaaaaaaaa");
-  ASSERT_FALSE(r.ok());
-  r = publisher_->Publish("<a/>", "aaaaaaaaaaaaaaaa");
+  ExpectConsistent(kNode, g4dn);
+  // The retry completes the change in one write.
+  r = publisher_->Publish(Export(kLassen));
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_TRUE(r->label_patched);
+  EXPECT_FALSE(r->created);
+  EXPECT_TRUE(r->node_patched);
+  ExpectConsistent(kNode, lassen);
 }
 
-TEST_F(PublisherTest, AMissingNodeIsNotFound) {
+TEST_F(PublisherTest, AlreadyExistsOnCreateReadsTheObject) {
+  Result<ShapeObject> object = MakeShapeObject(Export(kG4dn));
+  ASSERT_TRUE(object.ok());
+  // Another node's exporter creates it between this one's GET and POST.
+  server_->InjectFault("GET", kCms + "/" + object->name, Reply(404, R"({"kind":"Status","code":404,"reason":"NotFound","message":"nf"})"));
+  server_->PutObject(kCms + "/" + object->name, json::parse(ShapeObjectJson(*object, kNs)));
+  Result<PublishResult> r = publisher_->Publish(Export(kG4dn));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_FALSE(r->created);
+  EXPECT_TRUE(r->node_patched);
+}
+
+TEST_F(PublisherTest, AnObjectOfTheSameNameWithOtherContentIsRefused) {
+  Result<ShapeObject> object = MakeShapeObject(Export(kG4dn));
+  Result<ShapeObject> other = MakeShapeObject(Export(kLassen));
+  ASSERT_TRUE(object.ok() && other.ok());
+  json squat = json::parse(ShapeObjectJson(*other, kNs));
+  squat["metadata"]["name"] = object->name;
+  server_->PutObject(kCms + "/" + object->name, squat);
+  Result<PublishResult> r = publisher_->Publish(Export(kG4dn));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("exists with other content"), std::string::npos) << r.status().message();
+  EXPECT_EQ(server_->Count("PATCH", kNodePath), 0);
+}
+
+TEST_F(PublisherTest, TheEarlierReleasesConfigMapIsDeletedOnce) {
+  server_->PutObject(kLegacyPath, {{"metadata", {{"name", "draguard-topology-gpu-node-1"},
+                                                 {"labels", {{"draguard.io/topology", "hwloc"}, {"draguard.io/node", kNode}}}}},
+                                   {"data", {{"topology.xml", "<topology/>"}}}});
+  server_->InjectFault("DELETE", kLegacyPath, Reply(403, R"({"kind":"Status","code":403,"reason":"Forbidden","message":"no"})"));
+  Result<PublishResult> r = publisher_->Publish(Export(kG4dn));
+  ASSERT_TRUE(r.ok()) << "a refused delete does not fail the publication: " << r.status().message();
+  EXPECT_FALSE(r->legacy_deleted);
+  EXPECT_NE(r->legacy_error.find("403"), std::string::npos) << r->legacy_error;
+  r = publisher_->Publish(Export(kG4dn));  // tried again
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->legacy_deleted);
+  EXPECT_TRUE(r->legacy_error.empty());
+  EXPECT_FALSE(server_->GetObject(kLegacyPath).is_object());
+  r = publisher_->Publish(Export(kG4dn));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(server_->Count("DELETE", kLegacyPath), 2) << "not asked again once gone";
+}
+
+TEST_F(PublisherTest, ServerErrorsAreUnavailableAndAMissingNodeIsNotFound) {
+  server_->InjectFault("GET", kNodePath, Reply(503, R"({"kind":"Status","code":503,"reason":"ServiceUnavailable","message":"etcd"})"));
+  Result<PublishResult> r = publisher_->Publish(Export(kG4dn));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
   server_->RemoveObject(kNodePath);
-  Result<PublishResult> r = publisher_->Publish("<a/>", "aaaaaaaaaaaaaaaa");
+  r = publisher_->Publish(Export(kG4dn));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
   EXPECT_EQ(server_->Count("POST", kCms), 0);

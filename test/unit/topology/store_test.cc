@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "draguard/topology/shape_record.h"
 #include "draguard/topology/store.h"
 
 namespace draguard::topology {
@@ -316,6 +317,68 @@ TEST(StoreTest, BundledExamplesLoad) {
     const std::string file = std::string(DRAGUARD_SOURCE_DIR) + "/deploy/examples/topology/" + e.node + ".xml";
     EXPECT_EQ(e.bytes, ReadFile(file)) << file;
   }
+}
+
+// A source whose entries come built (as kubetopo's node source delivers them) beside one export
+// to parse; counts the reads.
+class BuiltSource : public Source {
+ public:
+  std::string Describe() const override { return "built"; }
+  Result<std::vector<SourceEntry>> List() override {
+    std::lock_guard<std::mutex> l(mu);
+    return entries;
+  }
+  Result<std::string> Read(const SourceEntry& e, size_t) override {
+    std::lock_guard<std::mutex> l(mu);
+    reads.push_back(e.origin);
+    return ReadFile(kDir + kLassen);
+  }
+  std::mutex mu;
+  std::vector<SourceEntry> entries;
+  std::vector<std::string> reads;
+};
+
+TEST(StoreTest, BuiltEntriesAreTakenAsTheyAreAndNeverRead) {
+  auto parsed = ParseHwlocFile(kDir + kG4dn);
+  ASSERT_TRUE(parsed.ok());
+  ShapeInterner interner;
+  auto record = DecodeShapeRecord(EncodeShapeRecord(*parsed), interner);
+  ASSERT_TRUE(record.ok());
+  auto built = [&](const std::string& name, const std::string& version) {
+    auto n = MakeNodeTopology(*record, FactsOf(*parsed), name, "node " + name, version);
+    EXPECT_TRUE(n.ok());
+    SourceEntry e;
+    e.node = name;
+    e.origin = "node " + name;
+    e.version = version;
+    e.built = *n;
+    return e;
+  };
+  auto source = std::make_unique<BuiltSource>();
+  BuiltSource* src = source.get();
+  src->entries = {built("gpu-1", "1"), built("gpu-2", "1"), {"lassen", "7", "configmap ns/lassen", 1, nullptr}};
+  Store store;
+  ASSERT_TRUE(store.Start(std::move(source), /*watch=*/false).ok());
+  auto snap = store.Current();
+  EXPECT_EQ(snap->node_count(), 3u);
+  EXPECT_EQ(snap->shape_count(), 2u);
+  EXPECT_EQ(snap->Find("gpu-1")->shape, record->shape);
+  EXPECT_EQ(snap->Find("gpu-2")->GpuUuid(0), parsed->gpu_uuids[0]);
+  EXPECT_EQ(src->reads, std::vector<std::string>{"configmap ns/lassen"});
+  EXPECT_EQ(store.Metrics().exports_parsed_total, 1u);  // built nodes are not parses
+  // A new version of one built node replaces it; an unchanged one is kept as it was.
+  const NodeTopology* kept = snap->Find("gpu-1");
+  src->entries[1] = built("gpu-2", "2");
+  ASSERT_TRUE(store.Reload().ok());
+  snap = store.Current();
+  EXPECT_EQ(snap->Find("gpu-1"), kept);
+  EXPECT_EQ(snap->Find("gpu-2")->version, "2");
+  EXPECT_EQ(src->reads.size(), 1u);
+  // Gone from the list: gone from the model.
+  src->entries.erase(src->entries.begin());
+  ASSERT_TRUE(store.Reload().ok());
+  EXPECT_EQ(store.Current()->Find("gpu-1"), nullptr);
+  EXPECT_EQ(store.Current()->node_count(), 2u);
 }
 
 }  // namespace
