@@ -51,6 +51,7 @@
 # speaks HTTP/1.1 to every webhook, as in a cluster.
 # PROFILE_DIR: kube-apiserver's CPU profile (4 s) of each API server run of round 1 is written there.
 # TESTS: a subset of the tests (default: webhook create-50 create-500 open-100 open-400).
+# DRAGUARD_ARGS: extra flags of draguard serve (e.g. --http2=false).
 # Usage: bench/peers.sh [--check] [path/to/draguard]   (default build/src/cli/draguard)
 #   --check: exit 1 unless at every API server test draguard's throughput is at least each peer's
 #   and 0.95x nginx's, its added p99 on open-100 and open-400 at most nginx's + 1 ms, and on the
@@ -180,8 +181,9 @@ PY
 # shellcheck source=../deploy/image/image.env
 . "$root/deploy/image/image.env"
 dg_port=$(free_port)
+# shellcheck disable=SC2086  # DRAGUARD_ARGS: extra serve flags, split on spaces (as in bench/load.sh)
 GLIBC_TUNABLES=${GLIBC_TUNABLES-$IMAGE_GLIBC_TUNABLES} "$bin" serve --listen "127.0.0.1:$dg_port" \
-  --state-dir "$tmp/dg-state" --shutdown-delay 0 > "$tmp/draguard.log" 2>&1 &
+  --state-dir "$tmp/dg-state" --shutdown-delay 0 ${DRAGUARD_ARGS:-} > "$tmp/draguard.log" 2>&1 &
 dg_pid=$!; pids+=("$dg_pid")
 wait_until 30 "draguard serve" curl -sf --cacert "$tmp/dg-state/ca.crt" "https://127.0.0.1:$dg_port/readyz" ||
   { cat "$tmp/draguard.log" >&2; exit 1; }
@@ -400,7 +402,7 @@ echo "check: through kube-apiserver, each webhook refuses the legacy GPU Pod and
 
 # --- the measurements --------------------------------------------------------------------------------
 hz=$(getconf CLK_TCK)
-calc() { awk "BEGIN { printf \"$1\", $2 }"; }  # calc FORMAT EXPRESSION
+calc() { awk "BEGIN { printf \"$1\", ($2) }"; }  # calc FORMAT EXPRESSION
 cpu_ticks() {  # user + system clock ticks of a process and its children processes (nginx's workers)
   local total=0 p
   for p in "$1" $(pgrep -P "$1" 2>/dev/null || true); do

@@ -5,7 +5,8 @@
 // the schedule, so a slow server cannot hide its queue) or sent (closed loop) to the end of the
 // answer, over 2xx answers only; non-2xx answers and transport errors are counted apart. An
 // open-loop request that could not be sent within -late of when it was due (the generator or
-// the machine fell behind) is counted late. Prints one line:
+// the machine fell behind) is counted late. Open loop uses at most -max-conns connections (an
+// overloaded server is not sent a storm of new ones); closed loop one per client. Prints one line:
 //
 //	RESULT due sent ok non2xx errors late seconds p50_us p95_us p99_us
 package main
@@ -78,6 +79,7 @@ func main() {
 	timeout := flag.Duration("timeout", 10*time.Second, "per-request timeout (an error when exceeded)")
 	lateAfter := flag.Duration("late", 10*time.Millisecond, "open loop: a request sent this long after it was due is late")
 	maxInFlight := flag.Int("max-in-flight", 20000, "open loop: requests outstanding at most (more are errors)")
+	maxConns := flag.Int("max-conns", 200, "open loop: connections at most (a request waits for one, its wait counted in its latency)")
 	flag.Parse()
 	if *url == "" || *bodyFile == "" || (*clients > 0) == (*rate > 0) {
 		fmt.Fprintln(os.Stderr, "usage: load -url URL -body FILE (-clients N | -rate R) [-duration D] [-token T]")
@@ -88,15 +90,22 @@ func main() {
 		fmt.Fprintln(os.Stderr, "load:", err)
 		os.Exit(1)
 	}
+	conns := *maxConns
+	if *clients > 0 {
+		conns = *clients // one connection per client, as wrk
+	}
 	transport := &http.Transport{
 		// As wrk: no certificate verification, HTTP/1.1 keep-alive (an empty TLSNextProto map turns
 		// HTTP/2 off), enough idle connections that none is closed between requests.
 		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // a benchmark on loopback
 		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
 		MaxIdleConns:        0,
-		MaxIdleConnsPerHost: 100000,
-		IdleConnTimeout:     time.Minute,
-		DisableCompression:  true,
+		MaxIdleConnsPerHost: conns,
+		// An overloaded server is not sent a storm of new connections (each a TLS handshake it
+		// must make): requests wait for a connection instead, and the wait is in their latency.
+		MaxConnsPerHost:    conns,
+		IdleConnTimeout:    time.Minute,
+		DisableCompression: true,
 	}
 	client := &http.Client{Transport: transport, Timeout: *timeout}
 	send := func(ctx context.Context) (*http.Response, error) {
