@@ -527,7 +527,9 @@ register none
 # rounds, sums of the failures, ratios, what each server adds over none, and --check.
 for key in "${!R[@]}"; do echo "$key ${R[$key]}"; done > "$tmp/results"
 echo
-versions="draguard $("$bin" version 2>/dev/null | head -1), Kyverno $kyverno_version, Gatekeeper $gatekeeper_version ($engine), $(nginx -v 2>&1 | sed 's/.*: //'), kube-apiserver $("${k[@]}" version -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])')$([ "${APISERVER_HTTP1:-0}" = 1 ] && echo ' (DISABLE_HTTP2=1)')"
+api_version=$("${k[@]}" get --raw /version 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["gitVersion"])' 2>/dev/null || echo unknown)
+[ "${APISERVER_HTTP1:-0}" = 1 ] && api_version+=" (DISABLE_HTTP2=1)"
+versions="$("$bin" version 2>/dev/null || echo draguard), Kyverno $kyverno_version, Gatekeeper $gatekeeper_version ($engine), $(nginx -v 2>&1 | sed 's/.*: //'), kube-apiserver $api_version"
 host="$(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$tmp/results" "$check" "$peers" "$(want webhook && echo webhook)" "$api_tests" "$versions" "$host" <<'PY'
 import statistics, sys
