@@ -7,7 +7,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 PKGS=(
   build-essential cmake ninja-build pkg-config
   libcpp-httplib-dev libboost-dev nlohmann-json3-dev libyaml-cpp-dev libssl-dev
-  libsimdjson-dev libhwloc-dev libre2-dev
+  libsimdjson-dev libhwloc-dev libre2-dev libnghttp2-dev
   curl  # the README's request to the running server
 )
 "$here/apt-install.sh" "${PKGS[@]}" "$@"

@@ -12,6 +12,7 @@ PKGS=(
   openssl ca-certificates    # the test clusters' certificates; the Go and npm registries
   chromium                   # renders the topology pictures (topology_draw_render)
   wrk nginx-light            # bench/: the load generator and the reference server
+  libnginx-mod-http-echo     # bench/peers.sh: nginx as a webhook (echoes the review's uid)
   clang libclang-rt-14-dev   # libFuzzer builds (.ci/run)
 )
 # npm (with Debian's Node.js) fetches the test tools' Node.js when the machine has no npm.

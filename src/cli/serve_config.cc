@@ -71,7 +71,7 @@ Status ParseDurations(const Flags& f, server::ServerOptions* opt) {
   return Status::Ok();
 }
 
-// --max-body, --workers, --io-threads, --max-queued, --body-budget, --max-connections.
+// --max-body, --workers, --io-threads, --max-queued, --body-budget, --max-connections, --http2.
 Status ParseCounts(const Flags& f, server::ServerOptions* opt) {
   for (auto [name, target] : {std::pair<const char*, std::size_t*>{"--max-body", &opt->max_body},
                               {"--workers", &opt->workers},
@@ -85,6 +85,14 @@ Status ParseCounts(const Flags& f, server::ServerOptions* opt) {
     }
   }
   if (opt->max_body < 1024) return Status::InvalidArgument("--max-body must be at least 1024");
+  const std::string h2 = f.Get("--http2", "true");
+  if (h2 == "true" || h2 == "on") {
+    opt->http2 = true;
+  } else if (h2 == "false" || h2 == "off") {
+    opt->http2 = false;
+  } else {
+    return Status::InvalidArgument("--http2 must be true or false");
+  }
   return Status::Ok();
 }
 
@@ -298,7 +306,7 @@ const std::set<std::string>& ServeFlagNames() {
       "--listen", "--state-dir", "--service-name", "--namespace", "--tls-cert", "--tls-key", "--tls-required-names",
       "--client-ca", "--client-cn", "--config", "--topology-dir", "--metrics-listen", "--shutdown-delay",
       "--log-level", "--max-body", "--read-timeout", "--request-timeout", "--keep-alive-timeout", "--workers",
-      "--io-threads", "--inline-review-max-body", "--body-budget", "--max-connections", "--max-queued", "--reload-interval", "--kube", "--kube-timeout", "--topology-configmaps",
+      "--io-threads", "--inline-review-max-body", "--body-budget", "--max-connections", "--max-queued", "--http2", "--reload-interval", "--kube", "--kube-timeout", "--topology-configmaps",
       "--tls-self-secret", "--tls-self-validating", "--tls-self-mutating", "--tls-self-ca-days",
       "--tls-self-cert-days", "--tls-self-resync", "--tls-self-extra-sans", "--audit-interval", "--audit-page-size", "--audit-max-results",
       "--audit-policy-reports", "--audit-lease", "--audit-lease-duration"};

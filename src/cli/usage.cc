@@ -61,6 +61,7 @@ serve flags:
   --body-budget BYTES        request body bytes held at once; beyond: wait 1 s, then 429
                              (default 16777216)
   --max-connections N        open connections; more are closed at accept (default 10000)
+  --http2 true|false         offer HTTP/2 (h2) beside HTTP/1.1 by TLS ALPN (default true)
   --inline-review-max-body BYTES  review smaller /validate bodies on the IO thread, except claims (default 131072; 0: off)
   --max-queued N             accepted connections waiting for a worker before 503 (default 1024)
   --reload-interval SECONDS  how often certificate and policy files are checked (default 1)

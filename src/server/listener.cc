@@ -1,5 +1,7 @@
 #include "listener.h"
 
+#include "h2_connection.h"
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -162,6 +164,7 @@ class SessionBase {
  public:
   virtual ~SessionBase() = default;
   virtual void Stop() = 0;  // posted to the session's loop
+  virtual void Drain() {}   // posted to the session's loop (h2: GOAWAY notice)
 };
 
 }  // namespace
@@ -274,6 +277,52 @@ struct Listener::Impl {
   static constexpr std::size_t kTrimChurn = 16 * 1024 * 1024;
   static constexpr std::size_t kLargeBody = 256 * 1024;
 
+  // The route of a request, or null (then *path_known tells a 405 from a 404).
+  const HttpRoute* FindRoute(const HttpRequest& req, bool* path_known) const {
+    const HttpRoute* route = nullptr;
+    *path_known = false;
+    for (const auto& r : routes) {
+      if (r.path != req.path) continue;
+      *path_known = true;
+      if (r.method == req.method) route = &r;
+    }
+    return route;
+  }
+  // True when a request of `route` is answered on the IO thread, without the hand-off.
+  static bool RunsInline(const HttpRoute& route, const HttpRequest& req) {
+    return !route.on_worker || (route.run_inline && route.run_inline(req));
+  }
+  // Runs a handler; an exception is answered 500 (last resort: handlers answer their own).
+  void RunHandler(const HttpRoute& route, const HttpRequest& req, HttpResponse* res) const {
+    try {
+      route.handler(req, res);
+    } catch (const std::exception& e) {
+      if (opt.on_exception) opt.on_exception(e.what());
+      *res = HttpResponse{};
+      Error(500, "internal error", res);
+    } catch (...) {
+      if (opt.on_exception) opt.on_exception("unknown exception");
+      *res = HttpResponse{};
+      Error(500, "internal error", res);
+    }
+  }
+  void Error(int code, const std::string& message, HttpResponse* res) const {
+    res->status = code;
+    if (opt.error) {
+      opt.error(code, message, res);
+    } else {
+      res->content_type = "text/plain";
+      res->body = message + "\n";
+    }
+  }
+  // The answer to a request the worker queue has no room for.
+  void Shed(HttpResponse* res) const {
+    if (opt.on_shed) opt.on_shed();
+    Error(503, "server overloaded: worker queue full", res);
+    res->headers.emplace_back("Retry-After", "1");
+    res->close = true;
+  }
+
   void Accept();
   // Starts serving an accepted connection (closes it when max_connections are open).
   void Adopt(tcp::socket socket);
@@ -314,6 +363,17 @@ class TlsStream {
   }
   TlsStream(const TlsStream&) = delete;
   TlsStream& operator=(const TlsStream&) = delete;
+  // Only between operations (an h2 connection takes the stream over after the handshake): the
+  // descriptor OpenSSL uses moves with the socket.
+  TlsStream(TlsStream&& o) noexcept : socket_(std::move(o.socket_)), ssl_(std::exchange(o.ssl_, nullptr)) {}
+
+  // The protocol ALPN chose ("" when none).
+  std::string_view Alpn() const {
+    const unsigned char* p = nullptr;
+    unsigned int n = 0;
+    if (ssl_ != nullptr) SSL_get0_alpn_selected(ssl_, &p, &n);
+    return p == nullptr ? std::string_view() : std::string_view(reinterpret_cast<const char*>(p), n);
+  }
 
   executor_type get_executor() { return socket_.get_executor(); }
   tcp::socket& next_layer() { return socket_; }
@@ -427,6 +487,9 @@ std::string Serialize(const HttpResponse& res, bool close) {
 
 enum class Phase { kHandshake, kIdle, kHeader, kBudget, kBody, kWorker, kWrite, kLinger, kClosed };
 
+// Serves a connection whose handshake chose h2 (defined with H2Session below).
+void StartH2(Listener::Impl* l, TlsStream stream);
+
 // The first read of a request: the largest TLS record plaintext.
 constexpr std::size_t kFirstReadBytes = 16 * 1024;
 
@@ -454,6 +517,9 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
                                 self->Disarm();
                                 self->l_->churn.fetch_add(kConnectionBytes);  // handshake scratch freed
                                 if (ec) return self->Close();
+                                const bool h2 = self->stream_.Alpn() == "h2";
+                                if (self->l_->opt.on_connection) self->l_->opt.on_connection(h2 ? "h2" : "http/1.1");
+                                if (h2) return self->HandOff();
                                 self->WaitRequest();
                               });
     }
@@ -474,6 +540,15 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
  private:
   tcp::socket& Socket() { return beast::get_lowest_layer(stream_); }
+
+  // The connection speaks h2: an H2Session takes the stream over; this session ends.
+  void HandOff() {
+    if constexpr (std::is_same_v<Stream, TlsStream>) {
+      phase_ = Phase::kClosed;
+      StopTimer();
+      StartH2(l_, std::move(stream_));
+    }
+  }
 
   // One timer per connection, moved lazily: a phase sets its deadline, and the timer is moved
   // only when that deadline is earlier than the expiry it waits for; an expiry before the current
@@ -623,13 +698,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     keep_alive_ = msg.keep_alive();
     ++served_;
 
-    route_ = nullptr;
     bool path_known = false;
-    for (const auto& r : l_->routes) {
-      if (r.path != req_.path) continue;
-      path_known = true;
-      if (r.method == req_.method) route_ = &r;
-    }
+    route_ = l_->FindRoute(req_, &path_known);
     const bool has_body = parser_->chunked() || parser_->content_length().value_or(0) > 0;
     if (route_ == nullptr) {
       HttpResponse res;
@@ -719,7 +789,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       req_.body = std::move(parser_->get().body());
       parser_.reset();
     }
-    if (!route_->on_worker || (route_->run_inline && route_->run_inline(req_))) {
+    if (Listener::Impl::RunsInline(*route_, req_)) {
       HttpResponse res;
       Run(&res);
       return Write(std::move(res));
@@ -737,38 +807,15 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       });
     });
     if (!queued) {
-      if (l_->opt.on_shed) l_->opt.on_shed();
       HttpResponse res;
-      Error(503, "server overloaded: worker queue full", &res);
-      res.headers.emplace_back("Retry-After", "1");
-      res.close = true;
+      l_->Shed(&res);
       Write(std::move(res));
     }
   }
 
-  void Run(HttpResponse* res) {
-    try {
-      route_->handler(req_, res);
-    } catch (const std::exception& e) {
-      if (l_->opt.on_exception) l_->opt.on_exception(e.what());
-      *res = HttpResponse{};
-      Error(500, "internal error", res);
-    } catch (...) {
-      if (l_->opt.on_exception) l_->opt.on_exception("unknown exception");
-      *res = HttpResponse{};
-      Error(500, "internal error", res);
-    }
-  }
+  void Run(HttpResponse* res) { l_->RunHandler(*route_, req_, res); }
 
-  void Error(int code, const std::string& message, HttpResponse* res) {
-    res->status = code;
-    if (l_->opt.error) {
-      l_->opt.error(code, message, res);
-    } else {
-      res->content_type = "text/plain";
-      res->body = message + "\n";
-    }
-  }
+  void Error(int code, const std::string& message, HttpResponse* res) { l_->Error(code, message, res); }
 
   // An error after which the connection cannot be trusted to stay in sync: answer and close.
   void Fail(int code, const std::string& message) {
@@ -869,6 +916,255 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   std::size_t lingered_ = 0;
 };
 
+// An HTTP/2 connection: the TLS stream after a handshake that chose h2, H2Connection for the
+// protocol. Reads and writes run at the same time (one of each at most); each request goes to the
+// route's handler inline or on a worker as on HTTP/1.1, with the same deadline, budget, metrics
+// and error answers; its answer is submitted on the connection's loop.
+class H2Session final : public SessionBase, public std::enable_shared_from_this<H2Session> {
+ public:
+  H2Session(Listener::Impl* l, TlsStream stream)
+      : l_(l),
+        stream_(std::move(stream)),
+        timer_(stream_.get_executor()),
+        conn_(Limits(l->opt), Callbacks(), Clock::now()),
+        rbuf_(kFirstReadBytes) {}
+
+  ~H2Session() override {
+    l_->churn.fetch_add(kConnectionBytes);
+    l_->Unregister(id_);
+  }
+
+  void Begin(std::uint64_t id) {
+    id_ = id;
+    if (l_->draining.load()) conn_.ShutdownNotice();
+    Flush();
+    Read();
+    Rearm();
+  }
+
+  void Stop() override {
+    // GOAWAY with the last stream taken: the requests in progress are answered (each bounded by
+    // its deadlines), then the connection ends; an idle one ends at once.
+    asio::post(stream_.get_executor(), [self = shared_from_this()] {
+      self->conn_.Shutdown();
+      self->Flush();
+      self->Rearm();
+    });
+  }
+
+  void Drain() override {
+    asio::post(stream_.get_executor(), [self = shared_from_this()] {
+      self->conn_.ShutdownNotice();
+      self->Flush();
+    });
+  }
+
+ private:
+  static H2Limits Limits(const ListenerOptions& o) {
+    H2Limits lim;
+    lim.max_concurrent_streams = std::max<std::size_t>(1, o.http2_max_streams);
+    lim.max_header_bytes = o.max_header_bytes;
+    lim.max_headers = o.max_headers;
+    lim.max_body = o.max_body;
+    lim.body_padding = o.body_padding;
+    lim.max_requests = std::max<std::size_t>(1, o.keep_alive_max_requests);
+    lim.header_timeout = o.header_timeout;
+    lim.body_timeout = o.body_timeout;
+    lim.write_timeout = o.write_timeout;
+    lim.idle_timeout = o.idle_timeout;
+    return lim;
+  }
+
+  H2Callbacks Callbacks() {
+    H2Callbacks cb;
+    cb.on_request = [this](std::int32_t id, HttpRequest req) { OnRequest(id, std::move(req)); };
+    cb.deadline = [l = l_](const HttpRequest& req) {
+      return l->opt.deadline ? l->opt.deadline(req) : req.start + std::chrono::seconds(10);
+    };
+    cb.error = [l = l_](int code, const std::string& message, HttpResponse* res) { l->Error(code, message, res); };
+    cb.reserve = [l = l_](std::size_t n) { return l->Reserve(n); };
+    cb.release = [l = l_](std::size_t n) { l->Release(n); };
+    cb.on_abuse = [l = l_](std::string_view reason) {
+      if (l->opt.on_http2_abuse) l->opt.on_http2_abuse(reason);
+    };
+    return cb;
+  }
+
+  void OnRequest(std::int32_t id, HttpRequest req) {
+    bool path_known = false;
+    const HttpRoute* route = l_->FindRoute(req, &path_known);
+    if (route == nullptr) {
+      HttpResponse res;
+      l_->Error(path_known ? 405 : 404, path_known ? "method not allowed" : "no such endpoint", &res);
+      return conn_.Respond(id, std::move(res), Clock::now());
+    }
+    const bool counted = route->on_worker && l_->opt.inflight;
+    if (counted) l_->opt.inflight(1);
+    if (Listener::Impl::RunsInline(*route, req)) {
+      HttpResponse res;
+      l_->RunHandler(*route, req, &res);
+      return Answer(id, std::move(res), counted);
+    }
+    auto self = shared_from_this();
+    auto shared = std::make_shared<HttpRequest>(std::move(req));
+    const bool queued = l_->pool->TryPost([self, id, route, shared, counted] {
+      auto res = std::make_shared<HttpResponse>();
+      self->l_->RunHandler(*route, *shared, res.get());
+      std::string().swap(shared->body);  // released before the answer is written
+      asio::post(self->stream_.get_executor(), [self, id, res, counted] {
+        self->Answer(id, std::move(*res), counted);
+        self->Flush();
+        self->Rearm();
+      });
+    });
+    if (!queued) {
+      HttpResponse res;
+      l_->Shed(&res);
+      Answer(id, std::move(res), counted);
+    }
+  }
+
+  void Answer(std::int32_t id, HttpResponse res, bool counted) {
+    if (counted) l_->opt.inflight(-1);
+    conn_.Respond(id, std::move(res), Clock::now());
+  }
+
+  void Read() {
+    if (reading_ || closed_) return;
+    reading_ = true;
+    stream_.async_read_some(asio::buffer(rbuf_), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+      self->reading_ = false;
+      if (self->closed_) return;
+      if (ec) return self->Close();
+      const bool ok = self->conn_.Receive(self->rbuf_.data(), n, Clock::now());
+      self->Flush();
+      if (ok) self->Read();
+      self->Rearm();
+    });
+  }
+
+  // Sends what the connection has to send; one write at a time, the next batch gathered meanwhile.
+  void Flush() {
+    if (closed_) return;
+    conn_.TakeOutput(&out_);
+    if (writing_) return;
+    if (out_.empty()) {
+      if (!conn_.Alive()) Finish();  // GOAWAY sent and nothing left in progress
+      return;
+    }
+    writing_ = true;
+    write_deadline_ = Clock::now() + l_->opt.write_timeout;
+    std::swap(out_, wbuf_);
+    asio::async_write(stream_, asio::buffer(wbuf_), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      self->writing_ = false;
+      self->write_deadline_ = Clock::time_point::max();
+      self->wbuf_.clear();
+      if (self->wbuf_.capacity() > kKeepBuffer) std::string().swap(self->wbuf_);
+      if (self->closed_) return;
+      if (ec) return self->Close();
+      self->Flush();
+      self->Rearm();
+    });
+  }
+
+  // One timer: the connection's earliest deadline, and the write in progress (a client that does
+  // not read). Moved only when the deadline comes earlier than the expiry it waits for.
+  void Rearm() {
+    if (closed_) return;
+    const Clock::time_point t = std::min(conn_.NextDeadline(), write_deadline_);
+    if (t == Clock::time_point::max()) return;
+    if (waiting_ && armed_at_ <= t) return;
+    armed_at_ = t;
+    waiting_ = true;
+    timer_.expires_at(t);
+    timer_.async_wait([self = shared_from_this(), gen = ++timer_gen_](beast::error_code ec) {
+      if (ec || gen != self->timer_gen_) return;
+      self->waiting_ = false;
+      if (self->closed_) return;
+      const auto now = Clock::now();
+      if (self->writing_ && self->write_deadline_ <= now) return self->Close();
+      self->conn_.Expire(now);
+      self->Flush();
+      self->Rearm();
+    });
+  }
+
+  void Close() {
+    if (closed_) return;
+    closed_ = true;
+    ++timer_gen_;
+    timer_.cancel();
+    beast::error_code ignored;
+    stream_.next_layer().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.next_layer().close(ignored);
+  }
+
+  // The last frame (a GOAWAY) is written: FIN, then what the client still sends is discarded,
+  // bounded in time and bytes, so that closing with unread bytes does not reset the connection
+  // and destroy the GOAWAY at the client (as HTTP/1.1's lingering close).
+  void Finish() {
+    if (closed_) return;
+    closed_ = true;
+    ++timer_gen_;
+    beast::error_code ignored;
+    tcp::socket& socket = stream_.next_layer();
+    socket.cancel(ignored);  // a pending TLS read ends (its handler sees closed_)
+    socket.shutdown(tcp::socket::shutdown_send, ignored);
+    timer_.expires_after(kLingerTime);
+    timer_.async_wait([self = shared_from_this()](beast::error_code) { self->CloseSocket(); });
+    LingerRead();
+  }
+  void LingerRead() {
+    auto buf = std::make_shared<std::array<char, 4096>>();
+    stream_.next_layer().async_read_some(asio::buffer(*buf), [self = shared_from_this(), buf](beast::error_code ec,
+                                                                                               std::size_t n) {
+      self->lingered_ += n;
+      if (ec || self->lingered_ > kLingerBytes) return self->CloseSocket();
+      self->LingerRead();
+    });
+  }
+  void CloseSocket() {
+    beast::error_code ignored;
+    timer_.cancel();
+    stream_.next_layer().close(ignored);
+  }
+
+  static constexpr std::chrono::milliseconds kLingerTime{2000};
+  static constexpr std::size_t kLingerBytes = 64 * 1024 * 1024;
+  static constexpr std::size_t kConnectionBytes = 32 * 1024;
+  static constexpr std::size_t kKeepBuffer = 64 * 1024;
+  Listener::Impl* l_;
+  TlsStream stream_;
+  asio::steady_timer timer_;
+  H2Connection conn_;
+  std::vector<char> rbuf_;
+  std::string out_, wbuf_;
+  std::uint64_t id_ = 0;
+  std::uint64_t timer_gen_ = 0;
+  std::size_t lingered_ = 0;
+  Clock::time_point armed_at_{};
+  Clock::time_point write_deadline_ = Clock::time_point::max();
+  bool waiting_ = false, reading_ = false, writing_ = false, closed_ = false;
+};
+
+void StartH2(Listener::Impl* l, TlsStream stream) {
+  auto s = std::make_shared<H2Session>(l, std::move(stream));
+  s->Begin(l->Register(s));
+}
+
+// ALPN: h2 when the client offers it, else http/1.1; a client that offers neither goes on without
+// ALPN (and speaks HTTP/1.1).
+int SelectAlpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in, unsigned int inlen,
+               void*) {
+  static const unsigned char kProtocols[] = "\x02h2\x08http/1.1";
+  unsigned char* chosen = nullptr;
+  if (SSL_select_next_proto(&chosen, outlen, kProtocols, sizeof kProtocols - 1, in, inlen) != OPENSSL_NPN_NEGOTIATED) {
+    return SSL_TLSEXT_ERR_NOACK;
+  }
+  *out = chosen;
+  return SSL_TLSEXT_ERR_OK;
+}
+
 }  // namespace
 
 void Listener::Impl::Accept() {
@@ -948,6 +1244,7 @@ Status Listener::Start() {
     }
     // Idle connections keep no TLS record buffers.
     SSL_CTX_set_mode(m.ssl, SSL_MODE_RELEASE_BUFFERS);
+    if (m.opt.http2) SSL_CTX_set_alpn_select_cb(m.ssl, SelectAlpn, nullptr);
   }
   beast::error_code ec;
   auto addr = asio::ip::make_address(m.opt.host == "localhost" ? "127.0.0.1" : m.opt.host, ec);
@@ -1000,6 +1297,7 @@ void Listener::BeginDrain() {
   Impl& m = *impl_;
   if (!m.started) return;
   m.draining.store(true);
+  m.ForEachSession([](SessionBase& s) { s.Drain(); });
 }
 
 void Listener::Stop() {

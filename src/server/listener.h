@@ -1,7 +1,9 @@
-// The event-driven HTTP/1.1 listener of the server module (Boost.Asio/Beast inside listener.cc;
-// only standard types here). A few IO threads accept, handshake, read and write every connection;
-// a complete request is handed to a bounded pool of workers, so an idle or slow connection holds
-// no worker. Every phase has its own deadline; framing follows RFC 9112 strictly.
+// The event-driven HTTP/1.1 and HTTP/2 listener of the server module (Boost.Asio/Beast inside
+// listener.cc, nghttp2 inside h2_connection.cc; only standard types here). A few IO threads
+// accept, handshake, read and write every connection; a complete request is handed to a bounded
+// pool of workers, so an idle or slow connection holds no worker. Every phase has its own
+// deadline; HTTP/1.1 framing follows RFC 9112 strictly. With `http2`, TLS offers h2 and
+// http/1.1 by ALPN and a connection that chose h2 is served by H2Connection (RFC 9113).
 #pragma once
 
 #include <chrono>
@@ -77,6 +79,8 @@ struct ListenerOptions {
   std::chrono::milliseconds idle_timeout{30000};       ///< keep-alive wait for the next request
   std::chrono::milliseconds body_timeout{10000};       ///< whole body, from the end of the header block
   std::chrono::milliseconds write_timeout{10000};      ///< whole response
+  bool http2 = false;                                  ///< offer h2 by ALPN (TLS only)
+  std::size_t http2_max_streams = 100;                 ///< SETTINGS_MAX_CONCURRENT_STREAMS (and requests in progress) per h2 connection
   /// Deadline of a request whose header block is complete (body read + handler).
   std::function<std::chrono::steady_clock::time_point(const HttpRequest&)> deadline;
   /// Fills an error response (status, message).
@@ -87,9 +91,14 @@ struct ListenerOptions {
   std::function<void()> on_shed, on_budget_refused;
   /// Called with the text of an exception that escaped a handler.
   std::function<void(const std::string&)> on_exception;
+  /// Called when a TLS handshake completes, with the protocol the connection speaks ("h2", "http/1.1").
+  std::function<void(std::string_view protocol)> on_connection;
+  /// Called when an h2 connection is ended for misbehaviour (reason: a closed set, see H2Connection).
+  std::function<void(std::string_view reason)> on_http2_abuse;
 };
 
-/// An HTTP/1.1 (optionally TLS) listener. Start() returns once it accepts connections.
+/// An HTTP/1.1 (optionally TLS, optionally HTTP/2 by ALPN) listener. Start() returns once it
+/// accepts connections.
 class Listener {
  public:
   Listener(ListenerOptions options, std::vector<HttpRoute> routes);
@@ -101,9 +110,10 @@ class Listener {
   Status Start();
   /// The bound port (after Start()).
   int port() const;
-  /// From now on every response carries `Connection: close`, so each keep-alive connection
-  /// closes after its next answer (HTTP/1.1 gives a server no race-free way to close an idle
-  /// one: a request may be on its way); new connections are still accepted.
+  /// From now on every HTTP/1.1 response carries `Connection: close`, so each keep-alive
+  /// connection closes after its next answer (HTTP/1.1 gives a server no race-free way to close
+  /// an idle one: a request may be on its way); each h2 connection is sent a GOAWAY notice
+  /// (RFC 9113 §6.8), so its client opens new streams elsewhere; new connections are still accepted.
   void BeginDrain();
   /// Takes the connections the kernel has queued and stops accepting; closes the idle ones that
   /// have been answered; gives the others a short grace (2 s) to deliver their request, which is

@@ -104,6 +104,9 @@ struct Server::Impl {
   std::unique_ptr<Listener> metrics_http;
   std::unique_ptr<FileWatcher> cert_watcher;
   metrics::CounterFamily* budget_refused = nullptr;
+  // draguard_connections_total{protocol} (h2, http/1.1) and draguard_http2_abuse_total{reason}.
+  metrics::CounterFamily* connections = nullptr;
+  metrics::CounterFamily* http2_abuse = nullptr;
   // Hot-path series, found once at Start: the duration of each webhook, the rule results by key.
   metrics::HistogramFamily::Handle validate_duration, mutate_duration, topology_duration;
   std::unique_ptr<metrics::CounterTable> rule_results;
@@ -298,12 +301,16 @@ ListenerOptions Server::Impl::Options(bool admission) {
   lo.body_timeout = opt.read_timeout;
   lo.idle_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(opt.keep_alive_timeout);
   lo.write_timeout = opt.write_timeout;
+  lo.http2 = admission && opt.http2;
+  lo.http2_max_streams = opt.http2_max_streams;
   lo.deadline = [this](const HttpRequest& req) { return Deadline(req); };
   lo.error = [this](int code, const std::string& message, HttpResponse* res) { Error(res, code, message); };
   if (admission) {
     lo.inflight = [this](int delta) { deps.metrics->inflight.Add({}, delta); };
     lo.on_shed = [this] { deps.metrics->shed.Inc({}); };
     lo.on_budget_refused = [this] { budget_refused->Inc({}); };
+    lo.on_connection = [this](std::string_view protocol) { connections->Inc({std::string(protocol)}); };
+    lo.on_http2_abuse = [this](std::string_view reason) { http2_abuse->Inc({std::string(reason)}); };
   }
   lo.on_exception = [this](const std::string& what) {
     // Last resort: the reviewer answers its own exceptions with the uid; this one has none.
@@ -375,6 +382,12 @@ Status Server::Start() {
   m.budget_refused = &m.deps.registry->Counter(
       "draguard_body_budget_refused_total",
       "Requests answered 429 because the bytes of request bodies in flight reached --body-budget.", {});
+  m.connections = &m.deps.registry->Counter(
+      "draguard_connections_total",
+      "TLS connections whose handshake completed, by the protocol they speak (h2, http/1.1).", {"protocol"});
+  m.http2_abuse = &m.deps.registry->Counter(
+      "draguard_http2_abuse_total",
+      "HTTP/2 connections ended for misbehaviour: reset_rate, stream_churn, slow_headers, protocol.", {"reason"});
   // Both listeners accept once Start() returns: a shutdown requested from now on is never lost.
   m.https = std::make_unique<Listener>(m.Options(true), m.Routes(true));
   DRAGUARD_RETURN_IF_ERROR(m.https->Start());

@@ -28,6 +28,7 @@
 #include "draguard/topology/snapshot.h"
 #include "draguard/webhook/reviewer.h"
 #include "../unit/webhook/cel_bomb.h"  // the CEL-bomb reviews of the reviewer tests
+#include "h2_client.h"
 #include "tls_client.h"
 
 namespace draguard {
@@ -1121,6 +1122,246 @@ TEST(ParseHostPort, Forms) {
   EXPECT_FALSE(server::ParseHostPort("8443", &h, &p).ok());
   EXPECT_FALSE(server::ParseHostPort("h:99999", &h, &p).ok());
   EXPECT_FALSE(server::ParseHostPort("h:x", &h, &p).ok());
+}
+
+// --- HTTP/2 (ALPN h2) over the same TLS: the same answers, and the protocol's own attacks ----------
+
+constexpr char kAlpnBoth[] = "\x02h2\x08http/1.1";
+
+// Sends what the h2 client has and reads until `done` holds or the connection ends (each read
+// bounded by the client's timeout).
+template <typename F>
+bool Exchange(TlsConnection& c, testing::H2Client& h, F done) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < until) {
+    const std::string out = h.TakeOutput();
+    if (!out.empty() && !c.Write(out)) return done();
+    if (done()) return true;
+    std::string in;
+    if (!c.ReadSome(&in)) return done();
+    if (!h.Receive(in)) return done();
+  }
+  return done();
+}
+
+class ServerH2Test : public ServerTest {
+ protected:
+  std::unique_ptr<TlsConnection> ConnectH2() {
+    ClientOptions o = client_;
+    o.alpn = std::string(kAlpnBoth, sizeof kAlpnBoth - 1);
+    auto c = Connect(o);
+    if (c) {
+      EXPECT_EQ(c->Alpn(), "h2");
+    }
+    return c;
+  }
+  static bool Closed(testing::H2Client& h, const std::vector<std::int32_t>& ids) {
+    for (auto id : ids) {
+      if (!h.Response(id).closed) return false;
+    }
+    return true;
+  }
+};
+
+TEST_F(ServerH2Test, AnswersAsHttp1Does) {
+  Start();
+  auto c = ConnectH2();
+  ASSERT_NE(c, nullptr);
+  auto h1 = Connect();
+  testing::H2Client h;
+  const std::vector<std::pair<std::string, std::string>> json = {{"content-type", "application/json"}};
+  struct Case {
+    std::string path, body;
+  };
+  const std::vector<Case> cases = {{"/validate", ReviewData("DG001/legacy-limit")},
+                                   {"/validate", ReviewData("DG001/dra-pod-allowed")},
+                                   {"/mutate", ReviewData("DG001/plain-pod-allowed")},
+                                   {"/validate?timeout=10s", ReviewData("DG001/plain-pod-allowed")}};
+  std::vector<std::int32_t> ids;
+  for (const auto& k : cases) ids.push_back(h.Request("POST", k.path, k.body, json));
+  const auto health = h.Request("GET", "/healthz", "");
+  const auto missing = h.Request("GET", "/nope", "");
+  const auto wrong_type = h.Request("POST", "/validate", "{}", {{"content-type", "text/plain"}});
+  std::vector<std::int32_t> all = ids;
+  all.insert(all.end(), {health, missing, wrong_type});
+  ASSERT_TRUE(Exchange(*c, h, [&] { return Closed(h, all); }));
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    HttpResponse r1;
+    ASSERT_TRUE(h1->Request("POST", cases[i].path, cases[i].body, &r1));
+    const auto& r2 = h.Response(ids[i]);
+    EXPECT_EQ(r2.status, r1.status) << cases[i].path;
+    EXPECT_EQ(r2.body, r1.body) << cases[i].path;  // byte for byte
+    EXPECT_EQ(r2.headers.at("content-type"), "application/json");
+  }
+  EXPECT_EQ(h.Response(health).status, 200);
+  EXPECT_EQ(h.Response(health).body, "ok\n");
+  EXPECT_EQ(h.Response(missing).status, 404);
+  EXPECT_EQ(h.Response(wrong_type).status, 415);
+  const std::string m = metric_registry_.Render();
+  EXPECT_NE(m.find("draguard_connections_total{protocol=\"h2\"} 1"), std::string::npos) << m;
+  EXPECT_NE(m.find("draguard_connections_total{protocol=\"http/1.1\"} 1"), std::string::npos);
+}
+
+TEST_F(ServerH2Test, HundredConcurrentStreamsOnOneConnection) {
+  Start();
+  auto c = ConnectH2();
+  ASSERT_NE(c, nullptr);
+  testing::H2Client h;
+  const std::string body = ReviewData("DG001/legacy-limit");
+  std::vector<std::int32_t> ids;
+  for (int i = 0; i < 100; ++i) {
+    ids.push_back(h.Request("POST", i % 2 == 0 ? "/validate" : "/mutate", body, {{"content-type", "application/json"}}));
+  }
+  ASSERT_TRUE(Exchange(*c, h, [&] { return Closed(h, ids); }));
+  for (auto id : ids) {
+    ASSERT_EQ(h.Response(id).status, 200);
+    auto j = nlohmann::json::parse(h.Response(id).body);
+    EXPECT_EQ(j["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+  }
+}
+
+TEST_F(ServerH2Test, Http1ClientsAndTheFlagOff) {
+  Start();
+  ClientOptions o = client_;
+  o.alpn = std::string("\x08http/1.1", 9);
+  auto c = Connect(o);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->Alpn(), "http/1.1");
+  Post(*c, "/validate", ReviewData("DG001/legacy-limit"));
+  server_.reset();
+  opt_.http2 = false;
+  Start();
+  o.alpn = std::string(kAlpnBoth, sizeof kAlpnBoth - 1);
+  auto off = Connect(o);
+  ASSERT_NE(off, nullptr);
+  EXPECT_EQ(off->Alpn(), "");  // no ALPN answer: the client speaks HTTP/1.1
+  Post(*off, "/validate", ReviewData("DG001/legacy-limit"));
+}
+
+TEST_F(ServerH2Test, HostileRapidResetIsCutAndOthersAreServed) {
+  Start();
+  auto c = ConnectH2();
+  ASSERT_NE(c, nullptr);
+  testing::H2Client h;
+  const std::string body = ReviewData("DG001/legacy-limit");
+  std::string burst;
+  for (int i = 0; i < 3000; ++i) {
+    const auto id = h.Request("POST", "/mutate", body, {{"content-type", "application/json"}});
+    burst += h.TakeOutput();
+    h.Reset(id, 8 /* CANCEL */);
+    burst += h.TakeOutput();
+    if (burst.size() > 256 * 1024) {
+      if (!c->Write(burst)) break;  // the server has already closed
+      burst.clear();
+    }
+  }
+  c->Write(burst);
+  // Only reading now: the server ends the connection with a GOAWAY, then FIN.
+  for (std::string in; !h.goaway() && c->ReadSome(&in); in.clear()) h.Receive(in);
+  ASSERT_TRUE(h.goaway());
+  EXPECT_EQ(h.goaway_code(), 11u);  // ENHANCE_YOUR_CALM
+  EXPECT_TRUE(Eventually([&] { return c->PeerClosed(); }));
+  EXPECT_NE(metric_registry_.Render().find("draguard_http2_abuse_total{reason="), std::string::npos);
+  // Other clients are served meanwhile.
+  auto other = ConnectH2();
+  ASSERT_NE(other, nullptr);
+  testing::H2Client h2;
+  const auto id = h2.Request("POST", "/validate", body, {{"content-type", "application/json"}});
+  ASSERT_TRUE(Exchange(*other, h2, [&] { return h2.Response(id).closed; }));
+  EXPECT_EQ(h2.Response(id).status, 200);
+}
+
+TEST_F(ServerH2Test, HostileHeadersBodiesAndStreamsAreRefusedPerStream) {
+  opt_.max_body = 64 * 1024;
+  Start();
+  auto c = ConnectH2();
+  ASSERT_NE(c, nullptr);
+  testing::H2Client h;
+  std::vector<std::pair<std::string, std::string>> many = {{"content-type", "application/json"}};
+  for (int i = 0; i < 150; ++i) many.emplace_back("x-h" + std::to_string(i), "v");
+  const auto too_many = h.Request("POST", "/validate", "{}", many);
+  const auto too_big = h.Request("POST", "/validate", "{}", {{"x-big", std::string(70 * 1024, 'a')}});
+  const auto body_cap = h.Request("POST", "/validate", std::string(65 * 1024 + 1, 'x'),
+                                  {{"content-type", "application/json"}, {"content-length", std::to_string(65 * 1024 + 1)}});
+  ASSERT_TRUE(Exchange(*c, h, [&] { return Closed(h, {too_many, too_big, body_cap}) || h.goaway(); }));
+  EXPECT_EQ(h.Response(too_many).status, 431);
+  // A header block past the limit is refused by status, or by the HPACK decoder's own bound.
+  EXPECT_TRUE(h.Response(too_big).status == 431 || h.goaway());
+  if (!h.goaway()) {
+    EXPECT_EQ(h.Response(body_cap).status, 413);
+  }
+  // Streams beyond SETTINGS_MAX_CONCURRENT_STREAMS, written raw (nghttp2's client would hold them
+  // back): 100 requests whose bodies stay open, then one more, refused.
+  auto c2 = ConnectH2();
+  ASSERT_NE(c2, nullptr);
+  std::string wire = testing::H2Client::Preface();
+  const std::vector<std::pair<std::string, std::string>> fields = {
+      {":method", "POST"}, {":path", "/validate"}, {":scheme", "https"}, {":authority", "localhost"},
+      {"content-type", "application/json"},
+      {"content-length", "2"}};
+  for (int id = 1; id <= 201; id += 2) wire += testing::H2Client::Headers(id, fields, false);
+  ASSERT_TRUE(c2->Write(wire));
+  std::string in;
+  std::uint32_t code_201 = 0;
+  bool reset_201 = false;
+  while (!reset_201 && c2->ReadSome(&in)) {
+    while (in.size() >= 9) {  // frames: 24-bit length, type, flags, stream id
+      const std::size_t len = (static_cast<unsigned char>(in[0]) << 16) | (static_cast<unsigned char>(in[1]) << 8) |
+                              static_cast<unsigned char>(in[2]);
+      if (in.size() < 9 + len) break;
+      const int type = in[3];
+      const std::uint32_t sid = ((static_cast<unsigned char>(in[5]) & 0x7f) << 24) |
+                                (static_cast<unsigned char>(in[6]) << 16) | (static_cast<unsigned char>(in[7]) << 8) |
+                                static_cast<unsigned char>(in[8]);
+      if (type == 3 /* RST_STREAM */ && len == 4) {
+        EXPECT_EQ(sid, 201u) << "only the stream over the limit is refused; code "
+                             << ((static_cast<unsigned char>(in[11]) << 8) | static_cast<unsigned char>(in[12]));
+        if (sid == 201) {
+          reset_201 = true;
+          code_201 = (static_cast<unsigned char>(in[9]) << 24) | (static_cast<unsigned char>(in[10]) << 16) |
+                     (static_cast<unsigned char>(in[11]) << 8) | static_cast<unsigned char>(in[12]);
+        }
+      }
+      in.erase(0, 9 + len);
+    }
+  }
+  ASSERT_TRUE(reset_201);
+  EXPECT_TRUE(code_201 == 7 /* REFUSED_STREAM */ || code_201 == 1 /* PROTOCOL_ERROR */) << code_201;
+}
+
+TEST_F(ServerH2Test, ClientThatNeverReadsIsCutByTheDeadlines) {
+  opt_.read_timeout = std::chrono::milliseconds(300);  // and the write timeout
+  opt_.write_timeout = std::chrono::milliseconds(300);
+  opt_.keep_alive_timeout = std::chrono::seconds(1);
+  Start();
+  auto c = ConnectH2();
+  ASSERT_NE(c, nullptr);
+  testing::H2Client h({{4 /* INITIAL_WINDOW_SIZE */, 0}});
+  for (int i = 0; i < 50; ++i) h.Request("GET", "/metrics", "");
+  ASSERT_TRUE(c->Write(h.TakeOutput()));
+  // Nothing is read: the answers wait for window that never comes; each stream is reset at the
+  // write deadline, and the idle connection is closed at the keep-alive timeout.
+  EXPECT_TRUE(Eventually([&] { return c->PeerClosed(); }));
+  auto other = ConnectH2();
+  ASSERT_NE(other, nullptr);
+  testing::H2Client h2;
+  const auto id = h2.Request("GET", "/healthz", "");
+  ASSERT_TRUE(Exchange(*other, h2, [&] { return h2.Response(id).closed; }));
+  EXPECT_EQ(h2.Response(id).status, 200);
+}
+
+TEST_F(ServerH2Test, ShutdownSendsGoawayAndStopsWithAnIdleConnectionOpen) {
+  Start();
+  auto c = ConnectH2();
+  ASSERT_NE(c, nullptr);
+  testing::H2Client h;
+  const auto id = h.Request("GET", "/healthz", "");
+  ASSERT_TRUE(Exchange(*c, h, [&] { return h.Response(id).closed; }));
+  server_->BeginShutdown();
+  ASSERT_TRUE(Exchange(*c, h, [&] { return h.goaway(); }));
+  EXPECT_EQ(h.goaway_code(), 0u);
+  server_->Wait();  // the idle h2 connection does not hold the server
+  EXPECT_TRUE(Eventually([&] { return c->PeerClosed(); }));
 }
 
 }  // namespace

@@ -60,6 +60,10 @@ std::unique_ptr<TlsConnection> TlsConnection::Connect(int port, const ClientOpti
   SSL_set_fd(c->ssl_, c->fd_);
   SSL_set_tlsext_host_name(c->ssl_, opt.server_name.c_str());
   if (!opt.ca_file.empty()) SSL_set1_host(c->ssl_, opt.server_name.c_str());
+  if (!opt.alpn.empty()) {
+    SSL_set_alpn_protos(c->ssl_, reinterpret_cast<const unsigned char*>(opt.alpn.data()),
+                        static_cast<unsigned int>(opt.alpn.size()));
+  }
   if (SSL_connect(c->ssl_) != 1) {
     unsigned long e = ERR_get_error();
     char buf[256] = "handshake failed";
@@ -174,5 +178,33 @@ std::string TlsConnection::PeerCommonName() const {
 }
 
 std::string TlsConnection::Version() const { return SSL_get_version(ssl_); }
+
+std::string TlsConnection::Alpn() const {
+  const unsigned char* p = nullptr;
+  unsigned int n = 0;
+  SSL_get0_alpn_selected(ssl_, &p, &n);
+  return p == nullptr ? "" : std::string(reinterpret_cast<const char*>(p), n);
+}
+
+bool TlsConnection::ReadSome(std::string* out) {
+  if (!buf_.empty()) {
+    out->append(buf_);
+    buf_.clear();
+    return true;
+  }
+  char tmp[16384];
+  int n = SSL_read(ssl_, tmp, sizeof tmp);
+  if (n <= 0) {
+    ERR_clear_error();
+    return false;
+  }
+  out->append(tmp, static_cast<std::size_t>(n));
+  return true;
+}
+
+bool TlsConnection::PeerClosed() const {
+  pollfd p{fd_, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
 
 }  // namespace draguard::testing

@@ -19,6 +19,7 @@ struct ClientOptions {
   std::string ciphers;              ///< TLS ≤1.2 cipher list ("" = OpenSSL default)
   std::string server_name = "localhost";
   int timeout_ms = 10000;           ///< bound on every read and write
+  std::string alpn;                 ///< ALPN protocols offered, wire format ("\x02h2\x08http/1.1"); "" = none
 };
 
 /// A parsed HTTP/1.1 response.
@@ -48,6 +49,13 @@ class TlsConnection {
   std::string PeerCommonName() const;
   /// Negotiated protocol, e.g. "TLSv1.3".
   std::string Version() const;
+  /// The protocol ALPN chose ("" = none).
+  std::string Alpn() const;
+  /// Reads what has arrived (at least one byte, bounded by the timeout) and appends it; false on
+  /// close, timeout or error.
+  bool ReadSome(std::string* out);
+  /// True once the server has closed its side, seen without reading (POLLRDHUP).
+  bool PeerClosed() const;
 
  private:
   TlsConnection() = default;

@@ -3,9 +3,10 @@
 // Transport hardening lives here: an event-driven listener (a few IO threads own every
 // connection; only complete requests reach the bounded review workers), TLS policy and hot
 // reload, deadlines for the handshake, the header block, the body and the idle keep-alive wait,
-// header and body caps, a budget of body bytes in flight, strict HTTP/1.1 framing, content-type
-// check, per-request deadline (including the API server's ?timeout=), an exception guard, and a
-// graceful shutdown that closes keep-alive connections and loses no request.
+// header and body caps, a budget of body bytes in flight, strict HTTP/1.1 framing, HTTP/2 by ALPN
+// with the same caps plus stream, flow-control, HPACK and reset limits, content-type check,
+// per-request deadline (including the API server's ?timeout=), an exception guard, and a graceful
+// shutdown that closes keep-alive connections and loses no request.
 #pragma once
 
 #include <atomic>
@@ -53,6 +54,8 @@ struct ServerOptions {
   std::size_t workers = 0;                ///< review workers; 0 = max(16, 4 × cores)
   std::size_t inline_review_max_body = 128 * 1024;  ///< /validate bodies up to this size, of kinds whose review evaluates no CEL, are reviewed on the IO thread (0 = never)
   std::size_t max_queued = 1024;          ///< complete requests waiting for a worker; beyond: 503
+  bool http2 = true;                      ///< offer h2 (and http/1.1) by ALPN; false: HTTP/1.1 only
+  std::size_t http2_max_streams = 100;    ///< concurrent streams (and requests in progress) per h2 connection
   std::chrono::milliseconds shutdown_delay{5000};    ///< keep serving after SIGTERM
   std::chrono::milliseconds reload_interval{1000};   ///< certificate file polling
   std::string metrics_host;               ///< plain-HTTP metrics listener ("" = none)

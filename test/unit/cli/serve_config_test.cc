@@ -47,6 +47,7 @@ TEST(ParseServeConfig, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(s.max_body, 7340032u);
   EXPECT_EQ(s.workers, 0u);
   EXPECT_EQ(s.max_queued, 1024u);
+  EXPECT_TRUE(s.http2);
   EXPECT_EQ(s.tls_cert, "");
   EXPECT_EQ(s.tls_key, "");
   EXPECT_EQ(s.client_ca, "");
@@ -72,7 +73,8 @@ TEST(ParseServeConfig, EveryFlag) {
                                "--kube", "on", "--kube-timeout", "2.5", "--metrics-listen", "0.0.0.0:9090",
                                "--shutdown-delay", "0", "--max-body", "1024", "--read-timeout", "1.5",
                                "--request-timeout=3", "--keep-alive-timeout", "60", "--workers", "16",
-                               "--max-queued", "0", "--reload-interval", "0.02", "--log-level", "debug"});
+                               "--max-queued", "0", "--reload-interval", "0.02", "--log-level", "debug",
+                               "--http2=false"});
   const server::ServerOptions& s = c.server;
   EXPECT_EQ(s.host, "::1");
   EXPECT_EQ(s.port, 9443);
@@ -98,6 +100,7 @@ TEST(ParseServeConfig, EveryFlag) {
   EXPECT_EQ(s.keep_alive_timeout, seconds(60));
   EXPECT_EQ(s.workers, 16u);
   EXPECT_EQ(s.max_queued, 0u);
+  EXPECT_FALSE(s.http2);
   EXPECT_EQ(s.reload_interval, milliseconds(20));
   EXPECT_EQ(c.log_level, logging::Level::kDebug);
 
@@ -106,6 +109,8 @@ TEST(ParseServeConfig, EveryFlag) {
   EXPECT_EQ(cm.kube, KubeMode::kAuto);  // the last value counts
   EXPECT_EQ(cm.log_level, logging::Level::kOff);
   EXPECT_EQ(Parse({"--kube", "off"}).kube, KubeMode::kOff);
+  EXPECT_TRUE(Parse({"--http2", "true"}).server.http2);
+  EXPECT_FALSE(Parse({"--http2", "off"}).server.http2);
   EXPECT_EQ(Parse({"--log-level", "warning"}).log_level, logging::Level::kWarn);
   EXPECT_EQ(Parse({"--log-level", "error"}).log_level, logging::Level::kError);
   EXPECT_EQ(Parse({"--listen", "0.0.0.0:0"}).server.port, 0);
@@ -167,6 +172,7 @@ TEST(ParseServeConfig, EveryBadValueIsRefusedNamingItsFlag) {
       {{"--max-queued", "1234567890123"}, "--max-queued", "--max-queued must be a non-negative integer"},
       {{"--client-cn", "kube-apiserver"}, "--client-cn", "--client-cn needs --client-ca"},
       {{"--kube", "maybe"}, "--kube", "--kube must be auto, on or off"},
+      {{"--http2", "yes"}, "--http2", "--http2 must be true or false"},
       {{"--kube-timeout", "0"}, "--kube-timeout", "--kube-timeout must be a positive number of seconds"},
       {{"--kube-timeout", "x"}, "--kube-timeout", "--kube-timeout must be a positive number of seconds"},
       {{"--topology-configmaps="}, "--topology-configmaps", "--topology-configmaps needs a namespace"},
