@@ -59,15 +59,16 @@ TEST(KueueDeviceClassMappings, CoverEveryClassAConversionWrites) {
   for (const auto& e : *m) mapped.insert(e.device_classes.begin(), e.device_classes.end());
   const auto g4dn = testing::Topo(testing::kG4dn);
   const auto mig = testing::Topo(testing::kXeMig);
+  const auto rails = testing::MixedRails();  // an RDMA NIC under the root of three H100s
   struct Case {
     Json pod;
     const topology::Snapshot* topo;
   };
-  Json nic = testing::PodWith({{"nvidia.com/gpu", 2}});
+  Json nic = testing::PodWith({{"nvidia.com/gpu", 1}});
   nic["metadata"]["annotations"] = {{"draguard.io/nic", "rdma"}};
   Json cpus = testing::PodWith({{"nvidia.com/gpu", 1}, {"cpu", "4"}});
   const std::vector<Case> cases = {{testing::PodWith({{"nvidia.com/gpu", 4}}), g4dn.get()},
-                                   {nic, g4dn.get()},
+                                   {nic, rails.get()},
                                    {cpus, g4dn.get()},
                                    {testing::PodWith({{"nvidia.com/mig-1g.10gb", 1}}), mig.get()}};
   std::set<std::string> written;
