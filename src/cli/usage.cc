@@ -13,6 +13,7 @@ Usage:
   draguard review [--mutate] -f FILE|-         print the response to an AdmissionReview
   draguard convert -f FILE|- [flags]           convert legacy GPU requests of manifests to DRA
   draguard render [flags]                      print the templates of mutation.catalogue
+  draguard render --kueue [--config F]         print the Kueue configuration matching the policy
   draguard audit -f FILE|DIR|- [flags]         judge manifests and cluster dumps as the webhook would
   draguard topology show -f FILE|DIR [-o json|table] [--node NAME]
   draguard topology export [-o FILE] [--publish]  this machine's hwloc export (NVML-enriched)
@@ -118,8 +119,12 @@ stable output), once per --namespace; without one they carry no namespace (kubec
                              multi-GPU Pods are refused; bundled:examples = the demo machines)
   --namespace NS, -n NS      namespace of the templates (repeatable)
   -o yaml|json               multi-document YAML (default) or one JSON List
+  --kueue                    instead: the Kueue Configuration fragment (resources.deviceClassMappings)
+                             that charges every DeviceClass of the policy's claims against
+                             ClusterQueue quota: nvidia.com/gpu for whole GPUs, draguard.io/... for
+                             MIG devices, NICs, CPUs and IMEX channels (YAML with comments, or JSON)
   Exit codes: 0 ok (an empty catalogue prints nothing), 1 a profile cannot be generated, 2 usage
-  error, bad policy or topology.
+  error, bad policy or topology, or classes Kueue cannot map as the policy names them.
 
 backstop: a ValidatingAdmissionPolicy + binding (admissionregistration.k8s.io/v1) that the API
 server evaluates itself, rejecting Pods with legacy GPU requests even while the webhook is down.

@@ -555,6 +555,23 @@ ObjectConversion ConvertObject(const admission::Json& object, std::string_view n
   return out;
 }
 
+std::map<std::string, std::string> TemplateRefusals(const admission::AdmissionRequest& request,
+                                                    const policy::Policy& policy,
+                                                    const topology::Snapshot* topology) {
+  std::map<std::string, std::string> out;
+  if (!request.object.is_object()) return out;
+  for (const auto& loc : dra::LocatePodSpecs(request, policy)) {
+    if (!loc.workload) continue;
+    const Json::json_pointer ptr(loc.spec_pointer);
+    if (!request.object.contains(ptr)) continue;
+    const Json& spec = request.object.at(ptr);
+    if (!spec.is_object() || !HasLegacy(spec, policy)) continue;
+    PodConversion c = ConvertPod(internal::PodAt(request.object, loc), request.namespace_, policy, topology);
+    if (c.outcome == PodConversion::Outcome::kRefused) out.emplace(loc.spec_pointer, std::move(c.reason));
+  }
+  return out;
+}
+
 namespace internal {
 
 Json PodAt(const Json& object, const dra::PodSpecLocation& loc) {

@@ -204,7 +204,16 @@ struct OnShape {
   bool useful = false;        // some allocation exists
   bool safe = true;           // every allocation it allows has its class
   std::vector<uint32_t> sel;  // the GPUs it may take (ascending)
+  double sets = 0;            // the GPU sets it may allocate (by the sets its constraint allows)
 };
+
+// k-subsets of n things, as a double (counts compared, never exact).
+double Subsets(std::size_t n, std::size_t k) {
+  if (k > n) return 0;
+  double out = 1;
+  for (std::size_t i = 1; i <= k; ++i) out = out * static_cast<double>(n - k + i) / static_cast<double>(i);
+  return out;
+}
 
 OnShape Evaluate(const Request& r, const ShapeDevices& sd, const Alternative& alt) {
   OnShape out;
@@ -241,6 +250,7 @@ OnShape Evaluate(const Request& r, const ShapeDevices& sd, const Alternative& al
     if (gpus.size() < r.n) continue;
     if (r.nic && (root == topology::kNoIndex || !HasRdmaNicUnder(sd, root))) continue;
     out.useful = true;
+    out.sets += Subsets(gpus.size(), r.n);
     switch (alt.placement) {
       case Placement::kNvlink: out.safe = out.safe && PairwiseLinked(shape, gpus); break;
       case Placement::kPcieRoot: out.safe = out.safe && alt.constraint; break;
@@ -370,6 +380,14 @@ std::vector<Alternative> Candidates(const Request& r, int weakest, policy::NumaA
   return out;
 }
 
+// The name of the `rank`-th alternative of its class ("nvlink-1", "pcie-2", "numa-1") and its
+// restriction selector.
+void NameAlternative(Alternative& alt, int rank) {
+  const char* prefix = alt.placement == Placement::kNvlink ? "nvlink-" : alt.placement == Placement::kPcieRoot ? "pcie-" : "numa-";
+  alt.name = prefix + std::to_string(rank);
+  if (!alt.attr.empty()) alt.restriction = InList("resource.kubernetes.io", alt.attr, alt.values);
+}
+
 // Picks the alternatives, strongest first: each one kept must be aligned on every shape the Pod
 // may use, and add an allocation some shape did not have yet. Fills plan.alternatives and returns
 // the shapes the Pod may use.
@@ -419,13 +437,61 @@ std::vector<const ShapeDevices*> Choose(const Request& r, const std::vector<Alte
   }
   std::map<Placement, int> seen;
   for (auto& alt : kept) {
-    const char* prefix = alt.placement == Placement::kNvlink ? "nvlink-" : alt.placement == Placement::kPcieRoot ? "pcie-" : "numa-";
-    alt.name = prefix + std::to_string(++seen[alt.placement]);
-    if (!alt.attr.empty()) alt.restriction = InList("resource.kubernetes.io", alt.attr, alt.values);
+    NameAlternative(alt, ++seen[alt.placement]);
     plan.alternatives.push_back(std::move(alt));
   }
   if (!plan.alternatives.empty()) plan.placement = plan.alternatives.front().placement;
   return shapes;
+}
+
+// mutation.kueue: one alternative for the entry (Kueue v0.19 refuses firstAvailable). Of the
+// candidates, on the shapes where each is aligned and can place the GPUs, the one that the most
+// nodes can use, then the one that allows the most GPU sets there (ties: the stronger, earlier
+// candidate). On a shape where a candidate's attribute list (one NUMA node's PCIe roots, one
+// NVLink clique's bus addresses) leaves out some of the qualifying GPUs, it is not used: Pods would
+// wait while aligned GPUs of the node's other part are free. `partial` says whether such
+// candidates were all there was. Fills plan.alternatives and returns the shapes the Pod may use.
+std::vector<const ShapeDevices*> ChooseOne(const Request& r, const std::vector<Alternative>& candidates, Plan& plan,
+                                           std::string* partial) {
+  const Alternative* best = nullptr;
+  std::vector<const ShapeDevices*> best_shapes;
+  std::size_t best_nodes = 0;
+  double best_sets = 0;
+  std::set<std::string> parts;  // what partial candidates cover, in words
+  for (const auto& c : candidates) {
+    std::vector<const ShapeDevices*> shapes;
+    std::size_t nodes = 0;
+    double sets = 0;
+    for (const auto* sd : r.enough) {
+      const OnShape o = Evaluate(r, *sd, c);
+      if (!o.useful || !o.safe) continue;
+      if (!c.attr.empty() && o.sel.size() < r.q.at(sd).size()) {
+        parts.insert(c.attr == "pciBusID" ? "the GPUs of one NVLink clique (by PCI bus address)"
+                                          : "the PCIe roots of one NUMA node");
+        continue;
+      }
+      shapes.push_back(sd);
+      nodes += sd->group->nodes.size();
+      sets += o.sets * static_cast<double>(sd->group->nodes.size());
+    }
+    if (shapes.empty()) continue;
+    if (best == nullptr || nodes > best_nodes || (nodes == best_nodes && sets > best_sets)) {
+      best = &c;
+      best_shapes = std::move(shapes);
+      best_nodes = nodes;
+      best_sets = sets;
+    }
+  }
+  partial->clear();
+  if (best == nullptr) {
+    for (const auto& p : parts) *partial += (partial->empty() ? "" : " or ") + p;
+    return {};
+  }
+  Alternative alt = *best;
+  NameAlternative(alt, 1);
+  plan.placement = alt.placement;
+  plan.alternatives = {std::move(alt)};
+  return best_shapes;
 }
 
 // RDMA NIC functions (distinct PCI addresses) per PCIe root index of a shape.
@@ -761,10 +827,21 @@ Result<Plan> PlanGpus(const std::string& what, int64_t count, bool nic, int64_t 
   std::size_t best_link = 0, best_root = 0, best_numa = 0;
   std::vector<Alternative> candidates =
       Candidates(r, weakest, policy.mutation.numa_alignment, &best_link, &best_root, &best_numa);
-  std::vector<const ShapeDevices*> shapes = Choose(r, candidates, plan);
+  std::string partial;  // mutation.kueue: what the only alternatives that fit cover, in words
+  std::vector<const ShapeDevices*> shapes =
+      policy.mutation.kueue ? ChooseOne(r, candidates, plan, &partial) : Choose(r, candidates, plan);
   if (!plan.alternatives.empty()) {
     r.RestrictTo(plan, shapes);
     return plan;
+  }
+  if (!partial.empty() && !r.nic) {
+    return Status::FailedPrecondition(
+        "no node can place " + std::to_string(r.n) + " GPUs matching " + r.what +
+        " in one alignment without firstAvailable (mutation.kueue: Kueue refuses firstAvailable): each alignment "
+        "that fits covers only " + partial +
+        ", so the Pod would wait while aligned GPUs elsewhere on the node are free. Fix: set "
+        "mutation.numaAlignment: numaNode where the GPU driver publishes resource.kubernetes.io/numaNode (one "
+        "constraint covers every NUMA node), or ask for GPUs that one PCIe root or NVLink domain holds");
   }
   std::size_t best_rails = 0;
   if (r.nic && r.n >= 2) {

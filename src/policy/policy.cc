@@ -303,7 +303,7 @@ Status ParseMutation(const Parser& p, const YAML::Node& n, MutationConfig* m) {
   DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(n, "mutation"));
   DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(n, "mutation",
                                        {"enabled", "templates", "defaultMemory", "shared", "mps", "nic",
-                                        "unaligned", "interconnect", "numaAlignment", "cpu", "hostnameAffinityLimit",
+                                        "unaligned", "interconnect", "numaAlignment", "cpu", "kueue", "hostnameAffinityLimit",
                                         "apiTimeoutMs", "catalogue"}));
   if (auto e = n["enabled"]) DRAGUARD_RETURN_IF_ERROR(p.Bool(e, "mutation.enabled", &m->enabled));
   if (auto t = n["templates"]) {
@@ -384,6 +384,7 @@ Status ParseMutation(const Parser& p, const YAML::Node& n, MutationConfig* m) {
       if (m->cpu.device_class.empty()) return p.Error(t, "mutation.cpu.deviceClass", "must not be empty");
     }
   }
+  if (auto v = n["kueue"]) DRAGUARD_RETURN_IF_ERROR(p.Bool(v, "mutation.kueue", &m->kueue));
   if (auto v = n["hostnameAffinityLimit"]) {
     int64_t limit = 0;
     DRAGUARD_RETURN_IF_ERROR(p.Int(v, "mutation.hostnameAffinityLimit", 0, 1000, &limit));

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <map>
 #include <set>
 #include <stdexcept>
 #include <utility>
@@ -48,6 +49,12 @@ std::string KindLabel(const admission::GroupVersionKind& kind, const policy::Pol
 bool MutationApplies(const admission::AdmissionRequest& req, const policy::Policy& policy) {
   return policy.mutation.enabled && req.kind.group.empty() && req.kind.kind == "Pod" && req.sub_resource.empty() &&
          req.operation == admission::Operation::kCreate;
+}
+
+// The pod templates of a workload under review are converted later, in its Pods' /mutate.
+bool TemplatesConvertLater(const admission::AdmissionRequest& req, const policy::Policy& policy) {
+  return policy.mutation.enabled && !(req.kind.group.empty() && req.kind.kind == "Pod") && req.sub_resource.empty() &&
+         (req.operation == admission::Operation::kCreate || req.operation == admission::Operation::kUpdate);
 }
 
 engine::MutationFacts FactsOf(const mutation::PodConversion& conv) {
@@ -177,6 +184,12 @@ Judgement Reviewer::Judge(const admission::AdmissionRequest& req, admission::Web
     engine::RuleInput input{req, policy, topology, now};
     input.deadline = deadline;
     input.claims = claims_;
+    // A workload whose Pods /mutate would refuse is judged at its own CREATE (or UPDATE).
+    std::map<std::string, std::string> refusals;
+    if (TemplatesConvertLater(req, policy)) {
+      refusals = mutation::TemplateRefusals(req, policy, topology);
+      input.template_refusals = &refusals;
+    }
     j.result = engine::Evaluate(input, registry_);
     j.decision = engine::Decide(j.result, policy);
   } else {

@@ -9,11 +9,19 @@
 #   cluster.sh install DIR [HELM_ARGS...] helm install (or upgrade) of charts/draguard into namespace
 #                                         draguard, and `draguard serve` started on the host with
 #                                         the chart's TLS, policy and ServiceAccount token
+#   cluster.sh kueue DIR CONFIG [--webhook-prefix P]
+#                                         Kueue's manager (test/cluster/kueue: the release its go.mod
+#                                         pins, built and cached) on the host with CONFIG, a Kueue
+#                                         Configuration (its webhook, health, metrics, certificate
+#                                         and leader-election settings are the harness's); its CRDs,
+#                                         and its webhook configurations (named P..., default kueue-,
+#                                         as its chart names them) pointing at it; returns once the
+#                                         apiserver calls its webhooks. Again: restarted with CONFIG
 #   cluster.sh restart-apiserver DIR      kill kube-apiserver (SIGKILL, a crash) and start it again
 #                                         with the same flags and port; returns once it is ready
-#   cluster.sh down DIR                   stop (SIGKILL) everything up and install started and every
-#                                         process whose pid a caller wrote into DIR/pids/; DIR may
-#                                         be deleted
+#   cluster.sh down DIR                   stop (SIGKILL) everything up, install and kueue started and
+#                                         every process whose pid a caller wrote into DIR/pids/;
+#                                         DIR may be deleted
 # After up: DIR/kubeconfig (cluster-admin) and DIR/bin/kubectl (same release). Logs in DIR/logs/.
 # Environment: DRAGUARD (the draguard binary; default build/src/cli/draguard of this checkout),
 # HELM (default: test/unit/chart/find-helm.sh), CLUSTER_LIFELINE_FD (up: an open file descriptor,
@@ -25,7 +33,7 @@ root=$(cd "$here/../.." && pwd)
 # The namespace of the release and of the topology ConfigMaps.
 namespace=draguard
 die() { echo "cluster.sh: $*" >&2; exit 1; }
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 # wait_for SECONDS DESCRIPTION COMMAND...: polls COMMAND until it succeeds, the deadline passes,
 # or COMMAND exits 125 (it will never succeed).
@@ -360,6 +368,117 @@ install() {
   die "install: no free port for draguard serve after 3 attempts"
 }
 
+# kueue_metrics_certs: Kueue's manager, when it does not manage its own certificates, loads a
+# metrics certificate from the fixed path /etc/kueue/metrics/certs at start, even with its metrics
+# server off (cmd/kueue/main.go); a self-signed pair is put there once (it is never served).
+kueue_metrics_certs() {
+  local d=/etc/kueue/metrics/certs
+  [ -s "$d/tls.crt" ] && [ -s "$d/tls.key" ] && return 0
+  mkdir -p "$d" 2>/dev/null || die "kueue: cannot create $d (Kueue's manager reads its metrics certificate there; run as root once)"
+  (
+    flock 7
+    [ -s "$d/tls.crt" ] && [ -s "$d/tls.key" ] && exit 0
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/.tls.key.tmp" -out "$d/.tls.crt.tmp" -days 3650 \
+      -subj /CN=kueue-metrics-unused >/dev/null 2>&1
+    mv "$d/.tls.key.tmp" "$d/tls.key"
+    mv "$d/.tls.crt.tmp" "$d/tls.crt"
+  ) 7> "$d/.lock" || die "kueue: writing the metrics certificate into $d failed"
+}
+
+# kueue_ready DIR PORT: Kueue's /readyz answers (its webhook server serves); 125 once it is gone.
+kueue_ready() {
+  alive "$1" kueue || return 125
+  curl -sf "http://127.0.0.1:$2/readyz"
+}
+
+# kueue_webhooks_called DIR: the apiserver calls Kueue's webhooks: a Job with a queue name comes
+# back suspended from a server-side dry run (namespace default).
+kueue_webhooks_called() {
+  local suspended
+  suspended=$("$1/bin/kubectl" --kubeconfig "$1/kubeconfig" -n default create --dry-run=server \
+    -o jsonpath='{.spec.suspend}' -f - <<'JOB'
+apiVersion: batch/v1
+kind: Job
+metadata: {name: kueue-webhook-probe, labels: {kueue.x-k8s.io/queue-name: probe}}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: probe, image: probe}]
+JOB
+) && [ "$suspended" = true ]
+}
+
+# kueue_stop DIR: stops Kueue's manager and removes its webhook configurations (their
+# failurePolicy Fail would refuse every Pod while it is down).
+kueue_stop() {
+  stop "$1" kueue
+  if [ -f "$1/kueue/webhook-configurations" ]; then
+    "$1/bin/kubectl" --kubeconfig "$1/kubeconfig" delete -f "$1/kueue/webhook-configurations" --ignore-not-found \
+      > /dev/null || die "kueue: removing Kueue's webhook configurations failed"
+    rm -f "$1/kueue/webhook-configurations"
+  fi
+}
+
+kueue() {
+  local dir=$1 config=${2:-} prefix=kueue-
+  [ -n "$config" ] || usage
+  shift 2
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --webhook-prefix) prefix=${2:-}; [ -n "$prefix" ] || usage; shift 2 ;;
+      *) usage ;;
+    esac
+  done
+  [ -f "$config" ] || die "kueue: configuration $config not found"
+  [ -f "$dir/kubeconfig" ] && alive "$dir" kube-apiserver || die "kueue: no cluster in $dir (cluster.sh up first)"
+  dir=$(cd "$dir" && pwd)
+  local k=("$dir/bin/kubectl" --kubeconfig "$dir/kubeconfig") out helper
+  out=$("$here/kueue/build.sh") || die "kueue: building Kueue failed"
+  helper=$out/bin/kueue-harness
+  kueue_stop "$dir"  # a second call restarts it
+  mkdir -p "$dir/kueue/certs"
+  # The webhook server's certificate, from the harness CA (the apiserver calls 127.0.0.1).
+  [ -f "$dir/pki/kueue.crt" ] || cert "$dir" kueue /CN=kueue "IP:127.0.0.1,DNS:localhost"
+  cp "$dir/pki/kueue.crt" "$dir/kueue/certs/tls.crt"
+  cp "$dir/pki/kueue.key" "$dir/kueue/certs/tls.key"
+  kueue_metrics_certs
+  "${k[@]}" get namespace kueue-system > /dev/null 2>&1 || "${k[@]}" create namespace kueue-system > /dev/null ||
+    die "kueue: creating namespace kueue-system failed"
+  local port health attempt url
+  for attempt in 1 2 3; do
+    port=$("$dir/bin/controlplane" free-port)
+    health=$("$dir/bin/controlplane" free-port)
+    url=https://127.0.0.1:$port
+    "$helper" config -in "$config" -webhook-port "$port" -health-port "$health" -cert-dir "$dir/kueue/certs" \
+      > "$dir/kueue/config.yaml" || die "kueue: the configuration $config cannot be used"
+    # The CRDs (with the conversion webhooks at this port) before the manager starts, which
+    # watches them; server-side: the Workload CRD is too large for client-side apply's annotation.
+    "$helper" manifests -config-dir "$out/config" -url "$url" -ca-bundle "$dir/pki/ca.crt" -part crds \
+      > "$dir/kueue/crds.yaml" || die "kueue: writing the CRDs failed"
+    "${k[@]}" apply --server-side --force-conflicts -f "$dir/kueue/crds.yaml" > /dev/null ||
+      die "kueue: applying Kueue's CRDs failed"
+    "${k[@]}" wait --for condition=established --timeout=60s -f "$dir/kueue/crds.yaml" > /dev/null ||
+      die "kueue: Kueue's CRDs not established"
+    "$out/bin/kueue" --config "$dir/kueue/config.yaml" --kubeconfig "$dir/kubeconfig" \
+      < /dev/null > "$dir/logs/kueue.log" 2>&1 &
+    echo "$!" > "$dir/pids/kueue"
+    if wait_for 120 "Kueue's manager" kueue_ready "$dir" "$health"; then break; fi
+    alive "$dir" kueue && die "kueue: the manager is not ready after 120 s (see $dir/logs/kueue.log)"
+    grep -q "address already in use" "$dir/logs/kueue.log" || die "kueue: the manager exited (see $dir/logs/kueue.log)"
+    rm -f "$dir/pids/kueue"
+    [ "$attempt" -lt 3 ] || die "kueue: no free ports for the manager after 3 attempts"
+  done
+  # The webhook configurations once it serves, so that no admission waits on a manager not up.
+  "$helper" manifests -config-dir "$out/config" -url "$url" -ca-bundle "$dir/pki/ca.crt" -prefix "$prefix" \
+    -part webhooks > "$dir/kueue/webhook-configurations" || die "kueue: writing the webhook configurations failed"
+  "${k[@]}" apply --server-side --force-conflicts -f "$dir/kueue/webhook-configurations" > /dev/null ||
+    die "kueue: applying Kueue's webhook configurations failed"
+  wait_for 30 "Kueue's webhooks" kueue_webhooks_called "$dir" ||
+    die "kueue: the apiserver does not call Kueue's webhooks (see $dir/logs/kueue.log)"
+  echo "cluster.sh: kueue: Kueue's manager serves $url (log $dir/logs/kueue.log)" >&2
+}
+
 restart_apiserver() {
   local dir=$1 api_args=()
   [ -f "$dir/apiserver.args" ] && alive "$dir" kube-apiserver || die "restart-apiserver: no cluster in $dir"
@@ -400,6 +519,7 @@ case "$cmd" in
   # In a subshell each, so that a failing step (die, or set -e) stops what the command started.
   up) set +e; (set -e; up "$dir" "$@"); rc=$?; set -e; [ "$rc" -eq 0 ] || { down "$dir"; exit 1; } ;;
   install) set +e; (set -e; install "$dir" "$@"); rc=$?; set -e; [ "$rc" -eq 0 ] || { stop "$dir" draguard; exit 1; } ;;
+  kueue) set +e; (set -e; kueue "$dir" "$@"); rc=$?; set -e; [ "$rc" -eq 0 ] || { kueue_stop "$dir"; exit 1; } ;;
   restart-apiserver) restart_apiserver "$dir" ;;
   down) down "$dir" ;;
   reap) reap "$dir" ;;

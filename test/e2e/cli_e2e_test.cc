@@ -417,6 +417,8 @@ TEST_F(CliTest, ConvertAndRenderUsageErrors) {
       {DRAGUARD_BINARY, "render", "extra"},
       {DRAGUARD_BINARY, "render", "-o", "xml"},
       {DRAGUARD_BINARY, "render", "--config", "bad.yaml"},
+      {DRAGUARD_BINARY, "render", "--kueue", "--namespace", "team-a"},
+      {DRAGUARD_BINARY, "render", "--kueue", "--config", "bad.yaml"},
   };
   for (const auto& args : usage) {
     auto r = RunCli(args, dir_);
@@ -479,6 +481,39 @@ TEST_F(CliTest, RenderTheCatalogue) {
   EXPECT_EQ(bad.code, 1) << bad.err;
   EXPECT_NE(bad.err.find("mutation.catalogue[1]"), std::string::npos) << bad.err;
   EXPECT_EQ(nlohmann::json::parse(bad.out)["items"].size(), 1u) << bad.out;
+}
+
+// render --kueue: the Kueue Configuration fragment for the policy, the same in YAML and JSON;
+// notes on stderr for what in the policy works against Kueue; a class in two mappings is an error.
+TEST_F(CliTest, RenderTheKueueConfiguration) {
+  auto yaml = RunCli({DRAGUARD_BINARY, "render", "--kueue"}, dir_);
+  ASSERT_EQ(yaml.code, 0) << yaml.err;
+  EXPECT_NE(yaml.out.find("# Kueue"), std::string::npos) << yaml.out;
+  EXPECT_NE(yaml.err.find("does not set mutation.kueue: true"), std::string::npos) << yaml.err;
+  EXPECT_NE(yaml.err.find("numaAlignment is pcieRoots"), std::string::npos) << yaml.err;
+  auto json = RunCli({DRAGUARD_BINARY, "render", "--kueue", "-o", "json"}, dir_);
+  ASSERT_EQ(json.code, 0) << json.err;
+  auto config = nlohmann::json::parse(json.out);
+  EXPECT_EQ(config["kind"], "Configuration");
+  EXPECT_EQ(config["resources"]["deviceClassMappings"][0],
+            nlohmann::json({{"name", "nvidia.com/gpu"}, {"deviceClassNames", {"gpu.nvidia.com", "vfio.gpu.nvidia.com"}}}));
+  for (const auto& m : config["resources"]["deviceClassMappings"]) {
+    EXPECT_NE(yaml.out.find(m["name"].get<std::string>()), std::string::npos) << m.dump();
+  }
+
+  std::string policy = Slurp(fs::path(DRAGUARD_SOURCE_DIR) / "deploy/policy/default-policy.yaml");
+  policy.replace(policy.find("kueue: false"), 12, "kueue: true");
+  policy.replace(policy.find("numaAlignment: pcieRoots"), 24, "numaAlignment: numaNode");
+  std::ofstream(dir_ / "kueue.yaml") << policy;
+  auto quiet = RunCli({DRAGUARD_BINARY, "render", "--kueue", "--config", "kueue.yaml"}, dir_);
+  EXPECT_EQ(quiet.code, 0) << quiet.err;
+  EXPECT_TRUE(quiet.err.empty()) << quiet.err;
+  policy.replace(policy.find("cpu: [dra.cpu]"), 14, "cpu: [dra.cpu, dranet]");
+  std::ofstream(dir_ / "twice.yaml") << policy;
+  auto twice = RunCli({DRAGUARD_BINARY, "render", "--kueue", "--config", "twice.yaml"}, dir_);
+  EXPECT_EQ(twice.code, 2);
+  EXPECT_TRUE(twice.out.empty()) << twice.out;
+  EXPECT_NE(twice.err.find("DeviceClass dranet would be in Kueue's mappings"), std::string::npos) << twice.err;
 }
 
 TEST_F(CliTest, ReviewMutateShowsTheDecodedPatch) {

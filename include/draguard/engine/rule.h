@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -78,6 +79,10 @@ struct RuleInput {
   /// The server's watch cache of the ResourceClaimTemplates and ResourceClaims Pods reference;
   /// null when API access is off (or offline). Pod rules read what they cannot see in the Pod there.
   const dra::ClaimCatalog* claims = nullptr;
+  /// With mutation on, the workload's pod templates (by the JSON Pointer of their spec) whose Pods
+  /// /mutate would refuse to convert, with why (mutation::TemplateRefusals, gathered by the
+  /// webhook); null when not known. DG001 denies those templates instead of warning.
+  const std::map<std::string, std::string>* template_refusals = nullptr;
 };
 
 /// The pod objects of `input`'s request: input.pod_objects when set, else found into `scratch`.

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -166,6 +167,18 @@ struct ObjectConversion {
 /// `namespace_name` is used when the object has no metadata.namespace.
 ObjectConversion ConvertObject(const admission::Json& object, std::string_view namespace_name,
                                const policy::Policy& policy, const topology::Snapshot* topology);
+
+/// The pod templates of a workload under review (a Deployment, Job, ... or a custom resource of
+/// policy.customResources) whose Pods ConvertPod would refuse now, by the JSON Pointer of the
+/// template's spec ("/spec/template/spec"), with the reason. The validating webhook gives them to
+/// DG001, so that a workload whose Pods cannot be converted is refused at its own CREATE (or at
+/// the UPDATE that changes the template) instead of failing to create Pods later: under Kueue, an
+/// admitted Job whose Pods are refused holds its quota until waitForPodsReady evicts it. A Pod's
+/// own spec is not judged (its /mutate does that); a template without legacy GPU requests costs
+/// one scan of its containers' resources.
+std::map<std::string, std::string> TemplateRefusals(const admission::AdmissionRequest& request,
+                                                    const policy::Policy& policy,
+                                                    const topology::Snapshot* topology);
 
 /// The claim profile of a Pod (exposed for tests and `render`); fails like ConvertPod refuses.
 /// `containers` receives, per entry, the container pointers ("/spec/containers/0") it covers.

@@ -200,6 +200,11 @@ struct MutationConfig {
   /// CPUs of converted containers: with a mode set, whole CPUs move into the GPUs' claim, aligned
   /// with them by resource.kubernetes.io/numaNode (needs numa_alignment kNumaNode).
   CpuConfig cpu;
+  /// mutation.kueue: every generated claim is one Kueue can charge (Kueue v0.19 refuses
+  /// firstAvailable): each GPU request is written as `exactly`, in the one alignment that the most
+  /// nodes can use; a request that only several alternatives could align on a node is refused
+  /// (see docs/mutation.md, "Kueue").
+  bool kueue = false;
   uint32_t hostname_affinity_limit = 8;         ///< pin by node name up to this many nodes
   uint32_t api_timeout_ms = 3000;               ///< deadline of template creation per review
   std::vector<CatalogueProfile> catalogue;      ///< profiles for `render` and reference mode

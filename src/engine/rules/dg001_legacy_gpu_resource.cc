@@ -52,6 +52,7 @@ struct Context {
   std::string prefix;       // "" for Pods, `Deployment "web": ` for templates
   bool workload = false;
   std::vector<Finding>* findings;
+  const std::string* refusal = nullptr;  // why /mutate would refuse the template's Pods, if it would
 };
 
 // Appends one finding per legacy entry of resources.{limits,requests} at `resources`.
@@ -94,7 +95,12 @@ void CheckResources(const Json& resources, const std::string& pointer, const std
             break;
         }
       }
-      if (ctx.workload && ctx.policy.mutation.enabled) {
+      if (ctx.workload && ctx.policy.mutation.enabled && ctx.refusal != nullptr) {
+        // Its Pods would be refused: judged now, by the rule's action, rather than by failing
+        // Pod creates later (under Kueue, after its quota is taken).
+        f.message = ctx.owner + ": " + name + " in " + who + " cannot be converted when its Pods are created (at " +
+                    pointer + "): " + *ctx.refusal;
+      } else if (ctx.workload && ctx.policy.mutation.enabled) {
         // Admission warnings are cut at 120 characters: say what happens first.
         f.cap = policy::Action::kWarn;
         f.message = ctx.owner + ": " + name + " in " + who + " will be converted when its Pods are created (at " +
@@ -119,6 +125,10 @@ class LegacyGpuResource final : public Rule {
     for (const auto& spec : objects.specs) {
       Context ctx{input.policy, spec.owner, "", spec.workload, &findings};
       if (spec.workload) ctx.prefix = spec.owner + " " + spec.pointer + ": ";
+      if (spec.workload && input.template_refusals != nullptr) {
+        auto it = input.template_refusals->find(spec.pointer);
+        if (it != input.template_refusals->end()) ctx.refusal = &it->second;
+      }
       for (const auto& c : Containers(spec)) {
         auto res = c.container->find("resources");
         if (res == c.container->end()) continue;

@@ -63,8 +63,12 @@ type Cluster struct {
 	Mapper  meta.ResettableRESTMapper
 }
 
-// exportPath is the path of a repository hwloc export, relative to test/data.
+// exportPath is the path of a repository hwloc export, relative to test/data (an absolute path
+// is taken as it is: a copy under another file name gives another Node).
 func exportPath(t testing.TB, rel string) string {
+	if filepath.IsAbs(rel) {
+		return rel
+	}
 	return filepath.Join(sourceDir(t), "test", "data", rel)
 }
 
@@ -154,7 +158,7 @@ func UpWithDrivers(t testing.TB, cpuMode, nicNuma string, exports ...string) *Cl
 	c := &Cluster{t: t, Dir: dir}
 	t.Cleanup(func() {
 		if t.Failed() {
-			for _, log := range []string{"draguard", "kube-scheduler", "kube-controller-manager"} {
+			for _, log := range []string{"draguard", "kueue", "kube-scheduler", "kube-controller-manager"} {
 				if b, err := os.ReadFile(filepath.Join(dir, "logs", log+".log")); err == nil {
 					t.Logf("--- tail of %s.log ---\n%s", log, tail(string(b), 40))
 				}

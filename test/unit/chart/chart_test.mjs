@@ -873,6 +873,12 @@ async function scenarios() {
     const p = yaml.load(find(cpu.docs, "ConfigMap", "draguard-policy")[0].data["policy.yaml"]);
     eq(p.mutation.numaAlignment, "numaNode", "numaAlignment");
     eq(p.mutation.cpu, { deviceClass: "dra.cpu", mode: "grouped" }, "cpu");
+    eq(p.mutation.kueue, false, "kueue off by default");
+  });
+  const kueue = render(["--set", "policy.mutation.numaAlignment=numaNode", "--set", "policy.mutation.kueue=true"]);
+  check("policy.mutation.kueue reaches the policy file", () => {
+    const p = yaml.load(find(kueue.docs, "ConfigMap", "draguard-policy")[0].data["policy.yaml"]);
+    eq(p.mutation.kueue, true, "kueue");
   });
   const glob = render(["--set-json", 'policy.legacyResources=["amd.com/*","example.com/gpu"]']);
   check("matchConditions follow policy.legacyResources (glob prefix)", () => {
@@ -1162,6 +1168,7 @@ function rejections() {
     ["templates mode", ["--set", "policy.mutation.templates=maybe"]],
     ["cpu mode", ["--set", "policy.mutation.cpu.mode=pinned"]],
     ["numa alignment", ["--set", "policy.mutation.numaAlignment=socket"]],
+    ["kueue not a boolean", ["--set", "policy.mutation.kueue=sometimes"]],
     ["grace period too short", ["--set", "terminationGracePeriodSeconds=12"]],
     ["external TLS without secret", ["--set", "tls.mode=external", "--set", `tls.external.caBundle=${FAKE_CA}`]],
     ["external TLS without caBundle", ["--set", "tls.mode=external", "--set", "tls.external.secretName=x"]],

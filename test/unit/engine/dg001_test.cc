@@ -1,6 +1,8 @@
 // DG001 legacy-gpu-resource: table of pass / fail / skip cases and each action.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "draguard/engine/engine.h"
 #include "draguard/engine/registry.h"
 #include "rules/rules.h"
@@ -102,6 +104,48 @@ TEST(Dg001Rule, MessageNamesContainerResourceAndFix) {
   ASSERT_EQ(r.findings.size(), 1u);
   EXPECT_EQ(r.findings[0].message, "container \"trainer\" requests nvidia.com/gpu (limits: 4)");
   EXPECT_NE(r.findings[0].fix.find("gpu.nvidia.com"), std::string::npos);
+}
+
+// With mutation on, a workload's legacy template only warns (its Pods will be converted), unless
+// the webhook found that /mutate would refuse its Pods: then the rule's own action, with the
+// reason, so the workload is refused at its CREATE rather than failing to create Pods later.
+TEST(Dg001Rule, WorkloadTemplatesWhosePodsWouldBeRefusedTakeTheRulesAction) {
+  admission::AdmissionRequest req;
+  req.uid = "u";
+  req.kind = {"batch", "v1", "Job"};
+  req.namespace_ = "team-a";
+  req.operation = admission::Operation::kCreate;
+  req.object = {{"apiVersion", "batch/v1"},
+                {"kind", "Job"},
+                {"metadata", {{"name", "train"}}},
+                {"spec", {{"template", {{"spec", {{"containers", {Container("trainer", {{"limits", {{"nvidia.com/gpu", 8}}}})}}}}}}}}};
+  policy::Policy pol;
+  auto rule = rules::MakeLegacyGpuResource();
+  RuleInput in{req, pol};
+  auto warned = rule->Evaluate(in);
+  ASSERT_EQ(warned.findings.size(), 1u);
+  EXPECT_EQ(warned.findings[0].cap, policy::Action::kWarn);
+  EXPECT_NE(warned.findings[0].message.find("will be converted when its Pods are created"), std::string::npos);
+
+  const std::map<std::string, std::string> refusals = {{"/spec/template/spec", "no node can place 8 GPUs"}};
+  in.template_refusals = &refusals;
+  auto refused = rule->Evaluate(in);
+  ASSERT_EQ(refused.findings.size(), 1u);
+  EXPECT_FALSE(refused.findings[0].cap.has_value());
+  EXPECT_EQ(refused.findings[0].message,
+            "Job \"train\": nvidia.com/gpu in container \"trainer\" cannot be converted when its Pods are created "
+            "(at /spec/template/spec/containers/0/resources): no node can place 8 GPUs");
+  EXPECT_EQ(EffectiveAction(policy::Action::kDeny, refused.findings[0]), policy::Action::kDeny);
+
+  // Another template's refusal changes nothing here; without mutation the template is denied as such.
+  const std::map<std::string, std::string> elsewhere = {{"/spec/jobTemplate/spec/template/spec", "x"}};
+  in.template_refusals = &elsewhere;
+  EXPECT_EQ(rule->Evaluate(in).findings[0].cap, policy::Action::kWarn);
+  pol.mutation.enabled = false;
+  auto off = rule->Evaluate(in);
+  ASSERT_EQ(off.findings.size(), 1u);
+  EXPECT_FALSE(off.findings[0].cap.has_value());
+  EXPECT_NE(off.findings[0].message.find("requests nvidia.com/gpu"), std::string::npos) << off.findings[0].message;
 }
 
 TEST(Dg001Rule, IsInTheDefaultRegistry) {

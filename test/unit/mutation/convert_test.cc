@@ -690,5 +690,35 @@ TEST(ConvertObject, LegacyRequestsLeftAreErrorsNamingThePath) {
   EXPECT_NE(u.errors[0].find("/spec/worker/resources/limits/nvidia.com~1gpu"), std::string::npos) << u.errors[0];
 }
 
+// TemplateRefusals: the templates of a workload whose Pods /mutate would refuse, by the pointer
+// of their spec; converted templates, templates without legacy requests and Pods are not listed.
+TEST(TemplateRefusals, NameTheTemplatesWhosePodsWouldBeRefused) {
+  const auto pol = DefaultPolicy();
+  const auto g4dn = testing::Topo(testing::kG4dn);
+  auto job = [](Json limits) {
+    return Json{{"apiVersion", "batch/v1"},
+                {"kind", "Job"},
+                {"metadata", {{"name", "train"}, {"namespace", "ml"}}},
+                {"spec", {{"template", {{"spec", testing::PodWith(std::move(limits))["spec"]}}}}}};
+  };
+  auto eight = TemplateRefusals(admission::CreateRequestFor(job({{"nvidia.com/gpu", 8}})), pol, g4dn.get());
+  ASSERT_EQ(eight.size(), 1u);
+  ASSERT_EQ(eight.begin()->first, "/spec/template/spec");
+  EXPECT_NE(eight.begin()->second.find("no node can place 8 GPUs"), std::string::npos) << eight.begin()->second;
+  EXPECT_TRUE(TemplateRefusals(admission::CreateRequestFor(job({{"nvidia.com/gpu", 4}})), pol, g4dn.get()).empty());
+  EXPECT_TRUE(TemplateRefusals(admission::CreateRequestFor(job({{"cpu", 4}})), pol, g4dn.get()).empty());
+  // A Pod's own spec is /mutate's to judge.
+  EXPECT_TRUE(TemplateRefusals(admission::CreateRequestFor(testing::PodWith({{"nvidia.com/gpu", 8}})), pol, g4dn.get())
+                  .empty());
+  // A CronJob's template, by its own pointer.
+  Json cron = {{"apiVersion", "batch/v1"},
+               {"kind", "CronJob"},
+               {"metadata", {{"name", "nightly"}, {"namespace", "ml"}}},
+               {"spec", {{"jobTemplate", job({{"nvidia.com/gpu", 8}})}}}};
+  auto c = TemplateRefusals(admission::CreateRequestFor(cron), pol, g4dn.get());
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c.begin()->first, "/spec/jobTemplate/spec/template/spec");
+}
+
 }  // namespace
 }  // namespace draguard::mutation

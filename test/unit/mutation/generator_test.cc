@@ -1,6 +1,7 @@
 // GenerateTemplate: placement from the topology, selectors, names.
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 
 #include "draguard/cel/checker.h"
 #include "draguard/mutation/mutation.h"
@@ -318,6 +319,138 @@ TEST(GenerateTemplate, AnotherPolicyIsNotServedTheTemplateOfTheFirstUnderTheSame
   EXPECT_EQ(a->object["spec"]["metadata"]["labels"]["a=b"], "c");
   EXPECT_EQ(b->object["spec"]["metadata"]["labels"]["a"], "b=c");
   EXPECT_NE(a->name, b->name);
+}
+
+// mutation.kueue, with `numa_alignment` (numaNode unless said otherwise).
+policy::Policy KueuePolicy(const std::string& numa_alignment = "numaNode") {
+  std::string yaml(policy::DefaultPolicyYaml());
+  yaml.replace(yaml.find("kueue: false"), 12, "kueue: true");
+  yaml.replace(yaml.find("numaAlignment: pcieRoots"), 24, "numaAlignment: " + numa_alignment);
+  auto p = policy::ParsePolicy(yaml);
+  EXPECT_TRUE(p.ok()) << p.status().message();
+  EXPECT_TRUE(p->mutation.kueue);
+  return p.ok() ? *p : policy::Policy{};
+}
+
+// The GPU request of a template (the first request).
+const Json& GpuRequestOf(const GeneratedTemplate& t) { return Devices(t)["requests"][0]; }
+
+// mutation.kueue: every GPU request is one `exactly` request (Kueue v0.19 refuses firstAvailable),
+// in the alignment that the most nodes can use, then the most GPU sets.
+TEST(GenerateTemplate, KueueWritesOneRequestInTheAlignmentMostNodesCanUse) {
+  const auto g4dn = Topo(testing::kG4dn);
+  // Two T4s: one root first, else NUMA-local (firstAvailable) without; one numaNode constraint
+  // (which every pair under one root also meets) with.
+  auto plain = GenerateTemplate(Gpus(2), "ml", DefaultPolicyWith("numaAlignment: pcieRoots", "numaAlignment: numaNode"),
+                                g4dn.get());
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  ASSERT_TRUE(GpuRequestOf(*plain).contains("firstAvailable")) << GpuRequestOf(*plain).dump();
+  auto two = GenerateTemplate(Gpus(2), "ml", KueuePolicy(), g4dn.get());
+  ASSERT_TRUE(two.ok()) << two.status().message();
+  EXPECT_FALSE(GpuRequestOf(*two).contains("firstAvailable")) << GpuRequestOf(*two).dump();
+  EXPECT_EQ(GpuRequestOf(*two)["exactly"]["count"], 2);
+  EXPECT_EQ(Devices(*two)["constraints"],
+            Json::array({{{"requests", {"gpu"}}, {"matchAttribute", "resource.kubernetes.io/numaNode"}}}));
+  EXPECT_EQ(two->placements[0], Placement::kNuma);
+  EXPECT_EQ(two->description, "2x full GPU >= 1Gi, NUMA-local");
+  EXPECT_TRUE(two->nodes.empty() && two->shapes.empty());
+  ExpectSelectorsCompile(*two);
+  // Four: the one alignment without Kueue too.
+  auto four = GenerateTemplate(Gpus(4), "ml", KueuePolicy(), g4dn.get());
+  ASSERT_TRUE(four.ok()) << four.status().message();
+  EXPECT_EQ(Devices(*four)["constraints"][0]["matchAttribute"], "resource.kubernetes.io/numaNode");
+  EXPECT_EQ(GpuRequestOf(*four)["exactly"]["count"], 4);
+
+  // DGX-2H (NVSwitch): any GPUs will do; without Kueue one root comes first.
+  const auto dgx = Topo(testing::kDgx2h);
+  auto nv = GenerateTemplate(Gpus(2), "ml", KueuePolicy(), dgx.get());
+  ASSERT_TRUE(nv.ok()) << nv.status().message();
+  EXPECT_FALSE(GpuRequestOf(*nv).contains("firstAvailable")) << GpuRequestOf(*nv).dump();
+  EXPECT_FALSE(Devices(*nv).contains("constraints")) << Devices(*nv).dump();
+  EXPECT_EQ(nv->placements[0], Placement::kNvlink);
+  EXPECT_EQ(nv->object["spec"]["metadata"]["annotations"]["draguard.io/interconnect"], "nvlink");
+
+  // Two g4dn.metal and a DGX-2H, 4 GPUs: without Kueue, NVLink first pins the Pod to the DGX-2H;
+  // with it, the numaNode constraint every node can meet.
+  auto mixed = testing::Mixed();
+  auto pinned = GenerateTemplate(Gpus(4), "ml", DefaultPolicyWith("numaAlignment: pcieRoots", "numaAlignment: numaNode"),
+                                 mixed.get());
+  ASSERT_TRUE(pinned.ok()) << pinned.status().message();
+  EXPECT_EQ(pinned->nodes, std::vector<std::string>{"dgx-a"});
+  auto everywhere = GenerateTemplate(Gpus(4), "ml", KueuePolicy(), mixed.get());
+  ASSERT_TRUE(everywhere.ok()) << everywhere.status().message();
+  EXPECT_TRUE(everywhere->nodes.empty() && everywhere->shapes.empty()) << everywhere->object.dump();
+  EXPECT_EQ(Devices(*everywhere)["constraints"][0]["matchAttribute"], "resource.kubernetes.io/numaNode");
+}
+
+// With pcieRoots, a NUMA-local placement is a selector on one NUMA node's roots: one of them alone
+// would leave the other NUMA node's GPUs unused, so mutation.kueue refuses and says what to set.
+TEST(GenerateTemplate, KueueRefusesWhereOnlyAlternativesCoveringPartOfANodeAlign) {
+  const auto g4dn = Topo(testing::kG4dn);
+  auto four = GenerateTemplate(Gpus(4), "ml", KueuePolicy("pcieRoots"), g4dn.get());
+  ASSERT_FALSE(four.ok());
+  const std::string& why = four.status().message();
+  EXPECT_NE(why.find("no node can place 4 GPUs matching >= 1Gi in one alignment without firstAvailable"),
+            std::string::npos) << why;
+  EXPECT_NE(why.find("the PCIe roots of one NUMA node"), std::string::npos) << why;
+  EXPECT_NE(why.find("Fix: set mutation.numaAlignment: numaNode"), std::string::npos) << why;
+  // Two T4s share a root on every root of the node: one constraint covers all of them.
+  auto two = GenerateTemplate(Gpus(2), "ml", KueuePolicy("pcieRoots"), g4dn.get());
+  ASSERT_TRUE(two.ok()) << two.status().message();
+  EXPECT_FALSE(GpuRequestOf(*two).contains("firstAvailable"));
+  EXPECT_EQ(Devices(*two)["constraints"][0]["matchAttribute"], "resource.kubernetes.io/pcieRoot");
+  // Minsky: NVLink pairs by bus address cover half the GPUs each; numaNode covers both NUMA nodes.
+  const auto minsky = Topo(testing::kMinsky);
+  auto pair = GenerateTemplate(Gpus(2, "1Gi", false, "nvlink"), "ml", KueuePolicy(), minsky.get());
+  ASSERT_FALSE(pair.ok());
+  EXPECT_NE(pair.status().message().find("one NVLink clique"), std::string::npos) << pair.status().message();
+  auto numa = GenerateTemplate(Gpus(2), "ml", KueuePolicy(), minsky.get());
+  ASSERT_TRUE(numa.ok()) << numa.status().message();
+  EXPECT_EQ(Devices(*numa)["constraints"][0]["matchAttribute"], "resource.kubernetes.io/numaNode");
+}
+
+// No template generated under mutation.kueue has firstAvailable: every export of test/data, 1 to
+// 8 GPUs, with and without an RDMA NIC, both NUMA alignments. A request refused under Kueue that
+// converts without it is refused for Kueue's reason.
+TEST(GenerateTemplate, KueueNeverWritesFirstAvailable) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<std::string, std::shared_ptr<const topology::Snapshot>>> topologies;
+  for (const char* dir : {"hwloc", "hwloc-synthetic"}) {
+    for (const auto& e : fs::directory_iterator(fs::path(DRAGUARD_TEST_DATA) / dir)) {
+      if (e.path().extension() != ".xml") continue;
+      auto snap = topology::LoadSnapshot(e.path().string());  // exports without PCI devices do not load
+      if (snap.ok()) topologies.emplace_back(e.path().filename().string(), *snap);
+    }
+  }
+  ASSERT_GE(topologies.size(), 15u);
+  int converted = 0, refused_for_kueue = 0, first_available_without = 0;
+  for (const std::string numa : {"numaNode", "pcieRoots"}) {
+    const auto kueue = KueuePolicy(numa);
+    const auto without = DefaultPolicyWith("numaAlignment: pcieRoots", "numaAlignment: " + numa);
+    for (const auto& [f, topo] : topologies) {
+      for (int n = 1; n <= 8; ++n) {
+        for (bool nic : {false, true}) {
+          auto t = GenerateTemplate(Gpus(n, "1Gi", nic), "ml", kueue, topo.get());
+          auto w = GenerateTemplate(Gpus(n, "1Gi", nic), "ml", without, topo.get());
+          if (w.ok() && w->object.dump().find("firstAvailable") != std::string::npos) ++first_available_without;
+          if (t.ok()) {
+            ++converted;
+            EXPECT_EQ(t->object.dump().find("firstAvailable"), std::string::npos) << f << " " << n << " " << nic;
+            ExpectSelectorsCompile(*t);
+          } else if (w.ok()) {
+            ++refused_for_kueue;
+            EXPECT_NE(t.status().message().find("mutation.kueue"), std::string::npos)
+                << f << " " << n << " " << nic << ": " << t.status().message();
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(first_available_without, 10);  // the sweep reaches what mutation.kueue changes
+  EXPECT_GT(converted, 50);
+  EXPECT_GT(refused_for_kueue, 0);
+  std::cout << "mutation.kueue sweep: " << converted << " converted, " << refused_for_kueue
+            << " refused for Kueue, " << first_available_without << " with firstAvailable without it\n";
 }
 
 TEST(RenderCatalogue, OneTemplatePerProfileAndErrorsForImpossibleOnes) {

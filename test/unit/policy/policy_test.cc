@@ -414,5 +414,20 @@ TEST(ParsePolicy, MutationNicNumaAttribute) {
   EXPECT_NE(bad.status().message().find("p.yaml:4:"), std::string::npos) << bad.status().message();
 }
 
+// mutation.kueue: a boolean, off by default.
+TEST(ParsePolicy, MutationKueue) {
+  const std::string head = "apiVersion: draguard.io/v1alpha1\nkind: Policy\n";
+  auto def = ParsePolicy(head);
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  EXPECT_FALSE(def->mutation.kueue);
+  auto on = ParsePolicy(head + "mutation: {kueue: true, numaAlignment: numaNode}\n");
+  ASSERT_TRUE(on.ok()) << on.status().ToString();
+  EXPECT_TRUE(on->mutation.kueue);
+  auto bad = ParsePolicy(head + "mutation: {kueue: sometimes}\n", "p.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("p.yaml:3:"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("mutation.kueue"), std::string::npos) << bad.status().message();
+}
+
 }  // namespace
 }  // namespace draguard::policy
