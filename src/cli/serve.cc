@@ -115,7 +115,9 @@ int Serve(const std::vector<std::string>& args, std::ostream& out, std::ostream&
 
   engine::Registry rules = engine::DefaultRegistry();
   auto provisioner = MakeProvisioner(kube_client->get(), policies, registry, *logger);
-  webhook::Reviewer reviewer(rules, admission::DecodeLimits{opt.max_body, 128}, provisioner.get());
+  // Stopped after the server (it outlives the reviewer that reads it).
+  auto claim_cache = StartClaimCache(cfg, kube_client->get(), registry, logger);
+  webhook::Reviewer reviewer(rules, admission::DecodeLimits{opt.max_body, 128}, provisioner.get(), claim_cache.get());
 
   server::ServerDeps deps;
   deps.policies = &policies;

@@ -51,4 +51,33 @@ std::unique_ptr<provision::KubeTemplateProvisioner> MakeProvisioner(const kube::
   return provisioner;
 }
 
+std::unique_ptr<kubeclaims::ClaimCache> StartClaimCache(const ServeConfig& cfg, const kube::Client* client,
+                                                        metrics::Registry& registry,
+                                                        const std::shared_ptr<logging::Logger>& logger) {
+  if (client == nullptr) return nullptr;
+  kubeclaims::ClaimCacheOptions options;
+  options.watch.list_timeout = std::max(cfg.kube_timeout * 6, std::chrono::milliseconds(60000));
+  options.on_error = [logger](const Status& st) {
+    logger->Warn("claim cache: watch failed; the Pod rules judge without it until the next list",
+                 {{"error", st.ToString()}});
+  };
+  auto cache = std::make_unique<kubeclaims::ClaimCache>(*client, options);
+  cache->Start();
+  auto& objects = registry.Gauge("draguard_claim_cache_objects",
+                                 "ResourceClaimTemplates and ResourceClaims held by the claim cache.", {"kind"});
+  auto& synced = registry.Gauge("draguard_claim_cache_synced",
+                                "1 when the claim cache has listed the kind and answers lookups.", {"kind"});
+  const kubeclaims::ClaimCache* c = cache.get();
+  registry.AddCollector([c, &objects, &synced] {
+    const auto report = [&](const char* kind, const kubeclaims::ClaimStore& store) {
+      objects.Set({kind}, static_cast<double>(store.size()));
+      synced.Set({kind}, store.synced() ? 1 : 0);
+    };
+    report("ResourceClaimTemplate", c->templates());
+    report("ResourceClaim", c->claims());
+  });
+  logger->Info("claim cache started: ResourceClaimTemplates and ResourceClaims of every namespace are watched");
+  return cache;
+}
+
 }  // namespace draguard::cli

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "draguard/kube/client.h"
+#include "draguard/kubeclaims/claim_cache.h"
 #include "draguard/logging/logger.h"
 #include "draguard/metrics/metrics.h"
 #include "draguard/policy/store.h"
@@ -27,5 +28,12 @@ std::unique_ptr<provision::KubeTemplateProvisioner> MakeProvisioner(const kube::
                                                                     const policy::PolicyStore& policies,
                                                                     metrics::Registry& registry,
                                                                     logging::Logger& logger);
+
+/// The watch cache of ResourceClaimTemplates and ResourceClaims the Pod rules read (DG015, DG016),
+/// started; with its metrics (draguard_claim_cache_objects{kind}, draguard_claim_cache_synced{kind})
+/// and watch errors logged. Null without API access (the rules then judge without it).
+std::unique_ptr<kubeclaims::ClaimCache> StartClaimCache(const ServeConfig& cfg, const kube::Client* client,
+                                                        metrics::Registry& registry,
+                                                        const std::shared_ptr<logging::Logger>& logger);
 
 }  // namespace draguard::cli

@@ -52,8 +52,13 @@ Result<Object> FromJson(const json& j, const ObjectFilter& filter) {
   o.resource_version = StringAt(*meta, "resourceVersion");
   o.creation_timestamp = StringAt(*meta, "creationTimestamp");
   if (o.name.empty()) return Status::InvalidArgument("object: no metadata.name");
-  StringMap(*meta, "labels", filter.labels, o.labels);
-  StringMap(*meta, "annotations", filter.annotations, o.annotations);
+  if (filter.metadata_maps) {
+    StringMap(*meta, "labels", filter.labels, o.labels);
+    StringMap(*meta, "annotations", filter.annotations, o.annotations);
+  }
+  for (const std::string& field : filter.fields) {
+    if (auto f = j.find(field); f != j.end()) o.fields[field] = f->dump();
+  }
   if (!filter.data) return o;
   if (auto im = j.find("immutable"); im != j.end() && im->is_boolean()) o.immutable = im->get<bool>();
   StringMap(j, "data", {}, o.data);
@@ -211,9 +216,11 @@ void Watcher::Step(bool& need_list) {
 }
 
 std::string Watcher::BasePath() const {
+  const std::string& gv = options_.group_version;
+  const std::string root = gv.empty() || gv == "v1" ? "/api/v1/" : "/apis/" + gv + "/";
   const std::string resource = UrlEncode(options_.resource);
-  if (options_.namespace_name.empty()) return "/api/v1/" + resource;
-  return "/api/v1/namespaces/" + UrlEncode(options_.namespace_name) + "/" + resource;
+  if (options_.namespace_name.empty()) return root + resource;
+  return root + "namespaces/" + UrlEncode(options_.namespace_name) + "/" + resource;
 }
 
 // "configmaps", for messages.

@@ -1,7 +1,7 @@
 // What a Pod review may know of the ResourceClaimTemplates and ResourceClaims a Pod references.
 //
 // A Pod names its claims (spec.resourceClaims) but carries none of their content, and rules do no
-// I/O. Where API access is on, the server keeps a watch cache of both kinds (kube::ClaimCache) and
+// I/O. Where API access is on, the server keeps a watch cache of both kinds (kubeclaims::ClaimCache) and
 // hands the rules this read-only view: a compact summary per object (request names, device classes,
 // numaNode constraints), never the object itself. Where the view cannot answer (off, or a kind not
 // yet listed) rules keep the judgement they make without it.

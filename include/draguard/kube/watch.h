@@ -7,9 +7,10 @@
 // Failures wait an exponential backoff with jitter (reset after a success) before the next
 // attempt. Clock, sleeper and random source are injectable so tests run without wall-clock sleeps.
 //
-// It watches any core/v1 resource (ConfigMaps, Nodes); with `metadata_only` the server sends
-// only the objects' metadata (PartialObjectMetadata), and `keep_labels` / `keep_annotations`
-// keep only the keys a consumer reads, so a list of many large objects stays small in memory.
+// It watches any resource of the core group (ConfigMaps, Nodes) or of a named group and version
+// (`group_version`: ResourceClaims); with `metadata_only` the server sends only the objects'
+// metadata (PartialObjectMetadata), and the ObjectFilter keeps only the keys and fields a consumer
+// reads, so a list of many large objects stays small in memory.
 #pragma once
 
 #include <atomic>
@@ -44,6 +45,8 @@ struct Object {
   std::map<std::string, std::string> data;         ///< data (ConfigMaps)
   std::map<std::string, std::string> binary_data;  ///< binaryData, decoded (ConfigMaps)
   bool immutable = false;                          ///< immutable (ConfigMaps)
+  /// The top-level fields ObjectFilter::fields names, each as its JSON text ("spec" → "{...}").
+  std::map<std::string, std::string> fields;
 };
 
 /// Which parts of an object ParseObject keeps.
@@ -54,6 +57,10 @@ struct ObjectFilter {
   std::vector<std::string> annotations;
   /// Keep `data` and `binaryData`.
   bool data = true;
+  /// Keep labels and annotations (as `labels` and `annotations` say); false keeps neither.
+  bool metadata_maps = true;
+  /// Top-level fields kept as JSON text in Object::fields (e.g. "spec"); absent fields are left out.
+  std::vector<std::string> fields;
 };
 
 /// Parses an object (JSON text) into an Object, keeping what `filter` asks for. InvalidArgument
@@ -105,7 +112,10 @@ class Backoff {
 
 /// What to watch and how.
 struct WatchOptions {
-  std::string resource = "configmaps";                 ///< core/v1 resource: "configmaps", "nodes", ...
+  std::string resource = "configmaps";                 ///< plural resource: "configmaps", "nodes", "resourceclaims"
+  /// The resource's group and version: empty (or "v1") for the core group, else "group/version"
+  /// (e.g. "resource.k8s.io/v1").
+  std::string group_version;
   std::string namespace_name;                          ///< empty = all namespaces (or cluster-scoped)
   std::string label_selector;                          ///< labelSelector; empty = every object
   /// Ask for PartialObjectMetadata: the server sends metadata only (no spec, status or data).

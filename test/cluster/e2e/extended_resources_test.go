@@ -182,6 +182,56 @@ func TestLegacyPodsThatDraguardAdmitsRun(t *testing.T) {
 		}
 	})
 
+	// The server's claim cache (chart RBAC: list and watch of both kinds) shows a Pod its
+	// hand-written claims: DG016 for exclusive CPUs outside a hand-written GPU template, DG015 for a
+	// template that does not exist. Until the cache has listed them the findings cannot appear.
+	t.Run("hand-written-claims-seen", func(t *testing.T) {
+		c.t = t
+		tmpl := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+			"metadata": map[string]any{"name": "single-gpu", "namespace": ns},
+			"spec": map[string]any{"spec": map[string]any{"devices": map[string]any{"requests": []any{map[string]any{
+				"name": "gpu", "exactly": map[string]any{"deviceClassName": "gpu.nvidia.com", "selectors": []any{map[string]any{
+					"cel": map[string]any{"expression": "'memory' in device.capacity['gpu.nvidia.com'] && device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('8Gi')) >= 0"}}}}}}}}},
+		}}
+		if out := c.Create(ctx, tmpl, false); !out.Admitted() {
+			t.Fatalf("hand-written template refused: %v", out.Err)
+		}
+		pod := func(name, template string) *unstructured.Unstructured {
+			cpus := map[string]any{"cpu": "4", "memory": "8Gi"}
+			return &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "v1", "kind": "Pod",
+				"metadata": map[string]any{"name": name, "namespace": ns},
+				"spec": map[string]any{
+					"resourceClaims": []any{map[string]any{"name": "gpu", "resourceClaimTemplateName": template}},
+					"containers": []any{map[string]any{"name": "c", "image": "registry.example/cuda:12",
+						"resources": map[string]any{"requests": cpus, "limits": cpus, "claims": []any{map[string]any{"name": "gpu"}}}}}},
+			}}
+		}
+		expect := func(name, template, rule, text string) {
+			Eventually(t, 30*time.Second, rule+" for "+name, func() error {
+				out := c.Create(ctx, pod(name, template), true)
+				if !out.Admitted() {
+					return fmt.Errorf("refused: %v", out.Err)
+				}
+				w := strings.Join(out.Warnings, "\n")
+				if !strings.Contains(w, rule) || !strings.Contains(w, text) {
+					return fmt.Errorf("warnings %q lack %s %q", w, rule, text)
+				}
+				t.Logf("%s: %s", name, w)
+				return nil
+			})
+		}
+		expect("cpus-outside", "single-gpu", "DG016", `outside claim "gpu" of its GPUs (template "single-gpu")`)
+		expect("missing", "no-such-template", "DG015", "does not exist")
+		for _, kind := range []string{"ResourceClaimTemplate", "ResourceClaim"} {
+			v, err := metricValue(t, c, `draguard_claim_cache_synced{kind="`+kind+`"}`)
+			if err != nil || v != 1 {
+				t.Errorf("draguard_claim_cache_synced{kind=%q} = %v (%v), want 1", kind, v, err)
+			}
+		}
+	})
+
 	t.Run("implicit-name-converted", func(t *testing.T) {
 		c.t = t
 		pod := legacyPod("implicit", ns, 0, nil)
