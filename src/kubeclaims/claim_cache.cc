@@ -4,6 +4,17 @@
 #include <utility>
 
 namespace draguard::kubeclaims {
+namespace {
+
+// "namespace/name": neither part can hold a '/'.
+std::string KeyOf(std::string_view namespace_, std::string_view name) {
+  std::string key;
+  key.reserve(namespace_.size() + 1 + name.size());
+  key.append(namespace_).append(1, '/').append(name);
+  return key;
+}
+
+}  // namespace
 
 ClaimStore::ClaimStore(std::string kind, std::string object_kind, std::size_t max_objects,
                        std::function<void(const Status&)> on_error)
@@ -44,7 +55,7 @@ dra::ClaimLookup ClaimStore::Find(std::string_view namespace_, std::string_view 
     out.why = "the " + kind_ + " are not listed yet";
     return out;
   }
-  auto it = objects_.find(std::pair<std::string_view, std::string_view>(namespace_, name));
+  auto it = objects_.find(KeyOf(namespace_, name));
   if (it == objects_.end()) {
     out.state = dra::ClaimLookup::State::kAbsent;
     return out;
@@ -84,7 +95,7 @@ void ClaimStore::OnSync(std::vector<kube::Object> all) {
     auto summary = Summarise(all[i]);
     if (summary == nullptr) continue;
     bytes += summary->Bytes();
-    fresh[{all[i].namespace_name, all[i].name}] = std::move(summary);
+    fresh[KeyOf(all[i].namespace_name, all[i].name)] = std::move(summary);
     all[i] = kube::Object{};  // the raw text is not needed any more
   }
   std::unique_lock lock(mu_);
@@ -99,7 +110,7 @@ void ClaimStore::OnUpsert(const kube::Object& object) {
   auto summary = Summarise(object);
   std::unique_lock lock(mu_);
   if (closed_ || over_bound_) return;
-  auto it = objects_.find(std::pair<std::string_view, std::string_view>(object.namespace_name, object.name));
+  auto it = objects_.find(KeyOf(object.namespace_name, object.name));
   if (it != objects_.end()) {
     bytes_ -= it->second->Bytes();
     objects_.erase(it);
@@ -113,12 +124,12 @@ void ClaimStore::OnUpsert(const kube::Object& object) {
     return;
   }
   bytes_ += summary->Bytes();
-  objects_[{object.namespace_name, object.name}] = std::move(summary);
+  objects_[KeyOf(object.namespace_name, object.name)] = std::move(summary);
 }
 
 void ClaimStore::OnDelete(const kube::Object& object) {
   std::unique_lock lock(mu_);
-  auto it = objects_.find(std::pair<std::string_view, std::string_view>(object.namespace_name, object.name));
+  auto it = objects_.find(KeyOf(object.namespace_name, object.name));
   if (it == objects_.end()) return;
   bytes_ -= it->second->Bytes();
   objects_.erase(it);

@@ -71,7 +71,7 @@ class ClaimStore final : public kube::WatchHandler {
   void OnError(const Status& status) override;
 
  private:
-  using Key = std::pair<std::string, std::string>;  // namespace, name
+  using Key = std::string;  // namespace/name
   // Summarises `object`'s spec (Object::fields); null when it is not a claim or template spec.
   std::shared_ptr<const dra::ClaimSummary> Summarise(const kube::Object& object) const;
 
