@@ -30,7 +30,7 @@ std::shared_ptr<const dra::ClaimSummary> ClaimStore::Summarise(const kube::Objec
                           {"kind", object_kind_},
                           {"metadata", {{"name", object.name}, {"namespace", object.namespace_name}}},
                           {"spec", admission::Json::parse(spec->second, nullptr, /*allow_exceptions=*/false)}};
-  if (json["spec"].is_discarded()) return nullptr;
+  if (!json["spec"].is_object()) return nullptr;  // also what did not parse
   try {
     auto summary = dra::SummarizeClaimObject(json);
     if (!summary) return nullptr;

@@ -292,12 +292,18 @@ function commonChecks(r, label, { mutation = true, tlsMode = "self", replicas = 
     for (const lr of known.legacyResources) assert(p.legacyResources.includes(lr), `legacy resource ${lr} of the default policy missing`);
   });
 
-  check(`${label}: RBAC: templates create/get, no cluster-wide configmaps, nothing on webhook configurations`, () => {
+  check(`${label}: RBAC: templates create/get, claims and templates list/watch, no cluster-wide configmaps, nothing on webhook configurations`, () => {
     const role = find(r.docs, "ClusterRole", fullname)[0];
     assert(role, `ClusterRole ${fullname}`);
-    const rct = role.rules.find((x) => x.apiGroups.includes("resource.k8s.io"));
+    const dra = role.rules.filter((x) => x.apiGroups.includes("resource.k8s.io"));
+    const rct = dra.find((x) => x.resources.includes("resourceclaimtemplates"));
     eq(rct.resources, ["resourceclaimtemplates"], "resource.k8s.io resources");
-    eq(rct.verbs.slice().sort(), mutation ? ["create", "get"] : ["get"], "template verbs");
+    // list/watch: the claim cache the Pod rules read (DG015, DG016).
+    eq(rct.verbs.slice().sort(), mutation ? ["create", "get", "list", "watch"] : ["get", "list", "watch"], "template verbs");
+    const rc = dra.find((x) => x.resources.includes("resourceclaims"));
+    eq(rc && rc.resources, ["resourceclaims"], "claims grant");
+    eq(rc.verbs.slice().sort(), ["list", "watch"], "claim verbs (read only)");
+    eq(dra.length, 2, "resource.k8s.io grants");
     const cmr = role.rules.find((x) => x.apiGroups.includes("") && x.resources.includes("configmaps"));
     assert(!cmr, "cluster-wide configmaps grant by default (rbac.topologyConfigMaps is opt-in)");
     for (const x of role.rules) {
