@@ -254,8 +254,12 @@ std::vector<std::string> RequestNames(const GeneratedTemplate& t) {
 // Adds a claim from template `t` to `pod` and to its containers at `pointers`. With CPUs in the
 // claim (`cpus` > 0, mutation.cpu) the containers list each request, so that the CPU request shows
 // in the Pod (DG016 reads it), and their cpu requests and limits are set to the CPUs of the claim
-// (dra-driver-cpu's accounting: kubelet and scheduler count them once).
-void AddClaim(Json& pod, const std::vector<std::string>& pointers, const GeneratedTemplate& t, int64_t cpus) {
+// (dra-driver-cpu's accounting: kubelet and scheduler count them once). Under mutation.kueue they
+// list the claim once instead: Kueue v0.19's Workload keys a container's claims by name alone and
+// refuses two requests of one claim, which would leave the Pod gated (DG016 then knows the CPUs
+// are in the claim from the policy).
+void AddClaim(Json& pod, const std::vector<std::string>& pointers, const GeneratedTemplate& t, int64_t cpus,
+              bool kueue) {
   Json& spec = pod["spec"];
   const std::string claim = FreeClaimName(spec);
   for (const auto& pointer : pointers) {
@@ -263,7 +267,11 @@ void AddClaim(Json& pod, const std::vector<std::string>& pointers, const Generat
     Json& claims = container["resources"]["claims"];
     if (!claims.is_array()) claims = Json::array();
     if (cpus > 0) {
-      for (const auto& request : RequestNames(t)) claims.push_back({{"name", claim}, {"request", request}});
+      if (kueue) {
+        claims.push_back({{"name", claim}});
+      } else {
+        for (const auto& request : RequestNames(t)) claims.push_back({{"name", claim}, {"request", request}});
+      }
       for (const char* section : {"requests", "limits"}) container["resources"][section]["cpu"] = std::to_string(cpus);
     } else if (t.whole_claim) {
       claims.push_back({{"name", claim}});
@@ -352,7 +360,7 @@ std::string ConvertEntries(const Json& pod, const ClaimProfile& profile,
     auto tmpl = GenerateTemplate(one, namespace_name, policy, topology);
     std::vector<std::string> names = ContainerNames(pod, covered[e]);
     if (!tmpl.ok()) return "container " + Quoted(names) + ": " + tmpl.status().message();
-    AddClaim(out.pod, covered[e], *tmpl, rp.cpus);
+    AddClaim(out.pod, covered[e], *tmpl, rp.cpus, policy.mutation.kueue);
     if (!tmpl->nodes.empty() || !tmpl->shapes.empty()) {
       Restriction r{tmpl->nodes, tmpl->shapes};
       where = where ? Intersect(*where, r, topology, policy) : r;

@@ -19,13 +19,17 @@ using admission::Json;
 // True when `container` uses a CPU request of the generated claim `claim`: the conversion names
 // it "cpu" (or "cpu-<i>" next to "gpu-<i>") and lists it in the container's resources.claims
 // when mutation.cpu puts the container's CPUs in the claim of its GPUs.
-bool RequestsCpusOf(const ContainerRef& container, const std::string& claim) {
+// Under mutation.kueue (and mutation.cpu) the conversion lists the claim once, whole, as Kueue
+// needs: the CPUs are then in it exactly when mutation.cpu is on, which the policy tells.
+bool RequestsCpusOf(const ContainerRef& container, const std::string& claim, const policy::Policy& policy) {
   const Json* list = Member(Member(container.container, "resources"), "claims");
   if (list == nullptr || !list->is_array()) return false;
+  const bool whole_holds_cpus = policy.mutation.kueue && policy.mutation.cpu.mode != policy::CpuMode::kNone;
   for (const auto& e : *list) {
     if (StringMember(&e, "name") != claim) continue;
     const std::string request = StringMember(&e, "request");
     if (request == "cpu" || request.rfind("cpu-", 0) == 0) return true;
+    if (request.empty() && whole_holds_cpus) return true;
   }
   return false;
 }
@@ -146,7 +150,7 @@ class GpuCpuAlignment final : public Rule {
         Finding f;
         f.pointer = cpu_pointer;
         if (g.generated) {
-          if (RequestsCpusOf(c, claim)) continue;
+          if (RequestsCpusOf(c, claim, input.policy)) continue;
         } else {
           // A hand-written claim: the container's CPU requests of it, aligned with its GPU requests.
           std::vector<const dra::ClaimSummary::Request*> gpus, cpus_in_claim;

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -163,6 +164,7 @@ func draguardWarnings(ws []string) []string {
 // Returns the number of documents judged by the webhook path.
 func checkManifests(t *testing.T, c *Cluster, expect map[string]auditResult) (denied, warned, allowed int) {
 	ctx := context.Background()
+	missingRefs := 0 // DG015 warnings of the server's claim cache
 	type doc struct {
 		file string
 		obj  *unstructured.Unstructured
@@ -258,7 +260,20 @@ func checkManifests(t *testing.T, c *Cluster, expect map[string]auditResult) (de
 				t.Errorf("%s: refused (%v), draguard's verdict is %q", key, out.Err, want.Verdict)
 				continue
 			}
-			ws := strings.Join(draguardWarnings(out.Warnings), "\n")
+			// The server's claim cache sees that no referenced template or claim exists (a dry run
+			// creates none); draguard audit, offline, has no cache to ask.
+			var own []string
+			for _, w := range draguardWarnings(out.Warnings) {
+				// Under the installed policy (DG015 denies) a DG015 warning that the offline verdict
+				// lacks can only be the cache's, whose findings are capped at warn (kube-apiserver
+				// shortens long warnings, so the text is not matched).
+				if strings.Contains(w, "DG015") && !slices.Contains(warnRules, "DG015") {
+					missingRefs++
+					continue
+				}
+				own = append(own, w)
+			}
+			ws := strings.Join(own, "\n")
 			for _, r := range warnRules {
 				if !strings.Contains(ws, r) {
 					t.Errorf("%s: admitted without the %s warning (warnings: %q)", key, r, out.Warnings)
@@ -274,8 +289,13 @@ func checkManifests(t *testing.T, c *Cluster, expect map[string]auditResult) (de
 			}
 		}
 	}
-	t.Logf("%d documents: %d refused, %d admitted with warnings, %d admitted; %d invalid for Kubernetes itself, %d of kinds this release does not serve",
-		len(docs), denied, warned, allowed, invalid, notServed)
+	t.Logf("%d documents: %d refused, %d admitted with warnings, %d admitted; %d invalid for Kubernetes itself, %d of kinds this release does not serve; %d references to a template or claim that does not exist (the server's claim cache)",
+		len(docs), denied, warned, allowed, invalid, notServed, missingRefs)
+	// In enforce mode (something refused); in audit mode DG015's action is audit, and its findings
+	// are audit annotations, not warnings.
+	if missingRefs == 0 && denied > 0 {
+		t.Errorf("no DG015 warning for a reference to a template or claim that does not exist: the server's claim cache is not in use")
+	}
 	if invalid > len(docs)/10 {
 		t.Errorf("%d of %d documents were invalid for the apiserver", invalid, len(docs))
 	}

@@ -865,8 +865,8 @@ func TestKueueQuotaSharedByDraAndConvertedWorkloads(t *testing.T) {
 	// A plain Pod with an RDMA NIC and its CPUs in the claim: three classes, each mapped.
 	nicPod := plainPod("gpu-nic-cpus", ns, ns, 1)
 	nicPod.Annotations = map[string]string{"draguard.io/nic": "rdma"}
-	nicPod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{"cpu": resource.MustParse("4")}
-	nicPod.Spec.Containers[0].Resources.Limits["cpu"] = resource.MustParse("4")
+	nicPod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{"cpu": resource.MustParse("1")} // the XE8640-like export: 1 CPU on the NUMA node of each GPU with its NIC
+	nicPod.Spec.Containers[0].Resources.Limits["cpu"] = resource.MustParse("1")
 	rct := createGatedPod(t, c, nicPod)
 	classes := map[string]bool{}
 	for _, r := range rct.Spec.Spec.Devices.Requests {
@@ -880,7 +880,7 @@ func TestKueueQuotaSharedByDraAndConvertedWorkloads(t *testing.T) {
 		t.Errorf("template %s has classes %v, want gpu.nvidia.com, dranet and dra.cpu", rct.Name, classes)
 	}
 	u := admittedUsage(t, c, ns, "Pod", "gpu-nic-cpus")
-	for name, want := range map[string]int64{"nvidia.com/gpu": 1, "draguard.io/nic-devices": 1, "draguard.io/cpu-devices": 1, "cpu": 4} {
+	for name, want := range map[string]int64{"nvidia.com/gpu": 1, "draguard.io/nic-devices": 1, "draguard.io/cpu-devices": 1, "cpu": 1} {
 		if got := u[name]; got.Value() != want {
 			t.Errorf("Pod gpu-nic-cpus charged %s=%s, want %d (usage %s)", name, got.String(), want, formatUsage(u))
 		}

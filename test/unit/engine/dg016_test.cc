@@ -235,6 +235,21 @@ TEST(Dg016, PodsConvertedWithCpusInTheClaimPass) {
   EXPECT_EQ(unaligned.status, RuleStatus::kFail);
   ASSERT_FALSE(unaligned.findings.empty());
   EXPECT_NE(unaligned.findings[0].message.find("mixes GPUs with CPUs"), std::string::npos) << unaligned.findings[0].message;
+
+  // Under mutation.kueue the container lists the claim once, whole (Kueue v0.19's Workload keys a
+  // container's claims by name alone): the CPUs are in it, and DG016 knows it from the policy.
+  auto kueue_parsed = policy::ParsePolicy("apiVersion: draguard.io/v1alpha1\nkind: Policy\n"
+                                          "mutation: {numaAlignment: numaNode, kueue: true, cpu: {mode: grouped}}\n");
+  ASSERT_TRUE(kueue_parsed.ok()) << kueue_parsed.status().ToString();
+  auto kc = mutation::ConvertPod(pod, "team-a", *kueue_parsed, topo->get());
+  ASSERT_EQ(kc.outcome, mutation::PodConversion::Outcome::kConverted) << kc.reason;
+  EXPECT_EQ(kc.pod["spec"]["containers"][0]["resources"]["claims"], Json::parse(R"([{"name":"draguard-gpu"}])"));
+  EXPECT_EQ(RunRule("DG016", Request(kc.pod.dump()), *kueue_parsed).status, RuleStatus::kPass);
+  EXPECT_EQ(RunRule("DG015", Request(kc.pod.dump()), *kueue_parsed).status, RuleStatus::kPass);
+  // A whole-claim reference without mutation.cpu says nothing of CPUs: still reported.
+  auto no_cpu = policy::ParsePolicy("apiVersion: draguard.io/v1alpha1\nkind: Policy\nmutation: {kueue: true}\n");
+  ASSERT_TRUE(no_cpu.ok()) << no_cpu.status().ToString();
+  EXPECT_EQ(RunRule("DG016", Request(kc.pod.dump()), *no_cpu).status, RuleStatus::kFail);
 }
 
 }  // namespace

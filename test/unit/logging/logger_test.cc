@@ -227,7 +227,9 @@ TEST(Logger, AStalledOutputDropsAndCountsInsteadOfBlocking) {
     }
   }
   EXPECT_GT(dropped, 0);
-  EXPECT_LT(kept * 500, int64_t{10} * 1024 * 1024);
+  // What was kept: at most the 8 MiB that may wait, plus the batch the writer had taken when the
+  // pipe filled (at most 8 MiB more, depending on how far it got before the burst ended).
+  EXPECT_LT(static_cast<int64_t>(got.size()), int64_t{17} * 1024 * 1024);
   EXPECT_EQ(kept + dropped, kLines);
 }
 
