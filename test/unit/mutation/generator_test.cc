@@ -389,7 +389,7 @@ TEST(GenerateTemplate, KueueRefusesWhereOnlyAlternativesCoveringPartOfANodeAlign
   const auto g4dn = Topo(testing::kG4dn);
   auto four = GenerateTemplate(Gpus(4), "ml", KueuePolicy("pcieRoots"), g4dn.get());
   ASSERT_FALSE(four.ok());
-  const std::string& why = four.status().message();
+  const std::string why = four.status().message();  // a copy: status() returns by value
   EXPECT_NE(why.find("no node can place 4 GPUs matching >= 1Gi in one alignment without firstAvailable"),
             std::string::npos) << why;
   EXPECT_NE(why.find("the PCIe roots of one NUMA node"), std::string::npos) << why;
