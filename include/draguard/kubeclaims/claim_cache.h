@@ -11,7 +11,6 @@
 // relist the last known view keeps answering.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <map>
