@@ -72,7 +72,9 @@ func TestHarnessLeavesNothingWhenATestEndsAbruptly(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "pids")
 			child := exec.Command(os.Args[0], "-test.run", "^TestHarnessLeavesNothingWhenATestEndsAbruptly$", "-test.v")
-			child.Env = append(os.Environ(), abruptEnv+"="+how+":"+file)
+			// The child cannot remove its own temporary directories (its cleanups never run): they
+			// are made inside one of this test's, removed with it.
+			child.Env = append(os.Environ(), abruptEnv+"="+how+":"+file, "TMPDIR="+t.TempDir())
 			log, err := os.Create(filepath.Join(t.TempDir(), "child.log"))
 			if err != nil {
 				t.Fatal(err)

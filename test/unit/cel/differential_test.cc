@@ -208,6 +208,7 @@ TEST(CelDifferential, AgreesWithCelJs) {
   std::ofstream(path) << json{{"devices", devices}, {"cases", cases}}.dump();
   std::string err;
   std::string out = RunNode(path, &err);
+  std::remove(path.c_str());
   if (out.empty()) GTEST_SKIP() << err;
   json theirs = json::parse(out, nullptr, false);
   ASSERT_FALSE(theirs.is_discarded()) << out.substr(0, 300);
