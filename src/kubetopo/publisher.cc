@@ -96,7 +96,8 @@ Result<PublishResult> Publisher::Publish(const topology::ParsedExport& parsed) {
   const std::string node_path = "/api/v1/nodes/" + kube::PathEscape(node);
   kube::ApiResult got_node = client_.Call(MakeCall("GET", node_path, "", "application/json", options_.deadline));
   if (!got_node.ok()) return CallError("GET node " + node, got_node);
-  Result<kube::Object> current = kube::ParseObject(got_node.body, {{std::string(topology::kShapeLabel)}, {kNodeAnnotation}, false});
+  Result<kube::Object> current = kube::ParseObject(
+      got_node.body, {{std::string(topology::kShapeLabel), std::string(topology::kCliqueLabel)}, {kNodeAnnotation}, false});
   if (!current.ok()) return Status::Internal("GET node " + node + ": " + current.status().message());
 
   if (Status s = EnsureShapeObject(*object, result); !s.ok()) return s;
@@ -107,12 +108,18 @@ Result<PublishResult> Publisher::Publish(const topology::ParsedExport& parsed) {
   desired.facts = topology::FactsOf(parsed);
   auto label = current->labels.find(std::string(topology::kShapeLabel));
   auto annotation = current->annotations.find(kNodeAnnotation);
+  auto clique_label = current->labels.find(std::string(topology::kCliqueLabel));
+  Result<NodePublication> before = ReadNodePublication(*current);
+  const CliqueLabelAction clique = DecideCliqueLabel(
+      clique_label != current->labels.end() ? &clique_label->second : nullptr,
+      before.ok() ? std::string_view(before->facts.nvlink_clique) : std::string_view(), desired.facts.nvlink_clique);
   const bool up_to_date = label != current->labels.end() && label->second == desired.fingerprint &&
-                          annotation != current->annotations.end() && annotation->second == NodeAnnotation(desired);
+                          annotation != current->annotations.end() && annotation->second == NodeAnnotation(desired) &&
+                          clique == CliqueLabelAction::kLeave;
   if (!up_to_date) {
-    // Label and annotation in one write: they never disagree.
-    kube::ApiResult patched = client_.Call(
-        MakeCall("PATCH", node_path, NodePublicationPatch(desired), "application/merge-patch+json", options_.deadline));
+    // Labels and annotation in one write: they never disagree.
+    kube::ApiResult patched = client_.Call(MakeCall("PATCH", node_path, NodePublicationPatch(desired, clique),
+                                                    "application/merge-patch+json", options_.deadline));
     if (!patched.ok()) return CallError("publish on node " + node, patched);
     result.node_patched = true;
   }

@@ -125,14 +125,27 @@ std::string NodeAnnotation(const NodePublication& p) {
   if (!p.facts.hwloc_version.empty()) j["hwlocVersion"] = p.facts.hwloc_version;
   if (!p.facts.xml_format.empty()) j["xmlFormat"] = p.facts.xml_format;
   if (!p.facts.gpu_uuids.empty()) j["gpuUUIDs"] = p.facts.gpu_uuids;
+  if (!p.facts.nvlink_clique.empty()) j["nvlinkClique"] = p.facts.nvlink_clique;
   // Invalid UTF-8 from an export is replaced rather than refused.
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-std::string NodePublicationPatch(const NodePublication& p) {
-  const json patch = {{"metadata",
-                       {{"labels", {{std::string(topology::kShapeLabel), p.fingerprint}}},
-                        {"annotations", {{kNodeAnnotation, NodeAnnotation(p)}}}}}};
+CliqueLabelAction DecideCliqueLabel(const std::string* current, std::string_view published_before,
+                                    std::string_view desired) {
+  const bool ours = current == nullptr || (!published_before.empty() && *current == published_before);
+  if (!ours) return CliqueLabelAction::kLeave;  // set by someone else (or by hand)
+  if (desired.empty()) return current != nullptr ? CliqueLabelAction::kRemove : CliqueLabelAction::kLeave;
+  return current != nullptr && *current == desired ? CliqueLabelAction::kLeave : CliqueLabelAction::kSet;
+}
+
+std::string NodePublicationPatch(const NodePublication& p, CliqueLabelAction clique) {
+  json labels = {{std::string(topology::kShapeLabel), p.fingerprint}};
+  if (clique == CliqueLabelAction::kSet && !p.facts.nvlink_clique.empty()) {
+    labels[std::string(topology::kCliqueLabel)] = p.facts.nvlink_clique;
+  } else if (clique == CliqueLabelAction::kRemove) {
+    labels[std::string(topology::kCliqueLabel)] = nullptr;  // merge patch: delete
+  }
+  const json patch = {{"metadata", {{"labels", std::move(labels)}, {"annotations", {{kNodeAnnotation, NodeAnnotation(p)}}}}}};
   return patch.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -156,6 +169,10 @@ Result<NodePublication> ReadNodePublication(const kube::Object& node) {
   if (!FactString(j, "hostName", p.facts.host_name) || !FactString(j, "hwlocVersion", p.facts.hwloc_version) ||
       !FactString(j, "xmlFormat", p.facts.xml_format)) {
     return Status::InvalidArgument(what + ": hostName, hwlocVersion and xmlFormat must be short strings");
+  }
+  if (!FactString(j, "nvlinkClique", p.facts.nvlink_clique) ||
+      (!p.facts.nvlink_clique.empty() && !topology::IsNvlinkClique(p.facts.nvlink_clique))) {
+    return Status::InvalidArgument(what + ": nvlinkClique must be <cluster UUID>.<clique id> (as nvidia.com/gpu.clique)");
   }
   if (auto u = j.find("gpuUUIDs"); u != j.end()) {
     if (!u->is_array() || u->size() > kMaxUuids) return Status::InvalidArgument(what + ": gpuUUIDs must be a list");

@@ -115,8 +115,9 @@ bool NumaNeedsFit(const topology::Shape& shape, std::vector<internal::CpuTie> ti
   std::vector<int64_t> gpus(shape.numa_nodes.size(), 0), cpus(shape.numa_nodes.size(), 0);
   for (std::size_t k = 0; k < shape.numa_nodes.size(); ++k) cpus[k] = shape.numa_nodes[k].cpus;
   for (const auto& g : shape.gpus) {
-    if (g.numa_nodes.size() != 1 || shape.numa_nodes.size() < 2) continue;  // no numaNode published
-    const uint32_t k = shape.NumaIndex(g.numa_nodes.front());
+    const uint32_t numa = shape.AlignableNumaNode(g);
+    if (numa == topology::kNoIndex) continue;  // no numaNode of its CPUs published
+    const uint32_t k = shape.NumaIndex(numa);
     if (k < gpus.size()) ++gpus[k];
   }
   std::sort(ties.begin(), ties.end(), [](const internal::CpuTie& a, const internal::CpuTie& b) {

@@ -83,10 +83,11 @@ void MarkCpus(const Json& claim, const policy::Policy& policy, const topology::N
   for (const auto& tie : ties) {
     const std::set<std::string> partners(tie.gpu_requests.begin(), tie.gpu_requests.end());
     for (uint32_t g = 0; g < s.gpus.size() && g < m.gpu_requests.size(); ++g) {
-      if (s.gpus[g].numa_nodes.size() != 1) continue;
+      const uint32_t numa = s.AlignableNumaNode(s.gpus[g]);
+      if (numa == topology::kNoIndex) continue;
       bool tied = false;
       for (const auto& req : m.gpu_requests[g]) tied = tied || partners.count(req.substr(0, req.find('/'))) != 0;
-      const uint32_t k = s.NumaIndex(s.gpus[g].numa_nodes.front());
+      const uint32_t k = s.NumaIndex(numa);
       if (!tied || k >= s.numa_nodes.size() || static_cast<int64_t>(s.numa_nodes[k].cpus) < tie.cpus) continue;
       auto& list = m.numa_requests[k];
       if (std::find(list.begin(), list.end(), tie.cpu_request) == list.end()) list.push_back(tie.cpu_request);

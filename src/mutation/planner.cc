@@ -151,10 +151,10 @@ bool PairwiseLinked(const topology::Shape& shape, const std::vector<uint32_t>& g
   return true;
 }
 
-// Whether the GPU driver publishes resource.kubernetes.io/numaNode for GPU `g`: a GPU local to one
-// NUMA node of a machine with several (as topology/dra_devices.cc simulates it).
+// Whether the GPU driver publishes its CPU-local NUMA node as resource.kubernetes.io/numaNode for
+// GPU `g` (Shape::AlignableNumaNode, as topology/dra_devices.cc simulates it).
 bool PublishesNumaNode(const topology::Shape& shape, uint32_t g) {
-  return shape.gpus[g].numa_nodes.size() == 1 && shape.numa_nodes.size() > 1;
+  return shape.AlignableNumaNode(shape.gpus[g]) != topology::kNoIndex;
 }
 
 // The CPUs (PUs) of NUMA node `os_index` of a shape; 0 for an unknown node.
@@ -284,7 +284,13 @@ void NumaCandidates(const Request& r, policy::NumaAlignment how, std::vector<Alt
   match.numa_match = true;
   for (const auto* sd : r.enough) {
     const auto& shape = *sd->group->shape;
-    if (how == policy::NumaAlignment::kNumaNode && shape.numa_nodes.size() > 1) {
+    // GPUs whose memory is a NUMA node publish that node, which no other GPU shares: their shape
+    // is aligned by the pcieRoots of one NUMA node, as without numaAlignment numaNode.
+    const auto& qualifying = r.q.at(sd);
+    const bool memory_nodes = std::any_of(qualifying.begin(), qualifying.end(), [&](uint32_t g) {
+      return shape.gpus[g].memory_numa_node != topology::kNoIndex;
+    });
+    if (how == policy::NumaAlignment::kNumaNode && shape.numa_nodes.size() > 1 && !memory_nodes) {
       std::map<uint32_t, std::size_t> per_numa;
       for (uint32_t g : r.q.at(sd)) {
         if (PublishesNumaNode(shape, g)) ++per_numa[shape.gpus[g].numa_nodes.front()];
@@ -590,8 +596,12 @@ Status KeepShapesWithCpus(Request& r) {
   std::vector<const ShapeDevices*> fit;
   std::size_t most_gpus = 0, most_cpus = 0;
   const ShapeDevices* nearest = nullptr;
+  const ShapeDevices* memory_nodes = nullptr;  // a shape whose qualifying GPUs have memory NUMA nodes
   for (const auto* sd : r.enough) {
     const auto& shape = *sd->group->shape;
+    for (uint32_t g : r.q.at(sd)) {
+      if (shape.gpus[g].memory_numa_node != topology::kNoIndex && memory_nodes == nullptr) memory_nodes = sd;
+    }
     bool ok = false;
     Request all = r;
     all.cpus = 1;  // every NUMA node with a CPU: the GPUs per NUMA node, whatever its CPUs
@@ -610,7 +620,12 @@ Status KeepShapesWithCpus(Request& r) {
   }
   std::string why = "no node can place " + std::to_string(r.n) + " GPUs matching " + r.what + " with " +
                     std::to_string(r.cpus) + " CPUs on their NUMA node (mutation.cpu); ";
-  if (most_gpus < r.n) {
+  if (most_gpus == 0 && memory_nodes != nullptr) {
+    why += "the GPUs' memory is a NUMA node of its own (" + DescribeShape(*memory_nodes->group) +
+           "; Grace and POWER9), which the GPU driver publishes as their resource.kubernetes.io/numaNode and no CPU "
+           "shares, so no numaNode constraint can keep CPUs beside them. Fix: set mutation.cpu.mode: none (the "
+           "kubelet's CPU manager then places the CPUs)";
+  } else if (most_gpus < r.n) {
     why += "at most " + std::to_string(most_gpus) +
            " of them on one NUMA node that the GPU driver publishes (resource.kubernetes.io/numaNode)";
     if (nearest != nullptr) why += " (" + DescribeShape(*nearest->group) + ")";

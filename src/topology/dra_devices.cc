@@ -40,10 +40,15 @@ constexpr const char* kMigProfileCapacities[] = {"gpu.nvidia.com/multiprocessors
 // (numa.go, scalar unless its DRAListTypeAttributes gate is on); hwloc's locality of the PCI
 // device comes from the same sysfs file. Unknown when the GPU is local to no or several nodes,
 // and on a single-NUMA-node machine, whose firmware often reports no affinity (-1, no attribute).
+// A GPU whose memory is a NUMA node of its own (Grace, POWER9) publishes that node, not its CPUs'
+// (kubernetes-sigs/dra-driver-nvidia-gpu issue #1242: "the NUMA node reported is a HBM memory
+// region which doesn't match 1:1 with the local CPU or Network interface").
 void AddNumaNode(const Shape& s, const Gpu& g, std::vector<SimulatedAttribute>& attrs,
                  std::vector<std::string>& unknown) {
-  if (g.numa_nodes.size() == 1 && s.numa_nodes.size() > 1) {
-    attrs.push_back({"resource.kubernetes.io", "numaNode", static_cast<int64_t>(g.numa_nodes.front())});
+  if (g.memory_numa_node != kNoIndex) {
+    attrs.push_back({"resource.kubernetes.io", "numaNode", static_cast<int64_t>(g.memory_numa_node)});
+  } else if (const uint32_t numa = s.AlignableNumaNode(g); numa != kNoIndex) {
+    attrs.push_back({"resource.kubernetes.io", "numaNode", static_cast<int64_t>(numa)});
   } else {
     unknown.push_back("resource.kubernetes.io/numaNode");
   }

@@ -72,6 +72,13 @@ class Reader {
     }
     return true;
   }
+  /// The next u64 without consuming it; false at the end of the input.
+  bool Peek(uint64_t& v) const {
+    if (in_.size() - pos_ < sizeof v) return false;
+    v = 0;
+    for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(in_[pos_ + i])) << (8 * i);
+    return true;
+  }
   bool done() const { return ok_ && pos_ == in_.size(); }
   bool at_end() const { return pos_ == in_.size(); }
   bool ok() const { return ok_; }
@@ -92,6 +99,7 @@ constexpr uint64_t kRecordMagic = 0x3130525347524447ull;  // "GDRGSR01"
 // What a worker's answer may allocate when decoded (far above any real export's model).
 constexpr size_t kDecodeBudget = 256u << 20;
 constexpr uint64_t kMigSection = 0x47494dull;         // "MIG"
+constexpr uint64_t kGpuMemorySection = 0x4e4d47ull;   // "GMN"
 
 // One list of fields per type, walked by both directions: `io` is a Writer (through Out, const
 // objects) or a Reader (through In). Each field is one call; a Reader's call fails on short or
@@ -193,6 +201,20 @@ bool MigFields(Io& io, S& s) {
   return true;
 }
 
+// GPU memory NUMA nodes: only when some GPU has one (Grace, POWER9), after the MIG section, so
+// the encoding (and fingerprint) of every other shape stays what it was. Each is kNoIndex or the
+// OS index of one of the shape's NUMA nodes.
+template <typename Io, typename S>
+bool GpuMemoryFields(Io& io, S& s) {
+  uint64_t marker = kGpuMemorySection;
+  if (!io.U64(marker) || marker != kGpuMemorySection) return false;
+  for (auto& g : s.gpus) {
+    if (!io.Num(g.memory_numa_node)) return false;
+    if (g.memory_numa_node != kNoIndex && s.NumaIndex(g.memory_numa_node) == kNoIndex) return false;
+  }
+  return true;
+}
+
 // The hardware fields of a shape, in a fixed order (also the input of the shape fingerprint),
 // without the MIG section.
 template <typename Io, typename S>
@@ -226,13 +248,16 @@ void WriteShape(Out& out, const Shape& s) {
   bool mig = false;
   for (const Gpu& g : s.gpus) mig = mig || g.mig_mode != MigMode::kUnknown;
   if (mig) MigFields(out, s);
+  bool memory = false;
+  for (const Gpu& g : s.gpus) memory = memory || g.memory_numa_node != kNoIndex;
+  if (memory) GpuMemoryFields(out, s);
 }
 
-// What is a node's own: its identity and its GPUs' UUIDs.
+// What is a node's own: its identity, its GPUs' UUIDs and their NVLink clique.
 template <typename Io, typename P>
 bool NodeFields(Io& io, P& p) {
   return io.Str(p.host_name) && io.Str(p.hwloc_version) && io.Str(p.xml_format) &&
-         io.Each(p.gpu_uuids, [&](auto& u) { return io.Str(u); });
+         io.Each(p.gpu_uuids, [&](auto& u) { return io.Str(u); }) && io.Str(p.nvlink_clique);
 }
 
 // What nodes of one hardware shape share beside it (not hardware of the Shape, not in its
@@ -265,7 +290,9 @@ template <typename Head>
 bool ReadWithShape(Reader& r, ParsedExport& p, Head&& head) {
   In in{r};
   if (!head(in, p) || !ShapeFields(in, p.shape)) return false;
-  if (r.ok() && !r.at_end() && !MigFields(in, p.shape)) return false;
+  uint64_t marker = 0;
+  if (r.ok() && r.Peek(marker) && marker == kMigSection && !MigFields(in, p.shape)) return false;
+  if (r.ok() && !r.at_end() && !GpuMemoryFields(in, p.shape)) return false;
   return r.done();
 }
 

@@ -34,6 +34,7 @@ json NodeJson(const NodeTopology& n) {
   o["source"] = n.source;
   o["hwlocVersion"] = OrNull(n.hwloc_version);
   o["shape"] = s.fingerprint;  // the node's draguard.io/topology-shape label value
+  if (!n.nvlink_clique.empty()) o["nvlinkClique"] = n.nvlink_clique;  // nvidia.com/gpu.clique
   json numa = json::array();
   for (uint32_t i = 0; i < s.numa_nodes.size(); ++i) {
     const NumaNode& m = s.numa_nodes[i];
@@ -59,6 +60,7 @@ json NodeJson(const NodeTopology& n) {
     j["uuid"] = uuid ? json(std::string(*uuid)) : json(nullptr);
     j["pcieRoot"] = OrNull(s.PcieRootId(g));
     j["numaNodes"] = Indexes(g.numa_nodes);
+    if (g.memory_numa_node != kNoIndex) j["memoryNumaNode"] = g.memory_numa_node;  // Grace, POWER9
     j["osDevices"] = g.os_devices;
     gpus.push_back(std::move(j));
   }
@@ -123,10 +125,12 @@ std::string FormatTable(const Snapshot& snapshot, std::string_view node) {
       }
       if (peers.empty()) peers = "-";
       std::string root = s.PcieRootId(g);
+      std::string numa = JoinIndexes(g.numa_nodes);
+      if (g.memory_numa_node != kNoIndex) numa += " mem:" + std::to_string(g.memory_numa_node);
       out << std::left << std::setw(24) << n->name << " " << std::setw(16) << s.fingerprint << " " << std::setw(13)
           << g.pci_bus_id << " " << std::setw(28)
           << (g.model.empty() ? "-" : g.model.substr(0, 28)) << " " << std::setw(9) << mem << " " << std::setw(11)
-          << (root.empty() ? "-" : root) << " " << std::setw(6) << JoinIndexes(g.numa_nodes) << " " << std::setw(24)
+          << (root.empty() ? "-" : root) << " " << std::setw(6) << numa << " " << std::setw(24)
           << (nics.empty() ? "-" : nics) << " " << peers << "\n";
     }
   }

@@ -178,6 +178,7 @@ struct GpuOsInfo {
   std::string model_nvml, model_cuda, model_rsmi, model_opencl;
   std::optional<uint64_t> mem_cuda, mem_rsmi, mem_opencl, mem_nvml;
   std::string uuid_nvml, uuid_rsmi;
+  std::string clique;  // NVIDIAGPUClique of the nvml OS device
   uint32_t rsmi_count = 0;
 };
 
@@ -196,6 +197,7 @@ void ReadGpuOsDevices(const RawTopology& raw, const RawPciDevice& pci, Gpu& g, G
       case OsDevKind::kNvml:
         if (info.model_nvml.empty()) info.model_nvml = Info(c.infos, "GPUModel");
         if (info.uuid_nvml.empty()) info.uuid_nvml = Info(c.infos, "NVIDIAUUID");
+        if (info.clique.empty()) info.clique = Info(c.infos, "NVIDIAGPUClique");
         if (!info.mem_nvml) info.mem_nvml = KibToBytes(Info(c.infos, "NVMLTotalMemorySize"));
         ReadMig(c.infos, g);
         break;
@@ -215,8 +217,10 @@ void ReadGpuOsDevices(const RawTopology& raw, const RawPciDevice& pci, Gpu& g, G
   }
 }
 
-// One GPU from its PCI device; `uuid` receives its UUID ("" when unknown).
-Gpu ConvertGpu(const RawTopology& raw, const RawPciDevice& p, uint32_t pcie_root, std::string& uuid) {
+// One GPU from its PCI device; `uuid` receives its UUID ("" when unknown), `clique` its NVLink
+// clique ("" when unknown).
+Gpu ConvertGpu(const RawTopology& raw, const RawPciDevice& p, uint32_t pcie_root, std::string& uuid,
+               std::string& clique) {
   Gpu g;
   g.pci_bus_id = BusId(p);
   g.vendor_id = p.vendor_id;
@@ -250,6 +254,7 @@ Gpu ConvertGpu(const RawTopology& raw, const RawPciDevice& p, uint32_t pcie_root
     g.memory_source = MemorySource::kOpenClGlobalMemory;
   }
   uuid = !info.uuid_nvml.empty() ? info.uuid_nvml : info.uuid_rsmi;
+  clique = info.clique;
   return g;
 }
 
@@ -269,6 +274,7 @@ GpuIndex ConvertGpus(const RawTopology& raw, const RootIndex& root_by_gp,
     BusKey key;
     Gpu gpu;
     std::string uuid;
+    std::string clique;
     uint64_t gp;
   };
   std::vector<GpuTmp> gpus;
@@ -277,10 +283,19 @@ GpuIndex ConvertGpus(const RawTopology& raw, const RootIndex& root_by_gp,
     GpuTmp t;
     t.key = KeyOf(p);
     t.gp = p.gp;
-    t.gpu = ConvertGpu(raw, p, RootOf(p, root_by_gp), t.uuid);
+    t.gpu = ConvertGpu(raw, p, RootOf(p, root_by_gp), t.uuid, t.clique);
     gpus.push_back(std::move(t));
   }
   std::sort(gpus.begin(), gpus.end(), [](const GpuTmp& a, const GpuTmp& b) { return a.key < b.key; });
+  // The node's clique: the one value its GPUs give (GPU Feature Discovery sets no label when they
+  // disagree); a malformed value counts as a disagreement.
+  bool agree = true;
+  for (const auto& t : gpus) {
+    if (t.clique.empty()) continue;
+    if (!IsNvlinkClique(t.clique) || (!out.nvlink_clique.empty() && t.clique != out.nvlink_clique)) agree = false;
+    if (out.nvlink_clique.empty()) out.nvlink_clique = t.clique;
+  }
+  if (!agree) out.nvlink_clique.clear();
   GpuIndex gpu_by_pci;
   for (auto& t : gpus) {
     gpu_by_pci[t.gp] = static_cast<uint32_t>(out.shape.gpus.size());
@@ -366,6 +381,31 @@ Interconnect ConvertInterconnect(const RawMatrices& ms, const char* name,
   return out;
 }
 
+// GPU memory NUMA nodes (Grace, POWER9): each "GPUMemory" node whose PCIBusID names a GPU becomes
+// that GPU's memory_numa_node and leaves every CPU locality (roots, GPUs, NICs), where hwloc puts
+// it because it is a memory child of the GPU's CPU package. `bus_ids` is parallel to
+// shape.numa_nodes.
+void AttachGpuMemory(const std::vector<std::string>& bus_ids, Shape& shape) {
+  std::vector<uint32_t> memory;  // OS indexes, ascending
+  for (size_t i = 0; i < bus_ids.size() && i < shape.numa_nodes.size(); ++i) {
+    if (bus_ids[i].empty()) continue;
+    for (Gpu& g : shape.gpus) {
+      if (g.pci_bus_id != bus_ids[i] || g.memory_numa_node != kNoIndex) continue;
+      g.memory_numa_node = shape.numa_nodes[i].os_index;
+      memory.push_back(g.memory_numa_node);
+      break;
+    }
+  }
+  if (memory.empty()) return;
+  std::sort(memory.begin(), memory.end());
+  auto strip = [&](std::vector<uint32_t>& nodes) {
+    std::erase_if(nodes, [&](uint32_t n) { return std::binary_search(memory.begin(), memory.end(), n); });
+  };
+  for (PcieRoot& r : shape.pcie_roots) strip(r.numa_nodes);
+  for (Gpu& g : shape.gpus) strip(g.numa_nodes);
+  for (Nic& n : shape.nics) strip(n.numa_nodes);
+}
+
 }  // namespace
 
 Result<ParsedExport> ConvertTopology(const RawTopology& raw, const LoaderLimits& limits, LoadErrorReason* reason) {
@@ -379,8 +419,10 @@ Result<ParsedExport> ConvertTopology(const RawTopology& raw, const LoaderLimits&
   std::stable_sort(order.begin(), order.end(),
                    [&](uint32_t a, uint32_t b) { return raw.numa_nodes[a].os_index < raw.numa_nodes[b].os_index; });
   bool packaged = false;
+  std::vector<std::string> gpu_bus_ids;  // parallel to shape.numa_nodes
   for (uint32_t i : order) {
     shape.numa_nodes.push_back(raw.numa_nodes[i]);
+    gpu_bus_ids.push_back(i < raw.numa_gpu_bus_ids.size() ? raw.numa_gpu_bus_ids[i] : std::string());
     const uint32_t package = i < raw.numa_packages.size() ? raw.numa_packages[i] : kNoIndex;
     out.numa_packages.push_back(package);
     packaged = packaged || package != kNoIndex;
@@ -399,6 +441,7 @@ Result<ParsedExport> ConvertTopology(const RawTopology& raw, const LoaderLimits&
         "--whole-io` from an hwloc built with NVML/RSMI");
   }
   ConvertNics(raw, root_by_gp, shape);
+  AttachGpuMemory(gpu_bus_ids, shape);
   shape.nvlink = ConvertInterconnect(raw.nvlink, "NVLinkBandwidth", gpu_by_pci);
   shape.xgmi = ConvertInterconnect(raw.xgmi, "XGMIBandwidth", gpu_by_pci);
   FinalizeShape(shape);

@@ -45,6 +45,7 @@ hwloc_obj_t AddNvmlOsDevice(hwloc_topology_t topo, hwloc_obj_t pci, const NvmlGp
   if (g.memory_bytes != 0) hwloc_obj_add_info(o, "NVMLTotalMemorySize", std::to_string(g.memory_bytes >> 10).c_str());
   hwloc_obj_add_info(o, "NVIDIAMIGMode", g.mig_enabled ? "Enabled" : "Disabled");
   for (const NvmlMigInstance& m : g.mig_instances) hwloc_obj_add_info(o, "NVIDIAMIGGPUInstance", MigInstanceInfo(m).c_str());
+  if (g.fabric) hwloc_obj_add_info(o, "NVIDIAGPUClique", g.fabric->Clique().c_str());
   return o;
 }
 

@@ -6,6 +6,7 @@
 #include <hwloc.h>
 #include <hwloc/distances.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <unordered_map>
@@ -81,6 +82,16 @@ void ReadNuma(hwloc_topology_t topo, RawTopology& out) {
     const int w = o->cpuset != nullptr ? hwloc_bitmap_weight(o->cpuset) : 0;
     n.cpus = w > 0 ? static_cast<uint32_t>(w) : 0;
     if (o->subtype != nullptr) n.subtype = o->subtype;
+    std::string gpu;
+    if (n.subtype == "GPUMemory") {
+      // hwloc gives a GPU's memory node the cpuset of the GPU's local CPUs; it holds none of its own.
+      n.cpus = 0;
+      if (const char* bus = hwloc_obj_get_info_by_name(o, "PCIBusID"); bus != nullptr && std::strlen(bus) <= 16) {
+        gpu = bus;
+        for (char& c : gpu) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      }
+    }
+    out.numa_gpu_bus_ids.push_back(std::move(gpu));
     out.numa_nodes.push_back(std::move(n));
   }
 }

@@ -82,6 +82,10 @@ struct RawTopology {
   /// Parallel to numa_nodes: OS index of the CPU package (socket) that holds the node (its
   /// ancestor, else the one package whose CPUs include all of the node's), or kNoIndex.
   std::vector<uint32_t> numa_packages;
+  /// Parallel to numa_nodes: the `PCIBusID` info of a node holding a GPU's memory (hwloc's
+  /// "GPUMemory" nodes, kept with HWLOC_KEEP_NVIDIA_GPU_NUMA_NODES or by default on Grace since
+  /// hwloc 2.11), lower-case "dddd:bb:dd.f"; empty for every other node.
+  std::vector<std::string> numa_gpu_bus_ids;
   std::vector<LogicalCpu> cpus;             ///< PUs in libhwloc order (core_group numbered in that order)
   std::vector<RawHostBridge> host_bridges;  ///< libhwloc order
   std::vector<RawPciDevice> pci_devices;    ///< libhwloc order

@@ -90,6 +90,25 @@ uint32_t Shape::NumaIndex(uint32_t os_index) const {
   return kNoIndex;
 }
 
+bool IsNvlinkClique(std::string_view s) {
+  const size_t dot = s.find('.');
+  if (dot != 36 || s.size() - dot - 1 < 1 || s.size() - dot - 1 > 10) return false;
+  for (size_t i = 0; i < 36; ++i) {
+    const char c = s[i];
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  for (size_t i = dot + 1; i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+  }
+  return true;
+}
+
+uint32_t Shape::AlignableNumaNode(const Gpu& gpu) const {
+  if (gpu.memory_numa_node != kNoIndex || gpu.numa_nodes.size() != 1 || numa_nodes.size() < 2) return kNoIndex;
+  return gpu.numa_nodes.front();
+}
+
 bool Shape::SameHardware(const Shape& o) const {
   return numa_nodes == o.numa_nodes && pcie_roots == o.pcie_roots && gpus == o.gpus && nics == o.nics &&
          nvlink == o.nvlink && xgmi == o.xgmi;

@@ -33,6 +33,7 @@ struct Api {
   nvmlDeviceGetGpuInstanceProfileInfo_fn gi_profile = nullptr;
   nvmlDeviceGetGpuInstances_fn gi_list = nullptr;
   nvmlGpuInstanceGetInfo_fn gi_info = nullptr;
+  nvmlDeviceGetGpuFabricInfoV_fn fabric = nullptr;
 
   std::string Error(nvmlReturn_t r) const {
     const char* s = error_string != nullptr ? error_string(r) : nullptr;
@@ -184,6 +185,52 @@ void ReadLinks(const Api& api, nvmlDevice_t dev, NvmlGpu& g, std::vector<std::st
   }
 }
 
+// The NVLink fabric membership of a GPU, as GPU Feature Discovery and the NVIDIA DRA driver read
+// it (go-nvlib IsFabricAttached): v3 of the versioned struct, v2 from drivers that know no v3.
+// No entry point, NOT_SUPPORTED or state NOT_SUPPORTED: no fabric, silently. A fabric not (yet)
+// completed, failed, or with a zero cluster UUID: no fabric, with a warning.
+void ReadFabric(const Api& api, nvmlDevice_t dev, NvmlGpu& g, std::vector<std::string>& warnings) {
+  if (api.fabric == nullptr) return;
+  nvmlGpuFabricInfoV_t info{};
+  info.version = nvmlGpuFabricInfo_v3;
+  nvmlReturn_t r = api.fabric(dev, &info);
+  if (r == NVML_ERROR_ARGUMENT_VERSION_MISMATCH) {
+    info = nvmlGpuFabricInfoV_t{};
+    info.version = nvmlGpuFabricInfo_v2;
+    r = api.fabric(dev, &info);
+  }
+  if (r == NVML_ERROR_NOT_SUPPORTED) return;
+  if (r != NVML_SUCCESS) {
+    warnings.push_back("GPU " + g.pci_bus_id + ": nvmlDeviceGetGpuFabricInfoV: " + api.Error(r));
+    return;
+  }
+  if (info.state == NVML_GPU_FABRIC_STATE_NOT_SUPPORTED) return;
+  if (info.state != NVML_GPU_FABRIC_STATE_COMPLETED) {
+    warnings.push_back("GPU " + g.pci_bus_id + ": NVLink fabric registration not completed (state " +
+                       std::to_string(info.state) + "); no clique published until it is");
+    return;
+  }
+  if (info.status != NVML_SUCCESS) {
+    warnings.push_back("GPU " + g.pci_bus_id + ": NVLink fabric registration failed: " + api.Error(info.status));
+    return;
+  }
+  bool zero = true;
+  for (unsigned char b : info.clusterUuid) zero = zero && b == 0;
+  if (zero) {
+    warnings.push_back("GPU " + g.pci_bus_id + ": NVLink fabric with a zero cluster UUID; no clique");
+    return;
+  }
+  // uuid.FromBytes(...).String(): the 16 bytes in order, lower-case 8-4-4-4-12.
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string uuid;
+  for (unsigned i = 0; i < NVML_GPU_FABRIC_UUID_LEN; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) uuid += '-';
+    uuid += kHex[info.clusterUuid[i] >> 4];
+    uuid += kHex[info.clusterUuid[i] & 0xf];
+  }
+  g.fabric = NvmlFabric{std::move(uuid), info.cliqueId};
+}
+
 // One GPU; a failed mandatory query returns the message and skips the GPU.
 Result<NvmlGpu> ReadGpu(const Api& api, unsigned index, std::vector<std::string>& warnings) {
   const std::string where = "NVML device " + std::to_string(index);
@@ -216,6 +263,7 @@ Result<NvmlGpu> ReadGpu(const Api& api, unsigned index, std::vector<std::string>
   }
   ReadMig(api, dev, g, warnings);
   ReadLinks(api, dev, g, warnings);
+  ReadFabric(api, dev, g, warnings);
   return g;
 }
 
@@ -250,6 +298,7 @@ Result<NvmlReport> ReadNvml(const std::string& library) {
   (void)lib.Resolve("nvmlDeviceGetGpuInstanceProfileInfo", api.gi_profile);
   (void)lib.Resolve("nvmlDeviceGetGpuInstances", api.gi_list);
   (void)lib.Resolve("nvmlGpuInstanceGetInfo", api.gi_info);
+  (void)lib.Resolve("nvmlDeviceGetGpuFabricInfoV", api.fabric);
 
   if (nvmlReturn_t r = api.init(); r != NVML_SUCCESS) {
     return Status::Unavailable(library + ": nvmlInit_v2: " + api.Error(r));

@@ -21,6 +21,7 @@ enum : int {
   NVML_ERROR_NOT_FOUND = 6,
   NVML_ERROR_INSUFFICIENT_SIZE = 7,
   NVML_ERROR_GPU_IS_LOST = 15,
+  NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
   NVML_ERROR_UNKNOWN = 999,
 };
 enum : int { NVML_FEATURE_DISABLED = 0, NVML_FEATURE_ENABLED = 1 };
@@ -76,6 +77,31 @@ typedef struct nvmlGpuInstanceInfo_st {
   nvmlGpuInstancePlacement_t placement;
 } nvmlGpuInstanceInfo_t;
 
+constexpr unsigned NVML_GPU_FABRIC_UUID_LEN = 16;
+/// nvmlGpuFabricState_t
+enum : unsigned char {
+  NVML_GPU_FABRIC_STATE_NOT_SUPPORTED = 0,
+  NVML_GPU_FABRIC_STATE_NOT_STARTED = 1,
+  NVML_GPU_FABRIC_STATE_IN_PROGRESS = 2,
+  NVML_GPU_FABRIC_STATE_COMPLETED = 3,
+};
+
+/// nvmlGpuFabricInfo_v3_t (= nvmlGpuFabricInfoV_t), for nvmlDeviceGetGpuFabricInfoV ("Hopper or
+/// newer"); `version` is set by the caller. v2 is the same without healthSummary.
+typedef struct nvmlGpuFabricInfo_v3_st {
+  unsigned int version;
+  unsigned char clusterUuid[NVML_GPU_FABRIC_UUID_LEN];
+  nvmlReturn_t status;  // meaningful when state is COMPLETED
+  unsigned int cliqueId;
+  unsigned char state;  // nvmlGpuFabricState_t
+  unsigned int healthMask;
+  unsigned char healthSummary;
+} nvmlGpuFabricInfoV_t;
+static_assert(sizeof(nvmlGpuFabricInfoV_t) == 40, "nvmlGpuFabricInfo_v3_t layout");
+/// NVML_STRUCT_VERSION(GpuFabricInfo, 3) and (…, 2): sizeof | version << 24.
+constexpr unsigned nvmlGpuFabricInfo_v3 = 40u | (3u << 24);
+constexpr unsigned nvmlGpuFabricInfo_v2 = 36u | (2u << 24);
+
 // Entry point types, named after the functions.
 using nvmlInit_v2_fn = nvmlReturn_t (*)();
 using nvmlShutdown_fn = nvmlReturn_t (*)();
@@ -93,6 +119,7 @@ using nvmlDeviceGetNvLinkRemotePciInfo_v2_fn = nvmlReturn_t (*)(nvmlDevice_t, un
 using nvmlDeviceGetGpuInstanceProfileInfo_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int,
                                                                 nvmlGpuInstanceProfileInfo_t*);
 using nvmlDeviceGetGpuInstances_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, nvmlGpuInstance_t*, unsigned int*);
+using nvmlDeviceGetGpuFabricInfoV_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlGpuFabricInfoV_t*);
 using nvmlGpuInstanceGetInfo_fn = nvmlReturn_t (*)(nvmlGpuInstance_t, nvmlGpuInstanceInfo_t*);
 
 }  // extern "C"

@@ -53,6 +53,7 @@ NodeFacts FactsOf(const ParsedExport& parsed) {
   f.host_name = parsed.host_name;
   f.hwloc_version = parsed.hwloc_version;
   f.xml_format = parsed.xml_format;
+  f.nvlink_clique = parsed.nvlink_clique;
   if (std::any_of(parsed.gpu_uuids.begin(), parsed.gpu_uuids.end(), [](const std::string& u) { return !u.empty(); })) {
     f.gpu_uuids = parsed.gpu_uuids;
   }
@@ -100,6 +101,10 @@ Result<std::shared_ptr<const NodeTopology>> MakeNodeTopology(const ShapeRecord& 
   n->hwloc_version = std::move(facts.hwloc_version);
   n->host_name = std::move(facts.host_name);
   n->xml_format = std::move(facts.xml_format);
+  if (!facts.nvlink_clique.empty() && !IsNvlinkClique(facts.nvlink_clique)) {
+    return Status::InvalidArgument("\"" + facts.nvlink_clique + "\" is not an NVLink clique (<cluster UUID>.<clique id>)");
+  }
+  n->nvlink_clique = std::move(facts.nvlink_clique);
   n->gpu_uuids = std::move(facts.gpu_uuids);
   n->gpu_uuids.shrink_to_fit();
   n->numa_packages = record.numa_packages;

@@ -125,6 +125,7 @@ std::shared_ptr<const NodeTopology> MakeNodeTopology(ParsedExport parsed, std::s
   n->host_name = std::move(parsed.host_name);
   n->xml_format = std::move(parsed.xml_format);
   n->gpu_uuids = std::move(parsed.gpu_uuids);
+  n->nvlink_clique = std::move(parsed.nvlink_clique);
   // Keep the per-node UUID vector small when the export has none.
   if (std::all_of(n->gpu_uuids.begin(), n->gpu_uuids.end(), [](const std::string& u) { return u.empty(); })) {
     n->gpu_uuids.clear();

@@ -27,6 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const topology::Shape& s = *record->shape;
     for (const topology::Gpu& g : s.gpus) {
       if (g.pcie_root != topology::kNoIndex && g.pcie_root >= s.pcie_roots.size()) std::abort();
+      if (g.memory_numa_node != topology::kNoIndex && s.NumaIndex(g.memory_numa_node) == topology::kNoIndex) std::abort();
     }
     for (const topology::GpuLink& l : s.nvlink.peers) {
       if (l.a >= s.gpus.size() || l.b >= s.gpus.size()) std::abort();
@@ -60,5 +61,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   node.annotations[kubetopo::kNodeAnnotation] = std::string(bytes);
   auto pub = kubetopo::ReadNodePublication(node);
   if (pub.ok() && pub->shape_object.size() != 32) std::abort();
+  if (pub.ok() && !pub->facts.nvlink_clique.empty() && !topology::IsNvlinkClique(pub->facts.nvlink_clique)) std::abort();
   return 0;
 }

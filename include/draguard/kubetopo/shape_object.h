@@ -15,10 +15,13 @@
 // Node publication: one merge patch of the Node sets, in the same write,
 //   label       draguard.io/topology-shape=<shape fingerprint> (what converted Pods select);
 //   annotation  draguard.io/topology={"shapeObject":"<digest>", "hostName":..., "hwlocVersion":...,
-//               "xmlFormat":..., "gpuUUIDs":[...]} (topology::NodeFacts; empty values left out).
+//               "xmlFormat":..., "gpuUUIDs":[...], "nvlinkClique":...} (topology::NodeFacts; empty
+//               values left out);
+//   label       nvidia.com/gpu.clique=<nvlinkClique>, when the node has one and nothing else
+//               labels it (see publisher.h).
 // The label and the annotation can therefore never disagree; the shape object is written first.
-// Readers ignore keys they do not know, so later releases may add per-node facts (an NVLink
-// clique) without breaking earlier readers.
+// Readers ignore keys they do not know, so later releases may add per-node facts without breaking
+// earlier readers (nvlinkClique was added so).
 #pragma once
 
 #include <cstddef>
@@ -79,8 +82,22 @@ struct NodePublication {
 /// The annotation value (compact JSON, keys in a fixed order, empty values left out).
 std::string NodeAnnotation(const NodePublication& publication);
 
-/// The merge patch (JSON text) that sets the label and the annotation of `publication` at once.
-std::string NodePublicationPatch(const NodePublication& publication);
+/// What a publication does with the node label topology::kCliqueLabel.
+enum class CliqueLabelAction { kLeave, kSet, kRemove };
+
+/// The exporter labels a node's NVLink clique only where nothing else does (GPU Feature Discovery
+/// and the NVIDIA DRA driver set the same label from the same NVML call): it sets the label when it
+/// is absent or still holds the clique of the node's previous publication (the exporter's own),
+/// and removes it when the node has no clique any more and the label is its own. `current`: the
+/// label's value, nullptr when absent; `published_before`: the clique of the Node's previous
+/// publication ("" when none); `desired`: the clique published now ("" when none).
+CliqueLabelAction DecideCliqueLabel(const std::string* current, std::string_view published_before,
+                                    std::string_view desired);
+
+/// The merge patch (JSON text) that sets the label and the annotation of `publication` at once,
+/// and sets (to its clique) or removes the clique label as `clique` says.
+std::string NodePublicationPatch(const NodePublication& publication,
+                                 CliqueLabelAction clique = CliqueLabelAction::kLeave);
 
 /// Reads a Node's publication from its label and annotation. NotFound when the Node has no
 /// annotation (nothing published this way); InvalidArgument when either is malformed.

@@ -59,6 +59,10 @@ struct ParsedExport {
   std::string hwloc_version;            ///< `hwlocVersion` info; empty when absent
   std::string xml_format;               ///< "1.x" or "2.0"
   std::vector<std::string> gpu_uuids;   ///< parallel to shape.gpus; empty string when unknown
+  /// The NVLink clique of the GPUs (`NVIDIAGPUClique` infos of nvml OS devices, which draguard's
+  /// exporter writes from NVML): the one value they all give; empty when none gives one, they
+  /// disagree, or a value is malformed. Per node (see NodeTopology::nvlink_clique).
+  std::string nvlink_clique;
   /// Parallel to shape.numa_nodes: OS index of the CPU package holding the node, kNoIndex when
   /// none; empty when no node has one. Per node, not hardware of the shape (see NodeTopology).
   std::vector<uint32_t> numa_packages;

@@ -25,12 +25,19 @@ namespace draguard::topology {
 
 /// Label under which a node's shape fingerprint is published.
 inline constexpr std::string_view kShapeLabel = "draguard.io/topology-shape";
+/// Node label naming the NVLink clique of a node's GPUs (set by GPU Feature Discovery, the NVIDIA
+/// DRA driver with --gpu-clique-label-enabled, or draguard's exporter where neither does).
+inline constexpr std::string_view kCliqueLabel = "nvidia.com/gpu.clique";
+
+/// Whether `s` is an NVLink clique as NVML's fabric info gives it and kCliqueLabel carries it:
+/// "<cluster UUID>.<clique id>", the UUID lower-case 8-4-4-4-12 hex, the id 1 to 10 decimal digits.
+bool IsNvlinkClique(std::string_view s);
 
 /// One NUMA node as hwloc reports it.
 struct NumaNode {
   uint32_t os_index = 0;      ///< Linux node number (hwloc P#)
   uint64_t memory_bytes = 0;  ///< local memory in bytes
-  uint32_t cpus = 0;          ///< number of PUs (hardware threads) local to the node
+  uint32_t cpus = 0;          ///< number of PUs (hardware threads) local to the node; 0 for a GPU's memory
   std::string subtype;        ///< "DRAM", "HBM", "GPUMemory", ...; empty when the export does not say
   bool operator==(const NumaNode&) const = default;
 };
@@ -95,7 +102,14 @@ struct Gpu {
   MemorySource memory_source = MemorySource::kUnknown;
   std::optional<uint32_t> sm_count;                ///< CUDA multiprocessors when known
   uint32_t pcie_root = kNoIndex;  ///< index into Shape::pcie_roots, or kNoIndex
-  std::vector<uint32_t> numa_nodes;       ///< local NUMA node OS indexes, ascending
+  /// CPU-local NUMA node OS indexes, ascending: the nodes of the CPUs nearest the GPU's PCI
+  /// function (never a GPU's own memory node, see memory_numa_node).
+  std::vector<uint32_t> numa_nodes;
+  /// OS index of the NUMA node that is this GPU's own memory, kNoIndex when the export shows none.
+  /// On NVIDIA Grace (GH200, GB200, GB300) and IBM POWER9 the GPU's memory is a CPU-less NUMA
+  /// node (hwloc subtype "GPUMemory" with the GPU's PCIBusID), distinct from the CPU-local
+  /// numa_nodes; the NVIDIA DRA driver publishes it as the GPU's resource.kubernetes.io/numaNode.
+  uint32_t memory_numa_node = kNoIndex;
   std::vector<std::string> os_devices;    ///< OS device names in export order
   uint32_t partitions = 1;                ///< number of rsmi partitions (MI300A TPX/CPX), else 1
   MigMode mig_mode = MigMode::kUnknown;   ///< kUnknown unless the export records it
@@ -180,6 +194,13 @@ struct Shape {
   const std::string& PcieRootId(const Nic& nic) const;
   /// Index of the NUMA node with `os_index` in numa_nodes, or kNoIndex.
   uint32_t NumaIndex(uint32_t os_index) const;
+  /// The NUMA node (OS index) that the NVIDIA DRA driver publishes for `gpu` as
+  /// resource.kubernetes.io/numaNode when that node is its CPUs' (so a numaNode constraint can
+  /// align the GPU with CPUs, NICs and GPUs of the node): its one CPU-local node on a machine with
+  /// several. kNoIndex when the GPU is local to no or several nodes, on a single-node machine, and
+  /// for a GPU whose memory is a NUMA node of its own (the node it publishes then, which nothing
+  /// else shares).
+  uint32_t AlignableNumaNode(const Gpu& gpu) const;
   /// True when hardware content (everything but `derived`/`fingerprint`) is identical.
   bool SameHardware(const Shape& other) const;
 };
@@ -228,6 +249,11 @@ struct NodeTopology {
   /// Kept per node, outside the Shape: packages decide no placement, so they neither split shapes
   /// nor change shape fingerprints (a shape's picture shows the packages of the node drawn).
   std::vector<uint32_t> numa_packages;
+  /// The NVLink clique of the node's GPUs ("<cluster UUID>.<clique id>", see IsNvlinkClique):
+  /// GPUs of nodes with one clique share an NVLink domain across nodes (GB200/GB300 NVL72 trays).
+  /// Empty when the export records none or its GPUs disagree. Per node: identical trays in two
+  /// racks have one shape and two cliques.
+  std::string nvlink_clique;
   /// The node's logical CPUs (never null; empty when the export lists no PU). Kept outside the
   /// Shape like numa_packages: CPU numbering decides no placement, so it neither splits shapes
   /// nor changes shape fingerprints. Shared between nodes with identical CPU lists.

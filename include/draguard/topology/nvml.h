@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,16 @@ struct NvmlMigInstance {
   bool operator==(const NvmlMigInstance&) const = default;
 };
 
+/// A GPU's NVLink fabric membership (nvmlDeviceGetGpuFabricInfoV, multi-node NVLink: GB200 and
+/// GB300 NVL72, GH200 NVL32): GPUs of one clique share one NVLink domain across nodes.
+struct NvmlFabric {
+  std::string cluster_uuid;  ///< the fabric's cluster UUID, lower-case 8-4-4-4-12 hex
+  uint32_t clique_id = 0;    ///< the clique within it
+  /// "<cluster_uuid>.<clique_id>": the value of the node label nvidia.com/gpu.clique.
+  std::string Clique() const { return cluster_uuid + "." + std::to_string(clique_id); }
+  bool operator==(const NvmlFabric&) const = default;
+};
+
 /// One GPU as NVML reports it.
 struct NvmlGpu {
   uint32_t index = 0;                     ///< NVML device index
@@ -49,6 +60,10 @@ struct NvmlGpu {
   bool mig_enabled = false;               ///< current MIG mode
   std::vector<NvmlMigInstance> mig_instances;  ///< configured GPU instances (MIG enabled only)
   std::vector<NvmlLink> links;            ///< NVLinks that answered, by link number
+  /// Set when the GPU has completed its registration with an NVLink fabric (state COMPLETED,
+  /// status SUCCESS, a non-zero cluster UUID: what GPU Feature Discovery and the NVIDIA DRA
+  /// driver call "fabric attached"); empty without a fabric.
+  std::optional<NvmlFabric> fabric;
   bool operator==(const NvmlGpu&) const = default;
 };
 

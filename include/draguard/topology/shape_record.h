@@ -37,6 +37,7 @@ struct NodeFacts {
   std::string hwloc_version;            ///< exporter's `hwlocVersion`; empty when absent
   std::string xml_format;               ///< "1.x" or "2.0"; empty when unknown
   std::vector<std::string> gpu_uuids;   ///< parallel to the shape's GPUs, or empty when none is known
+  std::string nvlink_clique;            ///< the GPUs' NVLink clique (IsNvlinkClique); empty when none
   bool operator==(const NodeFacts&) const = default;
 };
 

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -354,12 +355,62 @@ func TestExporterUnderItsServiceAccount(t *testing.T) {
 	gauges(t, c, 2, 2)
 	Eventually(t, 30*time.Second, "16-GPU Pod converted again", converts(true))
 
+	// An NVLink clique (the infos `topology export` writes from NVML's fabric info on every nvml
+	// OS device): the exporter labels the node nvidia.com/gpu.clique through the chart's policy,
+	// beside the unchanged shape label, and removes its label when the clique is gone.
+	const clique = "3183419e-9edc-4f0e-86e8-d895a9fb06be.17044"
+	raw, err := os.ReadFile(exportPath(t, dgxExport))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withClique := regexp.MustCompile(`(<object type="OSDev"[^>]* name="nvml\d+"[^>]*>)`).
+		ReplaceAllString(string(raw), `$1<info name="NVIDIAGPUClique" value="`+clique+`"/>`)
+	if strings.Count(withClique, "NVIDIAGPUClique") != 16 {
+		t.Fatalf("clique added to %d nvml devices, want 16", strings.Count(withClique, "NVIDIAGPUClique"))
+	}
+	if err := os.WriteFile(file, []byte(withClique), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cliqueOf := func() (label, fact string, err error) {
+		n, err := c.Kube.CoreV1().Nodes().Get(ctx, dgx, metav1.GetOptions{})
+		if err != nil {
+			return "", "", err
+		}
+		var facts struct {
+			NvlinkClique string `json:"nvlinkClique"`
+		}
+		if err := json.Unmarshal([]byte(n.Annotations[topologyAnnotation]), &facts); err != nil {
+			return "", "", err
+		}
+		return n.Labels["nvidia.com/gpu.clique"], facts.NvlinkClique, nil
+	}
+	e.reexport(t)
+	Eventually(t, 30*time.Second, "clique label and fact published", func() error {
+		label, fact, err := cliqueOf()
+		if err == nil && (label != clique || fact != clique) {
+			err = fmt.Errorf("label %q, fact %q, want %q", label, fact, clique)
+		}
+		if err == nil {
+			err = published(c, dgx, shapeOf[dgx])
+		}
+		return err
+	})
+	copyFile(t, exportPath(t, dgxExport), file)
+	e.reexport(t)
+	Eventually(t, 30*time.Second, "clique label removed with the clique", func() error {
+		label, fact, err := cliqueOf()
+		if err == nil && (label != "" || fact != "") {
+			err = fmt.Errorf("label %q, fact %q, want none", label, fact)
+		}
+		return err
+	})
+
 	// Every other write of the exporter's identity is refused: by the policies (vap), the
 	// shape-object webhook or RBAC. The pod-bound and node-bound tokens name the DGX-2H's node, so
 	// the g4dn's publication and ConfigMap are refused to them; an unbound token is refused
 	// everything else alike.
 	const (
-		onlyLabel      = "may change only the label draguard.io/topology-shape"
+		onlyLabel      = "may change only the labels draguard.io/topology-shape and nvidia.com/gpu.clique"
 		onlyAnnotation = "may change only the annotation draguard.io/topology"
 		noSpec         = "may not change a Node's spec"
 		noMeta         = "may not change a Node's owners or finalizers"

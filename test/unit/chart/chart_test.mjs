@@ -1090,7 +1090,7 @@ function exporterChecks() {
     for (const v of vap.spec.variables) variables[v.name] = celEvaluate(v.expression, { ...vars, variables });
     return vap.spec.validations.every((v) => celEvaluate(v.expression, { ...vars, variables }) === true);
   };
-  check("exporter: the node policy allows only the shape label and topology annotation, of the node a bound token names", () => {
+  check("exporter: the node policy allows only the shape and clique labels and topology annotation, of the node a bound token names", () => {
     const vap = find(r.docs, "ValidatingAdmissionPolicy", "draguard-exporter-node-label")[0];
     eq(vap.apiVersion, "admissionregistration.k8s.io/v1", "apiVersion");
     eq(find(r.docs, "ValidatingAdmissionPolicyBinding", "draguard-exporter-node-label")[0].spec, { policyName: vap.metadata.name, validationActions: ["Deny"] }, "binding");
@@ -1106,6 +1106,11 @@ function exporterChecks() {
     eq(run(base, node({ zone: "b" })), false, "changing another label");
     eq(run(base, node({})), false, "removing a label");
     eq(run(base, node({ zone: "a", extra: "1" })), false, "adding another label");
+    const clique = "3183419e-9edc-4f0e-86e8-d895a9fb06be.17044";
+    eq(run(base, node({ zone: "a", "nvidia.com/gpu.clique": clique })), true, "adding the NVLink clique label");
+    eq(run(node({ zone: "a", "nvidia.com/gpu.clique": clique }), base), true, "removing it");
+    eq(run(base, node({ zone: "a", "nvidia.com/gpu.clique": "rack-1" })), false, "setting it to something else");
+    eq(run(node({ zone: "a", "nvidia.com/gpu.clique": "set-by-hand" }), node({ zone: "a", "nvidia.com/gpu.clique": "set-by-hand", "draguard.io/topology-shape": "0123456789abcdef" })), true, "publishing beside a clique label it leaves alone");
     eq(run(base, node({ zone: "a" }, { annotations: { a: "b" } })), false, "adding another annotation");
     const published = node({ zone: "a", "draguard.io/topology-shape": "0123456789abcdef" }, { annotations: { "draguard.io/topology": "{}" } });
     eq(run(base, published), true, "label and topology annotation in one write");

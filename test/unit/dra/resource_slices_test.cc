@@ -27,7 +27,7 @@ using admission::Json;
 // Every loadable export of the repository (test data and the embedded examples).
 std::vector<fs::path> Exports() {
   std::vector<fs::path> out;
-  for (const char* dir : {"hwloc", "hwloc-synthetic"}) {
+  for (const char* dir : {"hwloc", "hwloc-synthetic", "hwloc-derived"}) {
     for (const auto& e : fs::directory_iterator(fs::path(DRAGUARD_TEST_DATA) / dir)) {
       if (e.path().extension() == ".xml") out.push_back(e.path());
     }

@@ -134,6 +134,45 @@ TEST_F(PublisherTest, FirstPublishCreatesTheShapeObjectThenWritesLabelAndAnnotat
   EXPECT_LT(annotation.size(), 512u) << annotation;
 }
 
+// A node with an NVLink clique: the annotation carries it and the label nvidia.com/gpu.clique is
+// set where nothing else set it, moved with the node's clique, removed when the node has none, and
+// never touched when another component (GPU Feature Discovery) owns it.
+TEST_F(PublisherTest, TheCliqueLabelIsSetWhereNothingElseSetsIt) {
+  topology::ParsedExport tray = Export(kG4dn);
+  tray.nvlink_clique = "3183419e-9edc-4f0e-86e8-d895a9fb06be.17044";
+  auto clique_label = [&]() -> json {
+    const json labels = server_->GetObject(kNodePath)["metadata"]["labels"];
+    return labels.contains("nvidia.com/gpu.clique") ? labels["nvidia.com/gpu.clique"] : json();
+  };
+  ASSERT_TRUE(publisher_->Publish(tray).ok());
+  EXPECT_EQ(clique_label(), tray.nvlink_clique);
+  Result<NodePublication> pub = ReadNodePublication(Stored(kNodePath));
+  ASSERT_TRUE(pub.ok());
+  EXPECT_EQ(pub->facts.nvlink_clique, tray.nvlink_clique);
+  const int writes = Writes();
+  Result<PublishResult> again = publisher_->Publish(tray);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->node_patched);
+  EXPECT_EQ(Writes(), writes);
+  tray.nvlink_clique = "bbc2edac-6ffb-43a0-9053-cae96152c90a.17044";  // another rack
+  ASSERT_TRUE(publisher_->Publish(tray).ok());
+  EXPECT_EQ(clique_label(), tray.nvlink_clique);
+  tray.nvlink_clique.clear();
+  ASSERT_TRUE(publisher_->Publish(tray).ok());
+  EXPECT_TRUE(clique_label().is_null());
+  EXPECT_EQ(server_->GetObject(kNodePath)["metadata"]["labels"]["zone"], "a");
+
+  // Another node, labelled by GPU Feature Discovery with another value: left alone.
+  PutNode("gpu-node-2");
+  json n2 = server_->GetObject("/api/v1/nodes/gpu-node-2");
+  n2["metadata"]["labels"]["nvidia.com/gpu.clique"] = "bbc2edac-6ffb-43a0-9053-cae96152c90a.2";
+  server_->PutObject("/api/v1/nodes/gpu-node-2", n2);
+  tray.nvlink_clique = "3183419e-9edc-4f0e-86e8-d895a9fb06be.17044";
+  ASSERT_TRUE(MakePublisher("gpu-node-2")->Publish(tray).ok());
+  EXPECT_EQ(server_->GetObject("/api/v1/nodes/gpu-node-2")["metadata"]["labels"]["nvidia.com/gpu.clique"],
+            "bbc2edac-6ffb-43a0-9053-cae96152c90a.2");
+}
+
 TEST_F(PublisherTest, AnUnchangedExportWritesNothing) {
   ASSERT_TRUE(publisher_->Publish(Export(kG4dn)).ok());
   const int writes = Writes();

@@ -108,7 +108,7 @@ TEST(NodePublicationTest, RoundTripsAndIgnoresKeysOfLaterReleases) {
   Result<NodePublication> back = ReadNodePublication(node);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, p);
-  // A later release adds a per-node fact (an NVLink clique): still read, the key ignored.
+  // A later release adds a per-node fact: still read, the key ignored.
   json a = json::parse(node.annotations[kNodeAnnotation]);
   a["clique"] = "7f1c2d7e-0000-0000-0000-000000000000.3";
   node.annotations[kNodeAnnotation] = a.dump();
@@ -119,6 +119,55 @@ TEST(NodePublicationTest, RoundTripsAndIgnoresKeysOfLaterReleases) {
   const json patch = json::parse(NodePublicationPatch(p));
   EXPECT_EQ(patch["metadata"]["labels"]["draguard.io/topology-shape"], p.fingerprint);
   EXPECT_EQ(patch["metadata"]["annotations"]["draguard.io/topology"], NodeAnnotation(p));
+}
+
+// The NVLink clique is a node fact: published in the annotation, read back, and refused when it is
+// not "<cluster UUID>.<clique id>".
+TEST(NodePublicationTest, TheNvlinkCliqueIsANodeFact) {
+  NodePublication p;
+  p.fingerprint = G4dn().shape.fingerprint;
+  p.shape_object = std::string(32, 'a');
+  p.facts.nvlink_clique = "3183419e-9edc-4f0e-86e8-d895a9fb06be.17044";
+  kube::Object node;
+  node.name = "n1";
+  node.labels[std::string(topology::kShapeLabel)] = p.fingerprint;
+  node.annotations[kNodeAnnotation] = NodeAnnotation(p);
+  EXPECT_EQ(json::parse(node.annotations[kNodeAnnotation])["nvlinkClique"], p.facts.nvlink_clique);
+  Result<NodePublication> back = ReadNodePublication(node);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, p);
+  for (const std::string bad : {"3183419E-9EDC-4F0E-86E8-D895A9FB06BE.1", "3183419e-9edc-4f0e-86e8-d895a9fb06be",
+                                "3183419e-9edc-4f0e-86e8-d895a9fb06be.", "3183419e-9edc-4f0e-86e8-d895a9fb06be.x1",
+                                "3183419e9edc4f0e86e8d895a9fb06be.1", "3183419e-9edc-4f0e-86e8-d895a9fb06be.12345678901"}) {
+    json a = json::parse(NodeAnnotation(p));
+    a["nvlinkClique"] = bad;
+    node.annotations[kNodeAnnotation] = a.dump();
+    EXPECT_EQ(ReadNodePublication(node).status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_FALSE(topology::IsNvlinkClique(bad)) << bad;
+  }
+  // The patch sets the clique label only when asked to, and removes it with a null.
+  const json leave = json::parse(NodePublicationPatch(p));
+  EXPECT_FALSE(leave["metadata"]["labels"].contains("nvidia.com/gpu.clique"));
+  const json set = json::parse(NodePublicationPatch(p, CliqueLabelAction::kSet));
+  EXPECT_EQ(set["metadata"]["labels"]["nvidia.com/gpu.clique"], p.facts.nvlink_clique);
+  const json remove = json::parse(NodePublicationPatch(p, CliqueLabelAction::kRemove));
+  EXPECT_TRUE(remove["metadata"]["labels"]["nvidia.com/gpu.clique"].is_null());
+}
+
+// The exporter labels the clique only where nothing else does.
+TEST(CliqueLabelTest, SetWhereAbsentOrOwnLeftWhereSomeoneElseSetIt) {
+  const std::string a = "3183419e-9edc-4f0e-86e8-d895a9fb06be.17044";
+  const std::string b = "bbc2edac-6ffb-43a0-9053-cae96152c90a.17044";
+  using A = CliqueLabelAction;
+  EXPECT_EQ(DecideCliqueLabel(nullptr, "", a), A::kSet);          // no label yet
+  EXPECT_EQ(DecideCliqueLabel(nullptr, "", ""), A::kLeave);       // no clique, no label
+  EXPECT_EQ(DecideCliqueLabel(&a, a, a), A::kLeave);              // ours, current
+  EXPECT_EQ(DecideCliqueLabel(&a, "", a), A::kLeave);             // GPU Feature Discovery's, same value
+  EXPECT_EQ(DecideCliqueLabel(&a, a, b), A::kSet);                // ours, the tray moved to another rack
+  EXPECT_EQ(DecideCliqueLabel(&a, a, ""), A::kRemove);            // ours, no clique any more
+  EXPECT_EQ(DecideCliqueLabel(&b, "", a), A::kLeave);             // someone else's, even when it differs
+  EXPECT_EQ(DecideCliqueLabel(&b, a, a), A::kLeave);
+  EXPECT_EQ(DecideCliqueLabel(&b, a, ""), A::kLeave);
 }
 
 TEST(NodePublicationTest, MalformedPublicationsAreRefused) {

@@ -358,6 +358,27 @@ TEST(ConvertPod, CpusThatNoNumaNodeCanHoldNextToTheGpus) {
             PodConversion::Outcome::kConverted);
 }
 
+// A GPU whose memory is a NUMA node of its own (POWER9 here, Grace alike) publishes that node as
+// resource.kubernetes.io/numaNode: no numaNode constraint can tie it to CPUs or to another GPU,
+// so none is written; GPUs of one socket are still aligned by the pcieRoots of its node.
+TEST(ConvertPod, GpusWhoseMemoryIsANumaNodeAreNeverTiedByNumaNode) {
+  auto topo = testing::Topo(testing::kPower9GpuMemory);
+  auto two = ConvertPod(PodWith({{"nvidia.com/gpu", 2}}), "ml", DefaultPolicy(), topo.get());
+  ASSERT_EQ(two.outcome, PodConversion::Outcome::kConverted) << two.reason;
+  const std::string d = two.templates[0].object["spec"]["spec"]["devices"].dump();
+  EXPECT_EQ(d.find("numaNode"), std::string::npos) << d;
+  EXPECT_NE(d.find("pcieRoot"), std::string::npos) << d;
+  // numaAlignment numaNode: the same pcieRoots of one NUMA node instead of a numaNode constraint.
+  auto numa = ConvertPod(PodWith({{"nvidia.com/gpu", 2}}), "ml", CpuPolicy("none"), topo.get());
+  ASSERT_EQ(numa.outcome, PodConversion::Outcome::kConverted) << numa.reason;
+  EXPECT_EQ(numa.templates[0].object["spec"]["spec"]["devices"], two.templates[0].object["spec"]["spec"]["devices"]);
+  // mutation.cpu cannot keep CPUs beside them, and says why.
+  auto cpus = ConvertPod(PodWith({{"nvidia.com/gpu", 1}, {"cpu", "8"}}), "ml", CpuPolicy("grouped"), topo.get());
+  ASSERT_EQ(cpus.outcome, PodConversion::Outcome::kRefused);
+  EXPECT_NE(cpus.reason.find("the GPUs' memory is a NUMA node of its own"), std::string::npos) << cpus.reason;
+  EXPECT_NE(cpus.reason.find("Fix: set mutation.cpu.mode: none"), std::string::npos) << cpus.reason;
+}
+
 // GPUs that need several NUMA nodes on an NVLink-complete shape: equal parts, each GPU part with
 // its share of the CPUs on its own NUMA node (the DGX-2H export allows 2 CPUs per NUMA node).
 TEST(ConvertPod, CpusSplitOverNumaNodesWithTheirGpus) {

@@ -415,7 +415,7 @@ TEST(GenerateTemplate, KueueRefusesWhereOnlyAlternativesCoveringPartOfANodeAlign
 TEST(GenerateTemplate, KueueNeverWritesFirstAvailable) {
   namespace fs = std::filesystem;
   std::vector<std::pair<std::string, std::shared_ptr<const topology::Snapshot>>> topologies;
-  for (const char* dir : {"hwloc", "hwloc-synthetic"}) {
+  for (const char* dir : {"hwloc", "hwloc-synthetic", "hwloc-derived"}) {
     for (const auto& e : fs::directory_iterator(fs::path(DRAGUARD_TEST_DATA) / dir)) {
       if (e.path().extension() != ".xml") continue;
       auto snap = topology::LoadSnapshot(e.path().string());  // exports without PCI devices do not load

@@ -47,6 +47,9 @@ inline constexpr const char* kR740 = "clemson-palmetto_dell-r740_2s-gold6248_2xV
 /// 4x H100 with MIG: GPU 0 as 7 x 1g.10gb, GPU 1 as 2 x 3g.40gb, GPUs 2-3 whole (synthetic).
 inline constexpr const char* kXeMig = "../hwloc-synthetic/xe8640-like_4xH100-SXM_mig.xml";
 
+/// POWER9 with 6 V100 whose memory is kept as NUMA nodes 250-255, 3 GPUs per socket (derived).
+inline constexpr const char* kPower9GpuMemory = "../hwloc-derived/ibm-power9-8335gtw_2s_6xV100_gpu-numa-nodes.xml";
+
 /// A snapshot of exports (paths under test/data) loaded under the given node names.
 inline std::shared_ptr<const topology::Snapshot> Nodes(const std::vector<std::pair<std::string, std::string>>& files) {
   namespace fs = std::filesystem;

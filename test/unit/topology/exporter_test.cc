@@ -12,6 +12,7 @@
 
 #include "draguard/topology/dra_devices.h"
 #include "draguard/topology/loader.h"
+#include "draguard/topology/shape_record.h"
 #include "fake_node.h"
 
 namespace draguard::topology {
@@ -253,6 +254,54 @@ TEST_F(ExporterTest, NvmlReportMatchesTheScenario) {
   EXPECT_EQ(g.links[0].version, 4u);
   EXPECT_EQ(g.links[0].remote_pci, node.gpus[1].pci.bus);
   EXPECT_FALSE(g.links[4].active);
+}
+
+// NVLink fabric membership (GB200/GB300 trays): NVML's cluster UUID and clique become the
+// node's clique in the export, per node and outside the shape; a fabric not yet completed, failed,
+// or GPUs that disagree give no clique (with a warning where NVML said why).
+TEST_F(ExporterTest, TheNvlinkCliqueComesFromNvmlFabricInfo) {
+  const std::string uuid = "3183419e-9edc-4f0e-86e8-d895a9fb06be";
+  auto tray = [&](const std::vector<std::string>& fabric, bool v2_only = false) {
+    FakeNode node = topotest::PairsNode();
+    for (uint32_t g = 0; g < node.gpus.size() && g < fabric.size(); ++g) {
+      if (!fabric[g].empty()) node.nvml_lines.push_back("fabric " + std::to_string(g) + " " + fabric[g]);
+    }
+    if (v2_only) node.nvml_lines.push_back("fabric_v2_only");
+    return node;
+  };
+  const std::string done = uuid + " 17044 3 0";
+  std::vector<std::string> warnings;
+  ParsedExport all = ExportAndLoad(tray({done, done, done, done}), &warnings);
+  EXPECT_EQ(all.nvlink_clique, uuid + ".17044");
+  EXPECT_NE(xml_.find("NVIDIAGPUClique"), std::string::npos);
+  EXPECT_EQ(FactsOf(all).nvlink_clique, all.nvlink_clique);
+  // The clique is no hardware: a tray in another rack keeps the shape.
+  ParsedExport other = ExportAndLoad(tray({"bbc2edac-6ffb-43a0-9053-cae96152c90a 17044 3 0", "", "", ""}));
+  EXPECT_EQ(other.nvlink_clique, "bbc2edac-6ffb-43a0-9053-cae96152c90a.17044");
+  EXPECT_EQ(other.shape.fingerprint, all.shape.fingerprint);
+  EXPECT_EQ(EncodeShapeRecord(other), EncodeShapeRecord(all));
+  // A driver that knows only v2 of the struct.
+  Install(tray({done, done, done, done}, true));
+  Result<NvmlReport> v2 = ReadNvml(DRAGUARD_FAKE_NVML);
+  ASSERT_TRUE(v2.ok());
+  ASSERT_TRUE(v2->gpus[0].fabric.has_value());
+  EXPECT_EQ(v2->gpus[0].fabric->Clique(), uuid + ".17044");
+  // Disagreeing GPUs: no clique.
+  EXPECT_EQ(ExportAndLoad(tray({done, uuid + " 2 3 0", "", ""})).nvlink_clique, "");
+  // In progress, failed, or a zero UUID: no clique, and a warning says why.
+  for (const std::string& f : {uuid + " 1 2 0", uuid + " 1 3 999", std::string(32, '0') + " 1 3 0"}) {
+    SCOPED_TRACE(f);
+    ParsedExport p = ExportAndLoad(tray({f, "", "", ""}), &warnings);
+    EXPECT_EQ(p.nvlink_clique, "");
+    EXPECT_TRUE(std::any_of(warnings.begin(), warnings.end(),
+                            [](const std::string& w) { return w.find("NVLink fabric") != std::string::npos; }))
+        << ::testing::PrintToString(warnings);
+  }
+  // No fabric at all (NOT_SUPPORTED): nothing, silently.
+  ParsedExport none = ExportAndLoad(tray({}), &warnings);
+  EXPECT_EQ(none.nvlink_clique, "");
+  EXPECT_TRUE(std::none_of(warnings.begin(), warnings.end(),
+                           [](const std::string& w) { return w.find("fabric") != std::string::npos; }));
 }
 
 TEST_F(ExporterTest, LstopoAcceptsTheExport) {

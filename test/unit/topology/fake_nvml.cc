@@ -8,6 +8,10 @@
 //   error GPU FUNCTION CODE                FUNCTION (e.g. nvmlDeviceGetUUID) fails with CODE for GPU
 //   profile GPU INDEX PROFILE_ID SLICES MEMORY_MIB COUNT   a MIG GPU instance profile
 //   instance GPU PROFILE_ID GI_ID START SIZE               a configured GPU instance
+//   fabric GPU CLUSTER_UUID CLIQUE STATE STATUS  NVLink fabric info (UUID as 32 hex digits, any
+//                                          dashes); without it nvmlDeviceGetGpuFabricInfoV
+//                                          answers NOT_SUPPORTED
+//   fabric_v2_only                         nvmlDeviceGetGpuFabricInfoV refuses v3 (an older driver)
 // The library state is process-wide, as the real NVML's is.
 #include <cstdio>
 #include <cstdlib>
@@ -35,7 +39,14 @@ struct FakeProfile {
 struct FakeInstance {
   unsigned profile_id = 0, id = 0, start = 0, size = 0;
 };
+struct FakeFabric {
+  bool set = false;
+  unsigned char uuid[16] = {};
+  unsigned clique = 0, state = 0;
+  int status = 0;
+};
 struct FakeGpu {
+  FakeFabric fabric;
   std::string bus, uuid, name;
   unsigned long long memory_mib = 0;
   unsigned mig = 0;
@@ -46,6 +57,7 @@ struct FakeGpu {
 };
 struct FakeState {
   bool initialised = false;
+  bool fabric_v2_only = false;
   std::vector<FakeGpu> gpus;
 };
 
@@ -57,6 +69,7 @@ FakeState& State() {
 int Load() {
   FakeState& s = State();
   s.gpus.clear();
+  s.fabric_v2_only = false;
   const char* path = std::getenv("DRAGUARD_FAKE_NVML_SCENARIO");
   if (path == nullptr) return NVML_ERROR_UNKNOWN;
   std::ifstream in(path);
@@ -70,6 +83,10 @@ int Load() {
       int code = 0;
       ls >> code;
       return code;
+    }
+    if (kind == "fabric_v2_only") {
+      s.fabric_v2_only = true;
+      continue;
     }
     if (kind == "gpu") {
       FakeGpu g;
@@ -96,6 +113,13 @@ int Load() {
       FakeProfile p;
       ls >> p.index >> p.id >> p.slices >> p.memory_mib >> p.count;
       g.profiles.push_back(p);
+    } else if (kind == "fabric") {
+      std::string hex;
+      ls >> hex >> g.fabric.clique >> g.fabric.state >> g.fabric.status;
+      std::erase(hex, '-');
+      if (hex.size() != 32) return NVML_ERROR_UNKNOWN;
+      for (int i = 0; i < 16; ++i) g.fabric.uuid[i] = static_cast<unsigned char>(std::stoul(hex.substr(2 * i, 2), nullptr, 16));
+      g.fabric.set = true;
     } else if (kind == "instance") {
       FakeInstance i;
       ls >> i.profile_id >> i.id >> i.start >> i.size;
@@ -291,6 +315,23 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlG
   info->profileId = fi.profile_id;
   info->placement.start = fi.start;
   info->placement.size = fi.size;
+  return NVML_SUCCESS;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t d,
+                                                                                nvmlGpuFabricInfoV_t* info) {
+  FAKE_GPU_OR_RETURN(d, "nvmlDeviceGetGpuFabricInfoV");
+  if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const bool v2 = info->version == nvmlGpuFabricInfo_v2;
+  if (!v2 && (info->version != nvmlGpuFabricInfo_v3 || State().fabric_v2_only)) {
+    return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  }
+  if (!g->fabric.set) return NVML_ERROR_NOT_SUPPORTED;
+  std::memcpy(info->clusterUuid, g->fabric.uuid, sizeof info->clusterUuid);
+  info->cliqueId = g->fabric.clique;
+  info->state = static_cast<unsigned char>(g->fabric.state);
+  info->status = g->fabric.status;
+  if (!v2) info->healthSummary = 1;
   return NVML_SUCCESS;
 }
 

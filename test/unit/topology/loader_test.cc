@@ -10,6 +10,7 @@
 
 #include "draguard/topology/dra_devices.h"
 #include "draguard/topology/loader.h"
+#include "draguard/topology/shape_record.h"
 #include "draguard/topology/snapshot.h"
 
 namespace draguard::topology {
@@ -474,6 +475,80 @@ TEST(SimulatedDevicesTest, AttributesFromTheExportAndUnknownsMarked) {
   // AMD GPUs are not simulated as gpu.nvidia.com devices.
   auto tioga = MakeNodeTopology(Load(kTioga), "tioga", kTioga, "1", interner);
   EXPECT_TRUE(SimulateDraDevices(*tioga).empty());
+}
+
+// POWER9 with the V100s' memory kept as NUMA nodes 250-255 (test/data/hwloc-derived): each GPU
+// gets its own memory node; its CPU locality (and its root's and every CPU's) stays the socket's
+// DRAM node, though hwloc puts the memory nodes beside it under the Package.
+TEST(LoaderTest, GpuMemoryNodesAreTheGpusOwnNotTheirCpuLocality) {
+  const std::string file = std::string(DRAGUARD_TEST_DATA) + "/hwloc-derived/ibm-power9-8335gtw_2s_6xV100_gpu-numa-nodes.xml";
+  auto p = ParseHwlocFile(file);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  const Shape& s = p->shape;
+  ASSERT_EQ(s.numa_nodes.size(), 8u);
+  std::map<std::string, std::pair<uint32_t, std::vector<uint32_t>>> gpus;  // bus -> (memory node, CPU nodes)
+  for (const Gpu& g : s.gpus) gpus[g.pci_bus_id] = {g.memory_numa_node, g.numa_nodes};
+  using V = std::vector<uint32_t>;
+  EXPECT_EQ(gpus, (std::map<std::string, std::pair<uint32_t, V>>{{"0004:05:00.0", {255, V{0}}},
+                                                                   {"0004:06:00.0", {254, V{0}}},
+                                                                   {"0006:00:00.0", {253, V{0}}},
+                                                                   {"0007:00:00.0", {252, V{8}}},
+                                                                   {"0035:04:00.0", {251, V{8}}},
+                                                                   {"0035:05:00.0", {250, V{8}}}}));
+  for (const PcieRoot& r : s.pcie_roots) {
+    EXPECT_TRUE(r.numa_nodes == V{0} || r.numa_nodes == V{8}) << r.id;
+  }
+  for (const NumaNode& n : s.numa_nodes) {
+    SCOPED_TRACE(n.os_index);
+    if (n.os_index >= 250) {
+      EXPECT_EQ(n.subtype, "GPUMemory");
+      EXPECT_EQ(n.cpus, 0u) << "hwloc gives it its GPU's local CPUs as cpuset; it holds none";
+      EXPECT_EQ(n.memory_bytes, 16106127360u);
+    } else {
+      EXPECT_EQ(n.cpus, 16u);
+    }
+  }
+  for (const LogicalCpu& c : p->cpus) EXPECT_EQ(c.numa_node, c.os_index < 88 ? 0u : 8u) << c.os_index;
+  // The GPUs of one socket still count as local to its DRAM node.
+  EXPECT_EQ(s.derived.max_gpus_per_numa, 3u);
+  // Only GPUs with a memory node encode it: every other shape keeps its encoding and fingerprint.
+  ShapeInterner interner;
+  auto record = DecodeShapeRecord(EncodeShapeRecord(*p), interner);
+  ASSERT_TRUE(record.ok()) << record.status().ToString();
+  EXPECT_TRUE(record->shape->SameHardware(s));
+  EXPECT_EQ(record->shape->fingerprint, s.fingerprint);
+  ParsedExport hidden = *p;
+  for (Gpu& g : hidden.shape.gpus) g.memory_numa_node = kNoIndex;
+  FinalizeShape(hidden.shape);
+  EXPECT_NE(hidden.shape.fingerprint, s.fingerprint);
+  EXPECT_LT(EncodeShapeRecord(hidden).size(), EncodeShapeRecord(*p).size());
+  // A record naming a memory node the shape does not have is refused.
+  ParsedExport stray = *p;
+  stray.shape.gpus[0].memory_numa_node = 7;
+  EXPECT_FALSE(DecodeShapeRecord(EncodeShapeRecord(stray), interner).ok());
+}
+
+// A GPU whose memory is a NUMA node publishes that node as resource.kubernetes.io/numaNode
+// (what the NVIDIA DRA driver reads from sysfs there), and it is not a node a numaNode constraint
+// can align with CPUs.
+TEST(SimulatedDevicesTest, GpuMemoryNodeIsTheNumaNodePublished) {
+  const std::string file = std::string(DRAGUARD_TEST_DATA) + "/hwloc-derived/ibm-power9-8335gtw_2s_6xV100_gpu-numa-nodes.xml";
+  auto p = ParseHwlocFile(file);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ShapeInterner interner;
+  auto node = MakeNodeTopology(*p, "p9", file, "1", interner);
+  auto devs = SimulateDraDevices(*node);
+  ASSERT_EQ(devs.size(), 6u);
+  for (uint32_t i = 0; i < devs.size(); ++i) {
+    const Gpu& g = node->shape->gpus[i];
+    ASSERT_NE(Attr(devs[i], "resource.kubernetes.io", "numaNode"), nullptr) << i;
+    EXPECT_EQ(std::get<int64_t>(Attr(devs[i], "resource.kubernetes.io", "numaNode")->value),
+              static_cast<int64_t>(g.memory_numa_node));
+    EXPECT_EQ(node->shape->AlignableNumaNode(g), kNoIndex);
+  }
+  // Elsewhere the CPU-local node is both what is published and what aligns.
+  auto g4dn = MakeNodeTopology(Load(kG4dn), "g4dn", kG4dn, "1", interner);
+  EXPECT_EQ(g4dn->shape->AlignableNumaNode(g4dn->shape->gpus[0]), g4dn->shape->gpus[0].numa_nodes.front());
 }
 
 TEST(SimulatedDevicesTest, NvmlTableUsedForKnownDevices) {

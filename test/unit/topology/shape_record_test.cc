@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 std::vector<std::pair<std::string, ParsedExport>> AllExports() {
   std::vector<std::pair<std::string, ParsedExport>> out;
   for (const std::string& dir : {std::string(DRAGUARD_TEST_DATA) + "/hwloc", std::string(DRAGUARD_TEST_DATA) + "/hwloc-synthetic",
+                                std::string(DRAGUARD_TEST_DATA) + "/hwloc-derived",
                                 std::string(DRAGUARD_SOURCE_DIR) + "/deploy/examples/topology"}) {
     for (const auto& e : fs::directory_iterator(dir)) {
       if (e.path().extension() != ".xml") continue;
