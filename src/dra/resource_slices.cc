@@ -218,6 +218,21 @@ Result<DriverSlices> MakeSlices(const std::string& node, const std::string& driv
   return out;
 }
 
+// The ComputeDomain kubelet plugin's devices (dra-driver-nvidia-gpu v0.5.0,
+// cmd/compute-domain-kubelet-plugin: deviceinfo.go CanonicalName "<type>-<id>", attributes `type`
+// and `id`; driver.go publishes channel-0 and daemon-0 only, in one pool named after the node).
+std::vector<SliceDevice> ComputeDomainDevices() {
+  std::vector<SliceDevice> out;
+  for (const char* type : {"channel", "daemon"}) {
+    SliceDevice d;
+    d.name = std::string(type) + "-0";
+    d.attributes["type"] = {{"string", type}};
+    d.attributes["id"] = {{"int", 0}};
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
 }  // namespace
 
 // dra-driver-cpu's devices in `mode`; every name qualified (the driver writes "dra.cpu/cpuID").
@@ -298,6 +313,14 @@ Result<NodeSlices> BuildResourceSlices(const topology::NodeTopology& node, std::
     if (!s.ok()) return s.status();
     out.drivers.push_back(std::move(*s));
   }
+  if (!node.nvlink_clique.empty() && !node.shape->gpus.empty()) {
+    out.notes.push_back(std::string(kComputeDomainDriver) + ": NVLink clique " + node.nvlink_clique +
+                        "; the ComputeDomain plugin publishes IMEX channel 0 only, which one claim at a time "
+                        "can hold on a node, and daemon-0 for the domain's IMEX daemon");
+    auto s = MakeSlices(out.node, std::string(kComputeDomainDriver), ComputeDomainDevices());
+    if (!s.ok()) return s.status();
+    out.drivers.push_back(std::move(*s));
+  }
   return out;
 }
 
@@ -317,6 +340,14 @@ std::vector<admission::Json> BuildDeviceClasses(std::vector<std::string>* commen
       cls("mig.nvidia.com", "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"));
   out.push_back(cls("dranet", "device.driver == 'dra.net'"));
   if (with_cpu) out.push_back(cls("dra.cpu", "device.driver == \"dra.cpu\""));
+  // deviceclass-compute-domain-default-channel.yaml and deviceclass-compute-domain-daemon.yaml of
+  // the driver's chart (v0.5.0), rendered while resources.computeDomains.enabled (the default).
+  const std::string cd(kComputeDomainDriver);
+  out.push_back(cls("compute-domain-default-channel.nvidia.com",
+                    "device.driver == '" + cd + "' && device.attributes['" + cd + "'].type == 'channel' && " +
+                        "device.attributes['" + cd + "'].id == 0"));
+  out.push_back(cls("compute-domain-daemon.nvidia.com",
+                    "device.driver == '" + cd + "' && device.attributes['" + cd + "'].type == 'daemon'"));
   if (comments != nullptr) {
     *comments = {
         "installed by the NVIDIA DRA driver's Helm chart (deviceclass-gpu); extendedResourceName needs the "
@@ -329,6 +360,10 @@ std::vector<admission::Json> BuildDeviceClasses(std::vector<std::string>* commen
           "installed by the dra-driver-cpu Helm chart (deviceclass.yaml); the class draguard's policy requests for "
           "CPUs (mutation.cpu.deviceClass)");
     }
+    comments->push_back("installed by the NVIDIA DRA driver's Helm chart (deviceclass-compute-domain-default-channel, "
+                        "with resources.computeDomains.enabled, the default): a ComputeDomain's IMEX channel");
+    comments->push_back("installed by the NVIDIA DRA driver's Helm chart (deviceclass-compute-domain-daemon): the "
+                        "IMEX daemon of a ComputeDomain, claimed by the driver's own DaemonSet");
   }
   return out;
 }

@@ -28,6 +28,8 @@ inline constexpr std::size_t kMaxAttributesAndCapacitiesPerDevice = 32;
 inline constexpr std::size_t kMaxAttributeValueLength = 64;
 /// The driver name (and attribute domain) of dranet.
 inline constexpr std::string_view kDranetDriver = "dra.net";
+/// The driver name (and attribute domain) of the NVIDIA DRA driver's ComputeDomain kubelet plugin.
+inline constexpr std::string_view kComputeDomainDriver = "compute-domain.nvidia.com";
 
 /// One driver's devices on one node, as one or more ResourceSlices of one pool.
 struct DriverSlices {
@@ -65,6 +67,8 @@ struct SliceOptions {
 /// not a DNS subdomain, or a slice name ("<node>-<driver, dots as dashes>[-<k>]") over 253
 /// characters. Deterministic: the same input gives the same objects. With a CPU mode whose devices
 /// the driver would not publish (it refuses the node), `notes` says why and dra.cpu is omitted.
+/// A node whose GPUs are in an NVLink clique (NodeTopology::nvlink_clique) also gets the devices of
+/// the ComputeDomain kubelet plugin (kComputeDomainDriver): `channel-0` and `daemon-0`.
 Result<NodeSlices> BuildResourceSlices(const topology::NodeTopology& node, std::string_view node_name,
                                        const SliceOptions& options = {});
 
@@ -72,7 +76,9 @@ Result<NodeSlices> BuildResourceSlices(const topology::NodeTopology& node, std::
 /// nvidia.com/gpu) and `mig.nvidia.com` (type mig) as the NVIDIA chart installs them, `dranet`
 /// (device.driver == 'dra.net'), which dranet's install.yaml does not ship but draguard's default
 /// policy (mutation.nic.deviceClass) requests, and with `with_cpu` also `dra.cpu`
-/// (device.driver == "dra.cpu") as the dra-driver-cpu chart installs it. `comments` (parallel) says where each comes from.
+/// (device.driver == "dra.cpu") as the dra-driver-cpu chart installs it, then the NVIDIA chart's
+/// ComputeDomain classes `compute-domain-default-channel.nvidia.com` and
+/// `compute-domain-daemon.nvidia.com`. `comments` (parallel) says where each comes from.
 std::vector<admission::Json> BuildDeviceClasses(std::vector<std::string>* comments = nullptr, bool with_cpu = false);
 
 }  // namespace draguard::dra

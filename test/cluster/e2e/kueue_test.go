@@ -906,12 +906,10 @@ func TestKueueQuotaSharedByDraAndConvertedWorkloads(t *testing.T) {
 	t.Logf("Pod gpu-nic-cpus bound on %s: %s", pod.Spec.NodeName, strings.Join(lines, " "))
 	forceDeletePods(t, c, ns, "gpu-nic-cpus")
 
-	// An IMEX channel (the class the NVIDIA driver's ComputeDomain deployment installs; no node of
-	// the harness publishes channels, so the Pod is admitted and then waits for a device).
-	channelClass := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "compute-domain-default-channel.nvidia.com"},
-		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
-			Expression: "device.driver == 'compute-domain.nvidia.com' && device.attributes['compute-domain.nvidia.com'].type == 'channel'"}}}}}
-	if _, err := c.Kube.ResourceV1().DeviceClasses().Create(ctx, channelClass, metav1.CreateOptions{}); err != nil {
+	// An IMEX channel (the class the NVIDIA driver's chart installs, which the harness creates from
+	// `topology slices --device-classes`; no node of the harness is in an NVLink clique, so none
+	// publishes channels: the Pod is admitted and then waits for a device).
+	if _, err := c.Kube.ResourceV1().DeviceClasses().Get(ctx, "compute-domain-default-channel.nvidia.com", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	channelTemplate := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "imex-channel", Namespace: ns},

@@ -258,10 +258,12 @@ TEST(TopologySlicesCliTest, DeviceClasses) {
   EXPECT_NE(r.out.find("name: dranet"), std::string::npos);
   EXPECT_NE(r.out.find("device.attributes['gpu.nvidia.com'].type == 'mig'"), std::string::npos);
   const json list = json::parse(Cli({"slices", "--device-classes", "-o", "json"}).out);
-  EXPECT_EQ(list["items"].size(), 3u);
+  ASSERT_EQ(list["items"].size(), 5u);
+  EXPECT_EQ(list["items"][3]["metadata"]["name"], "compute-domain-default-channel.nvidia.com");
+  EXPECT_EQ(list["items"][4]["metadata"]["name"], "compute-domain-daemon.nvidia.com");
   // With a CPU mode, also the class dra-driver-cpu's chart installs.
   const json with_cpu = json::parse(Cli({"slices", "--device-classes", "--cpu-mode", "grouped", "-o", "json"}).out);
-  ASSERT_EQ(with_cpu["items"].size(), 4u);
+  ASSERT_EQ(with_cpu["items"].size(), 6u);
   EXPECT_EQ(with_cpu["items"][3]["metadata"]["name"], "dra.cpu");
 }
 

@@ -221,12 +221,15 @@ TEST(ResourceSlicesTest, NodeNames) {
 TEST(ResourceSlicesTest, DeviceClassesSelectTheSimulatedDevices) {
   std::vector<std::string> comments;
   const auto classes = BuildDeviceClasses(&comments);
-  ASSERT_EQ(classes.size(), 3u);
-  ASSERT_EQ(comments.size(), 3u);
+  ASSERT_EQ(classes.size(), 5u);
+  ASSERT_EQ(comments.size(), 5u);
   EXPECT_EQ(classes[0]["metadata"]["name"], "gpu.nvidia.com");
   EXPECT_EQ(classes[0]["spec"]["extendedResourceName"], "nvidia.com/gpu");
   EXPECT_EQ(classes[1]["metadata"]["name"], "mig.nvidia.com");
   EXPECT_EQ(classes[2]["metadata"]["name"], "dranet");
+  EXPECT_EQ(classes[3]["metadata"]["name"], "compute-domain-default-channel.nvidia.com");
+  EXPECT_EQ(classes[4]["metadata"]["name"], "compute-domain-daemon.nvidia.com");
+  EXPECT_EQ(BuildDeviceClasses(nullptr, true)[3]["metadata"]["name"], "dra.cpu");
   auto snap = Load(fs::path(DRAGUARD_TEST_DATA) / "hwloc-synthetic" / "xe8640-like_4xH100-SXM_mig.xml");
   ASSERT_NE(snap, nullptr);
   const auto devices = SimulateNode(*snap->nodes().front());
@@ -271,6 +274,43 @@ std::vector<std::pair<std::string, cel::Device>> ReadBack(const NodeSlices& buil
 int64_t IntAttr(const cel::Device& d, const std::string& domain, const std::string& name) {
   const auto& v = d.attributes.at(domain).at(name);
   return std::get<int64_t>(v);
+}
+
+// A node in an NVLink clique also publishes the ComputeDomain plugin's channel-0 and daemon-0
+// (driver compute-domain.nvidia.com, attributes type and id), which the chart's two ComputeDomain
+// classes select one each; a node without a clique publishes none.
+TEST(ResourceSlicesTest, ACliqueNodePublishesTheComputeDomainDevices) {
+  auto snap = Load(fs::path(DRAGUARD_TEST_DATA) / "hwloc" / "aws_g4dn-metal_2s-8259CL_8xT4_cuda-nvml-opencl_efa.xml");
+  ASSERT_NE(snap, nullptr);
+  topology::NodeTopology node = *snap->nodes().front();
+  auto plain = BuildResourceSlices(node, "tray-1");
+  ASSERT_TRUE(plain.ok());
+  for (const DriverSlices& d : plain->drivers) EXPECT_NE(d.driver, "compute-domain.nvidia.com");
+  node.nvlink_clique = "3183419e-9edc-4f0e-86e8-d895a9fb06be.17044";
+  auto built = BuildResourceSlices(node, "tray-1");
+  ASSERT_TRUE(built.ok()) << built.status().message();
+  ASSERT_EQ(built->drivers.back().driver, "compute-domain.nvidia.com");
+  const Json& slice = built->drivers.back().slices.at(0);
+  EXPECT_EQ(slice["metadata"]["name"], "tray-1-compute-domain-nvidia-com");
+  EXPECT_EQ(slice["spec"]["pool"]["name"], "tray-1");
+  const auto devices = ReadBack(*built, "compute-domain.nvidia.com");
+  ASSERT_EQ(devices.size(), 2u);
+  EXPECT_EQ(devices[0].first, "channel-0");
+  EXPECT_EQ(devices[1].first, "daemon-0");
+  EXPECT_EQ(IntAttr(devices[0].second, "compute-domain.nvidia.com", "id"), 0);
+  const auto classes = BuildDeviceClasses();
+  for (std::size_t c = 3; c < 5; ++c) {
+    auto sel = cel::CompileSelector(classes[c]["spec"]["selectors"][0]["cel"]["expression"].get<std::string>());
+    ASSERT_TRUE(sel.ok()) << sel.status().message();
+    for (std::size_t k = 0; k < devices.size(); ++k) {
+      auto r = cel::EvaluateSelector(*sel, devices[k].second);
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      EXPECT_EQ(*r, k + 3 == c) << classes[c]["metadata"]["name"] << " " << devices[k].first;
+    }
+  }
+  EXPECT_NE(std::find_if(built->notes.begin(), built->notes.end(),
+                         [](const std::string& n) { return n.find("IMEX channel 0 only") != std::string::npos; }),
+            built->notes.end());
 }
 
 // dra-driver-cpu grouped (its default, groupBy numanode) on a two-socket export: one device per
@@ -502,8 +542,8 @@ TEST(ResourceSlicesTest, CpuDevicesUnknownsAndSmt4) {
   // The DeviceClass the chart installs selects exactly the CPU devices.
   std::vector<std::string> comments;
   const auto classes = BuildDeviceClasses(&comments, /*with_cpu=*/true);
-  ASSERT_EQ(classes.size(), 4u);
-  ASSERT_EQ(comments.size(), 4u);
+  ASSERT_EQ(classes.size(), 6u);
+  ASSERT_EQ(comments.size(), 6u);
   EXPECT_EQ(classes[3]["metadata"]["name"], "dra.cpu");
   auto sel = cel::CompileSelector(classes[3]["spec"]["selectors"][0]["cel"]["expression"].get<std::string>());
   ASSERT_TRUE(sel.ok());
