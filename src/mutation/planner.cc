@@ -157,6 +157,13 @@ bool PublishesNumaNode(const topology::Shape& shape, uint32_t g) {
   return shape.AlignableNumaNode(shape.gpus[g]) != topology::kNoIndex;
 }
 
+// Whether some GPU of `gpus` has a memory NUMA node of its own (Grace, POWER9): it publishes that
+// node as resource.kubernetes.io/numaNode, which nothing else shares.
+bool HasGpuMemoryNodes(const topology::Shape& shape, const std::vector<uint32_t>& gpus) {
+  return std::any_of(gpus.begin(), gpus.end(),
+                     [&](uint32_t g) { return shape.gpus[g].memory_numa_node != topology::kNoIndex; });
+}
+
 // The CPUs (PUs) of NUMA node `os_index` of a shape; 0 for an unknown node.
 std::size_t NumaCpus(const topology::Shape& shape, uint32_t os_index) {
   for (const auto& n : shape.numa_nodes) {
@@ -286,11 +293,8 @@ void NumaCandidates(const Request& r, policy::NumaAlignment how, std::vector<Alt
     const auto& shape = *sd->group->shape;
     // GPUs whose memory is a NUMA node publish that node, which no other GPU shares: their shape
     // is aligned by the pcieRoots of one NUMA node, as without numaAlignment numaNode.
-    const auto& qualifying = r.q.at(sd);
-    const bool memory_nodes = std::any_of(qualifying.begin(), qualifying.end(), [&](uint32_t g) {
-      return shape.gpus[g].memory_numa_node != topology::kNoIndex;
-    });
-    if (how == policy::NumaAlignment::kNumaNode && shape.numa_nodes.size() > 1 && !memory_nodes) {
+    if (how == policy::NumaAlignment::kNumaNode && shape.numa_nodes.size() > 1 &&
+        !HasGpuMemoryNodes(shape, r.q.at(sd))) {
       std::map<uint32_t, std::size_t> per_numa;
       for (uint32_t g : r.q.at(sd)) {
         if (PublishesNumaNode(shape, g)) ++per_numa[shape.gpus[g].numa_nodes.front()];
@@ -599,9 +603,7 @@ Status KeepShapesWithCpus(Request& r) {
   const ShapeDevices* memory_nodes = nullptr;  // a shape whose qualifying GPUs have memory NUMA nodes
   for (const auto* sd : r.enough) {
     const auto& shape = *sd->group->shape;
-    for (uint32_t g : r.q.at(sd)) {
-      if (shape.gpus[g].memory_numa_node != topology::kNoIndex && memory_nodes == nullptr) memory_nodes = sd;
-    }
+    if (memory_nodes == nullptr && HasGpuMemoryNodes(shape, r.q.at(sd))) memory_nodes = sd;
     bool ok = false;
     Request all = r;
     all.cpus = 1;  // every NUMA node with a CPU: the GPUs per NUMA node, whatever its CPUs

@@ -101,9 +101,6 @@ Result<std::shared_ptr<const NodeTopology>> MakeNodeTopology(const ShapeRecord& 
   n->hwloc_version = std::move(facts.hwloc_version);
   n->host_name = std::move(facts.host_name);
   n->xml_format = std::move(facts.xml_format);
-  if (!facts.nvlink_clique.empty() && !IsNvlinkClique(facts.nvlink_clique)) {
-    return Status::InvalidArgument("\"" + facts.nvlink_clique + "\" is not an NVLink clique (<cluster UUID>.<clique id>)");
-  }
   n->nvlink_clique = std::move(facts.nvlink_clique);
   n->gpu_uuids = std::move(facts.gpu_uuids);
   n->gpu_uuids.shrink_to_fit();
