@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "draguard/audit/allocation.h"
+#include "draguard/audit/nvlink_spread.h"
 #include "draguard/engine/engine.h"
 
 namespace draguard::audit {
@@ -375,6 +376,7 @@ RunResult BackgroundAudit::Run() {
     const std::string api_version = kind.group.empty() ? kind.version : kind.group + "/" + kind.version;
     const bool pods = kind.group.empty() && kind.kind == "Pod";
     std::unique_ptr<KindState> state;
+    std::unique_ptr<NvlinkSpread> spread;  // Pods: the job units that span NVLink cliques
     std::map<metrics::LabelValues, double> kind_allocations;
     Listing listing;
     listing.name = name;
@@ -382,6 +384,7 @@ RunResult BackgroundAudit::Run() {
                    kind.resource;
     listing.attempt = [&] {
       state = std::make_unique<KindState>(options_.max_results);
+      if (pods) spread = std::make_unique<NvlinkSpread>(snap.topology.get(), *snap.policy);
       kind_allocations.clear();
     };
     const AllocationJoin::Sink allocated = [&](PodAllocation&& a) {
@@ -402,6 +405,7 @@ RunResult BackgroundAudit::Run() {
         if (!item.contains("apiVersion")) item["apiVersion"] = api_version;
         try {
           if (pods && allocation_inputs) join.AddPod(item, allocated);
+          if (spread) spread->AddPod(item);
           ObjectVerdict v = JudgeObject(std::move(item), ctx);
           state->summary.Add(v);
           state->reports.Add(v);
@@ -417,6 +421,13 @@ RunResult BackgroundAudit::Run() {
     const ListOutcome outcome = List(listing, result);
     if (outcome == ListOutcome::kLost || outcome == ListOutcome::kStopped) return aborted(outcome);
     if (outcome != ListOutcome::kDone) continue;
+    if (spread) {
+      for (const ObjectVerdict& v : spread->Spread()) {
+        state->summary.AddSpread(v);
+        state->reports.Add(v);
+        for (const auto& f : v.findings) state->violations[{f.rule, f.action, v.namespace_}] += 1;
+      }
+    }
     result.summary.Merge(state->summary);
     reports.Merge(state->reports);
     for (const auto& [k, n] : state->violations) violations[k] += n;

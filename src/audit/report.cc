@@ -217,6 +217,11 @@ void Summary::Add(const ObjectVerdict& v) {
   }
 }
 
+void Summary::AddSpread(const ObjectVerdict& v) {
+  ++nvlink_spread;
+  for (const auto& f : v.findings) ++findings[{f.rule, f.action}];
+}
+
 void Summary::AddAllocation(const PodAllocation& a) {
   ++allocation_pods;
   if (!a.missing.empty()) ++allocation_unresolved;
@@ -246,6 +251,7 @@ void Summary::Merge(const Summary& o) {
   allocation_pods += o.allocation_pods;
   allocation_unresolved += o.allocation_unresolved;
   for (const auto& [k, n] : o.allocations) allocations[k] += n;
+  nvlink_spread += o.nvlink_spread;
 }
 
 std::uint64_t Summary::denied() const {
@@ -269,6 +275,7 @@ Json Summary::ToJson() const {
                           {"count", n}});
   }
   j["allocations"] = {{"pods", allocation_pods}, {"unresolved", allocation_unresolved}, {"containers", std::move(containers)}};
+  j["nvlinkSpread"] = nvlink_spread;
   return j;
 }
 
@@ -288,6 +295,7 @@ std::string SummaryText(const Summary& s) {
   o << "mutation: " << s.converted << " would be converted by /mutate, " << s.refused << " refused, "
     << s.mutation_exempt << " exempt\n";
   for (const auto& [reason, n] : s.refusals) o << "  refused (" << n << "): " << reason << "\n";
+  if (s.nvlink_spread > 0) o << "nvlink: " << s.nvlink_spread << " running job units span NVLink cliques (DG017)\n";
   if (s.allocation_pods > 0) {
     std::map<std::string, std::uint64_t> by_alignment;
     std::uint64_t containers = 0;

@@ -20,6 +20,7 @@
 #include "commands.h"
 #include "draguard/audit/allocation.h"
 #include "draguard/audit/judge.h"
+#include "draguard/audit/nvlink_spread.h"
 #include "draguard/audit/reader.h"
 #include "draguard/audit/report.h"
 #include "draguard/engine/registry.h"
@@ -157,6 +158,8 @@ int Audit(const std::vector<std::string>& args, std::istream& in, std::ostream& 
     summary.AddAllocation(a);
     writer->Allocation(a);
   };
+  // Running multi-node jobs whose Pods span NVLink cliques (DG017), once every Pod is read.
+  audit::NvlinkSpread spread(topo.get(), *pol);
 
   audit::DocumentSink sink = [&](audit::Document&& d) {
     ++summary.documents;
@@ -185,7 +188,10 @@ int Audit(const std::vector<std::string>& args, std::istream& in, std::ostream& 
     const std::string& kind = o["kind"].get_ref<const std::string&>();
     if (group == "resource.k8s.io" && kind == "ResourceSlice") allocations.AddSlice(o);
     if (group == "resource.k8s.io" && kind == "ResourceClaim") allocations.AddClaim(o);
-    if (group.empty() && kind == "Pod") allocations.AddPod(o, allocated, where, default_ns);
+    if (group.empty() && kind == "Pod") {
+      allocations.AddPod(o, allocated, where, default_ns);
+      spread.AddPod(o, default_ns);
+    }
     if (!audit::IsAudited(group, kind, *pol)) {
       ++summary.skipped;
       return true;
@@ -216,6 +222,16 @@ int Audit(const std::vector<std::string>& args, std::istream& in, std::ostream& 
     done_bytes += path == "-" ? 0 : (std::filesystem::is_regular_file(path, ec) ? file_bytes : 0);
   }
   allocations.Finish(allocated);
+  std::uint64_t spread_denied = 0;
+  for (const audit::ObjectVerdict& v : spread.Spread()) {
+    summary.AddSpread(v);
+    for (const auto& fi : v.findings) {
+      spread_denied += fi.action == "deny" ? 1 : 0;
+      warned += fi.action == "warn" ? 1 : 0;
+      audited += fi.action == "audit" ? 1 : 0;
+    }
+    writer->Object(v, "running Pods");
+  }
   progress.Done();
   if (allocations.stats().dropped > 0) {
     err << "draguard audit: the allocation audit reached its caps " << allocations.stats().dropped
@@ -226,7 +242,7 @@ int Audit(const std::vector<std::string>& args, std::istream& in, std::ostream& 
   (format == "table" ? out : err) << (format == "table" ? "\n" : "") << audit::SummaryText(summary);
 
   if (input_error) return kAuditError;
-  bool fail = summary.denied() > 0 || summary.allocation_results("fail") > 0;
+  bool fail = summary.denied() > 0 || spread_denied > 0 || summary.allocation_results("fail") > 0;
   if (fail_on == "warn" || fail_on == "audit") fail = fail || warned > 0 || summary.allocation_results("warn") > 0;
   if (fail_on == "audit") fail = fail || audited > 0;
   return fail ? kAuditDenied : kAuditOk;

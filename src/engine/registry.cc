@@ -42,6 +42,7 @@ Registry DefaultRegistry() {
   r.Add(rules::MakeUnsatisfiableClaim());
   r.Add(rules::MakePodClaimReferences());
   r.Add(rules::MakeGpuCpuAlignment());
+  r.Add(rules::MakeNvlinkDomain());
   return r;
 }
 

@@ -1,5 +1,6 @@
 // Fuzzes the whole review path: decode → rules → decision → encode, as /validate and /mutate, under
-// the default policy and one that puts CPUs in GPU claims (mutation.cpu), and differentially: the fast decode (simdjson, rule fields only) must answer byte-for-byte as the
+// the default policy and one that puts CPUs in GPU claims (mutation.cpu), without a topology model and
+// with the bundled nodes in two NVLink cliques, and differentially: the fast decode (simdjson, rule fields only) must answer byte-for-byte as the
 // reference decode (nlohmann_json, every field).
 #include <chrono>
 #include <cstdint>
@@ -31,7 +32,12 @@ struct Env {
     std::vector<std::shared_ptr<const draguard::topology::NodeTopology>> nodes;
     for (const auto& e : draguard::topology::BundledExamples()) {
       auto parsed = draguard::topology::ParseHwlocXml(e.bytes);
-      if (parsed.ok()) nodes.push_back(draguard::topology::MakeNodeTopology(std::move(*parsed), e.node, e.origin, e.version, interner));
+      if (!parsed.ok()) continue;
+      // Two NVLink cliques over the nodes, so DG017 judges multi-node jobs.
+      auto node = std::make_shared<draguard::topology::NodeTopology>(
+          *draguard::topology::MakeNodeTopology(std::move(*parsed), e.node, e.origin, e.version, interner));
+      node->nvlink_clique = std::string("6f1c2e3a-0b4d-4c5e-8f9a-1b2c3d4e5f60.") + (nodes.size() % 2 == 0 ? "1" : "2");
+      nodes.push_back(std::move(node));
     }
     topology = draguard::topology::Snapshot::Create(std::move(nodes));
   }

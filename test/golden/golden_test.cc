@@ -1,12 +1,14 @@
 // Golden AdmissionReview fixtures: test/data/reviews/<rule>/<case>/ holds request.json,
 // expected.json (the exact response), and optionally policy.yaml, a file named "mutate"
 // (answer as the mutating webhook) and a file named "topology" (the topology model: one node per
-// line, "<node> <export>" or "<export>", exports named relative to test/data/hwloc/; the node name
-// defaults to the export's name without ".xml"). Every case is decoded, evaluated, decided and encoded as the
+// line, "<node> <export> [<NVLink clique>]" or "<export>", exports named relative to test/data/hwloc/;
+// the node name defaults to the export's name without ".xml"; a clique, which the exporter reads
+// from NVML and no export here records, is given per node). Every case is decoded, evaluated, decided and encoded as the
 // server does, at the review time kReviewTime, and the response must equal expected.json field for field.
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <sstream>
 
@@ -55,19 +57,29 @@ std::shared_ptr<const topology::Snapshot> CaseTopology(const fs::path& dir) {
   fs::create_directories(tmp);
   std::istringstream lines(Slurp(dir / "topology"));
   std::string line;
+  std::map<std::string, std::string> cliques;  // node -> clique
   while (std::getline(lines, line)) {
     std::istringstream words(line);
-    std::string a, b;
+    std::string a, b, c;
     if (!(words >> a) || a[0] == '#') continue;
     std::string file = (words >> b) ? b : a;
     std::string node = b.empty() ? fs::path(a).stem().string() : a;
+    if (words >> c) cliques[node] = c;
     fs::copy_file(fs::path(DRAGUARD_TEST_DATA) / "hwloc" / file, tmp / (node + ".xml"),
                   fs::copy_options::overwrite_existing);
   }
   auto snap = topology::LoadSnapshot(tmp.string());
   fs::remove_all(tmp);
   EXPECT_TRUE(snap.ok()) << snap.status().ToString();
-  return snap.ok() ? *snap : nullptr;
+  if (!snap.ok()) return nullptr;
+  if (cliques.empty()) return *snap;
+  std::vector<std::shared_ptr<const topology::NodeTopology>> nodes;
+  for (const auto& n : (*snap)->nodes()) {
+    auto copy = std::make_shared<topology::NodeTopology>(*n);
+    if (auto it = cliques.find(n->name); it != cliques.end()) copy->nvlink_clique = it->second;
+    nodes.push_back(std::move(copy));
+  }
+  return topology::Snapshot::Create(std::move(nodes), (*snap)->generation());
 }
 
 // The review time of every case (exception expiries are compared with it).

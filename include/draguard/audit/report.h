@@ -34,11 +34,14 @@ struct Summary {
   std::uint64_t allocation_unresolved = 0;  ///< of those, Pods using a claim that was not found
   /// (alignment, origin, result) → containers with GPUs (AlignmentName, ClaimOriginName, pass|warn|fail).
   std::map<std::tuple<std::string, std::string, std::string>, std::uint64_t> allocations;
+  std::uint64_t nvlink_spread = 0;  ///< running job units whose GPU Pods span NVLink cliques (NvlinkSpread)
 
   /// Counts one verdict.
   void Add(const ObjectVerdict& v);
   /// Counts one analysed allocation.
   void AddAllocation(const PodAllocation& a);
+  /// Counts one job unit NvlinkSpread reports, and its findings (not as a judged object).
+  void AddSpread(const ObjectVerdict& v);
   /// Containers whose allocation has the result `result` (pass, warn, fail).
   std::uint64_t allocation_results(const std::string& result) const;
   /// Adds the counters of `other`.

@@ -4,7 +4,6 @@
 #include <string>
 #include <vector>
 
-#include "draguard/k8s/quantity.h"
 #include "draguard/dra/pod_specs.h"
 #include "rules/rules.h"
 #include "rules/util.h"
@@ -20,16 +19,6 @@ std::string QuantityText(const Json& q) {
   if (q.is_number_integer()) return std::to_string(q.get<std::int64_t>());
   if (q.is_number()) return q.dump();
   return "?";
-}
-
-// A quantity that asks for nothing (0, "0", "0m") is not a GPU request.
-bool IsZero(const Json& q) {
-  if (q.is_number()) return q.get<double>() == 0;
-  if (q.is_string()) {
-    auto parsed = k8s::Quantity::Parse(q.get<std::string>());
-    return parsed.ok() && parsed->Sign() == 0;
-  }
-  return false;
 }
 
 constexpr const char* kFix =
@@ -65,7 +54,7 @@ void CheckResources(const Json& resources, const std::string& pointer, const std
     for (const auto& [name, qty] : it->items()) {
       const bool implicit = !ctx.policy.ImplicitGpuClass(name).empty();
       if (!implicit && !ctx.policy.IsLegacyResource(name)) continue;
-      if (IsZero(qty)) continue;
+      if (IsZeroQuantity(qty)) continue;
       // A limit and a request of the same resource are one finding, reported at the limit.
       if (std::string(section) == "requests") {
         auto lim = resources.find("limits");

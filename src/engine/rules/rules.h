@@ -42,5 +42,7 @@ std::unique_ptr<Rule> MakeUnsatisfiableClaim();
 std::unique_ptr<Rule> MakePodClaimReferences();
 /// DG016 gpu-cpu-alignment: exclusive CPUs of a container that uses DRA GPUs are in the GPUs' claim.
 std::unique_ptr<Rule> MakeGpuCpuAlignment();
+/// DG017 nvlink-domain: multi-node GPU jobs hold a ComputeDomain channel and stay in one NVLink clique.
+std::unique_ptr<Rule> MakeNvlinkDomain();
 
 }  // namespace draguard::engine::rules

@@ -377,6 +377,47 @@ TEST_F(BackgroundAuditTest, ReportsWhatEachPodWasReallyAllocated) {
   EXPECT_EQ(metrics_.runs.Value({"partial"}), 1);
 }
 
+// A running multi-node job whose GPU Pods span two NVLink cliques: a DG017 result on the job in
+// its namespace's report, and in draguard_audit_violations.
+TEST_F(BackgroundAuditTest, ReportsAJobWhosePodsSpanNvlinkCliques) {
+  std::vector<std::shared_ptr<const topology::NodeTopology>> nodes;
+  auto shape = std::make_shared<const topology::Shape>();
+  for (const auto& [name, clique] : std::vector<std::pair<std::string, std::string>>{
+           {"tray-a", "6f1c2e3a-0b4d-4c5e-8f9a-1b2c3d4e5f60.1"}, {"tray-b", "6f1c2e3a-0b4d-4c5e-8f9a-1b2c3d4e5f60.2"}}) {
+    auto n = std::make_shared<topology::NodeTopology>();
+    n->name = name;
+    n->nvlink_clique = clique;
+    n->shape = shape;
+    nodes.push_back(std::move(n));
+  }
+  topology_ = topology::Snapshot::Create(std::move(nodes));
+  for (const auto& [pod_name, node] : std::vector<std::pair<std::string, std::string>>{{"llm-0", "tray-a"}, {"llm-0-1", "tray-b"}}) {
+    json p = GpuPod("team-0", pod_name, true);
+    p["metadata"]["labels"] = {{"leaderworkerset.sigs.k8s.io/name", "llm"}, {"leaderworkerset.sigs.k8s.io/group-index", "0"}};
+    p["spec"]["nodeName"] = node;
+    server_->PutObject("/api/v1/namespaces/team-0/pods/" + pod_name, p);
+  }
+  BackgroundOptions options;
+  options.page_size = 1;  // the two Pods arrive in two pages
+  auto audit = Make(options);
+  RunResult r = audit->Tick();
+  ASSERT_TRUE(r.ran);
+  EXPECT_EQ(r.summary.nvlink_spread, 1u);
+  EXPECT_EQ(metrics_.violations.Value({"DG017", "warn", "team-0"}), 1);
+  json report = server_->GetObject(std::string(kReports) + "team-0/policyreports/draguard");
+  ASSERT_TRUE(report.is_object());
+  int found = 0;
+  for (const auto& res : report["results"]) {
+    if (res["rule"] != "DG017") continue;
+    ++found;
+    EXPECT_EQ(res["result"], "warn");
+    EXPECT_EQ(res["resources"][0]["kind"], "LeaderWorkerSet");
+    EXPECT_EQ(res["resources"][0]["name"], "llm");
+    EXPECT_NE(res["message"].get<std::string>().find("2 running GPU Pods span 2 NVLink cliques"), std::string::npos);
+  }
+  EXPECT_EQ(found, 1);
+}
+
 TEST_F(BackgroundAuditTest, StartAndStopTheThread) {
   auto audit = Make();
   audit->Start();
