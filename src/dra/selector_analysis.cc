@@ -216,23 +216,30 @@ bool StrictValueRead(const Expr* e, const std::string& domain, const std::string
   return StringConst(map->args[1].get()) != nullptr;  // a literal domain, not device.driver
 }
 
+// A string literal, or an int literal as its decimal text (numaNode); nullopt for anything else.
+std::optional<std::string> LiteralText(const Expr* e) {
+  if (const std::string* s = StringConst(e)) return *s;
+  if (e != nullptr && e->kind == ExprKind::kConst && e->constant.kind == ConstKind::kInt) {
+    return std::to_string(e->constant.i);
+  }
+  return std::nullopt;
+}
+
 std::optional<std::set<std::string>> LiteralRestriction(const Expr& e, const std::string& domain,
                                                         const std::string& name, bool driver_domain) {
   if (IsCall(e, "_==_", 2)) {
     for (int side = 0; side < 2; ++side) {
-      const std::string* s = StringConst(e.args[1 - side].get());
-      if (s != nullptr && StrictValueRead(e.args[side].get(), domain, name, driver_domain)) {
-        return std::set<std::string>{*s};
-      }
+      auto lit = LiteralText(e.args[1 - side].get());
+      if (lit && StrictValueRead(e.args[side].get(), domain, name, driver_domain)) return std::set<std::string>{*lit};
     }
   }
   if (IsCall(e, "@in", 2) && StrictValueRead(e.args[0].get(), domain, name, driver_domain) &&
       e.args[1]->kind == ExprKind::kList) {
     std::set<std::string> out;
     for (const auto& item : e.args[1]->args) {
-      const std::string* s = StringConst(item.get());
-      if (s == nullptr) return std::nullopt;
-      out.insert(*s);
+      auto lit = LiteralText(item.get());
+      if (!lit) return std::nullopt;
+      out.insert(*lit);
     }
     return out;
   }

@@ -14,6 +14,7 @@ namespace {
 
 constexpr std::size_t kMaxAlternatives = 8;  // DRA's firstAvailable limit
 constexpr std::size_t kMaxRequests = 32;     // DRA's requests per claim
+constexpr std::size_t kMaxConstraints = 32;  // DRA's constraints per claim
 
 using Selectors = std::vector<std::shared_ptr<const cel::CheckedExpr>>;
 
@@ -642,6 +643,91 @@ Status KeepShapesWithCpus(Request& r) {
   return Status::FailedPrecondition(why);
 }
 
+// With CPUs in the claim, on shapes whose qualifying GPUs all have a memory NUMA node of their own
+// (Grace, POWER9): the sockets (CPU NUMA nodes) that hold r.n of them and r.cpus CPUs, as
+// Plan::sockets. A socket's GPUs are those whose CPU-local node is the socket's, selected by the
+// memory nodes of all its GPUs. Shapes can differ in which memory nodes belong to which socket,
+// so the plan keeps the shapes of the one mapping that most nodes share. With an NVLink
+// requirement (weakest 0) a socket's GPUs must be pairwise NVLink-connected; a PCIe-root one
+// (weakest 1) is not planned. Returns the shapes (none when no socket fits), or why not in `why`.
+std::vector<const ShapeDevices*> PlanSockets(const Request& r, int weakest, Plan& plan, std::string* why) {
+  if (r.cpus == 0 || r.nic || (r.n >= 2 && weakest == 1)) return {};
+  if (std::none_of(r.enough.begin(), r.enough.end(),
+                   [&](const ShapeDevices* sd) { return HasGpuMemoryNodes(*sd->group->shape, r.q.at(sd)); })) {
+    return {};
+  }
+  if (r.n + 1 > kMaxRequests || SocketConstraints(r.n, 2) > kMaxConstraints) {
+    *why = std::to_string(r.n) + " GPUs, each its own request with the CPUs on their socket, need " +
+           std::to_string(SocketConstraints(r.n, 2)) + " constraints; a claim holds at most " +
+           std::to_string(kMaxConstraints);
+    return {};
+  }
+  // socket -> memory nodes of its GPUs, as a key; its shapes and their nodes.
+  struct Mapping {
+    std::vector<Plan::Socket> sockets;
+    std::vector<const ShapeDevices*> shapes;
+    std::size_t nodes = 0;
+  };
+  std::map<std::string, Mapping> mappings;
+  std::size_t most_gpus = 0, most_cpus = 0;
+  for (const auto* sd : r.enough) {
+    const auto& shape = *sd->group->shape;
+    const auto& q = r.q.at(sd);
+    if (!std::all_of(q.begin(), q.end(), [&](uint32_t g) {
+          return shape.gpus[g].memory_numa_node != topology::kNoIndex && shape.gpus[g].numa_nodes.size() == 1;
+        })) {
+      continue;
+    }
+    std::map<uint32_t, Plan::Socket> all;  // every GPU with a memory node, by its CPU node
+    for (const auto& g : shape.gpus) {
+      if (g.memory_numa_node == topology::kNoIndex || g.numa_nodes.size() != 1) continue;
+      Plan::Socket& s = all[g.numa_nodes.front()];
+      s.cpu_node = g.numa_nodes.front();
+      s.memory_nodes.push_back(g.memory_numa_node);
+    }
+    std::vector<Plan::Socket> fit;
+    for (auto& [cpu_node, socket] : all) {
+      std::vector<uint32_t> local;
+      for (uint32_t g : q) {
+        if (shape.gpus[g].numa_nodes.front() == cpu_node) local.push_back(g);
+      }
+      const std::size_t cpus = NumaCpus(shape, cpu_node);
+      most_gpus = std::max(most_gpus, local.size());
+      if (local.size() >= r.n) most_cpus = std::max(most_cpus, cpus);
+      if (local.size() < r.n || cpus < r.cpus) continue;
+      if (weakest == 0 && r.n >= 2 && !PairwiseLinked(shape, local)) continue;
+      std::sort(socket.memory_nodes.begin(), socket.memory_nodes.end());
+      fit.push_back(socket);
+    }
+    if (fit.empty()) continue;
+    std::string key;
+    for (const auto& s : fit) {
+      key += std::to_string(s.cpu_node) + ":";
+      for (uint32_t m : s.memory_nodes) key += std::to_string(m) + ",";
+      key += ";";
+    }
+    Mapping& m = mappings[key];
+    m.sockets = std::move(fit);
+    m.shapes.push_back(sd);
+    m.nodes += sd->group->nodes.size();
+  }
+  const Mapping* best = nullptr;
+  for (const auto& [key, m] : mappings) {
+    if (best == nullptr || m.nodes > best->nodes) best = &m;
+  }
+  if (best == nullptr) {
+    if (most_gpus < r.n) {
+      *why = "at most " + std::to_string(most_gpus) + " of them on one socket (CPU NUMA node)";
+    } else {
+      *why = "at most " + std::to_string(most_cpus) + " CPUs on a socket with " + std::to_string(r.n) + " of them";
+    }
+    return {};
+  }
+  plan.placement = weakest == 0 && r.n >= 2 ? Placement::kNvlink : Placement::kNuma;
+  plan.sockets = best->sockets;
+  return best->shapes;
+}
+
 // With CPUs in the claim, when no NUMA node holds the GPUs and CPUs: `parts` equal GPU requests,
 // each with its share of the CPUs on its own NUMA node, on the shapes whose qualifying GPUs are
 // all NVLink-connected (NVSwitch or all-to-all: any GPUs will do, so the parts need no selector)
@@ -825,6 +911,13 @@ Result<Plan> PlanGpus(const std::string& what, int64_t count, bool nic, int64_t 
   const Request all = r;  // every shape with enough GPUs, before the CPUs narrow them
   if (r.cpus > 0) {
     if (Status kept = KeepShapesWithCpus(r); !kept.ok()) {
+      std::string socket_miss;
+      if (!policy.mutation.kueue) {
+        if (std::vector<const ShapeDevices*> shapes = PlanSockets(r, weakest, plan, &socket_miss); !shapes.empty()) {
+          r.RestrictTo(plan, shapes);
+          return plan;
+        }
+      }
       std::vector<const ShapeDevices*> shapes = PlanNumaParts(r, plan);
       if (shapes.empty()) shapes = PlanRailParts(all, weakest, plan);
       if (!shapes.empty()) {
@@ -833,6 +926,12 @@ Result<Plan> PlanGpus(const std::string& what, int64_t count, bool nic, int64_t 
       }
       if (r.nic) {
         if (std::string miss = NicCpuMiss(all, weakest, policy); !miss.empty()) return Status::FailedPrecondition(miss);
+      }
+      if (!socket_miss.empty()) {
+        return Status::FailedPrecondition("no node can place " + std::to_string(r.n) + " GPUs matching " + r.what +
+                                          " with " + std::to_string(r.cpus) +
+                                          " CPUs on their socket (mutation.cpu; the GPUs' memory is a NUMA node of its "
+                                          "own, Grace and POWER9): " + socket_miss);
       }
       return kept;
     }
@@ -896,6 +995,10 @@ Result<Plan> PlanGpus(const std::string& what, int64_t count, bool nic, int64_t 
 }
 
 }  // namespace
+
+std::size_t SocketConstraints(std::size_t gpus, std::size_t sockets) {
+  return sockets * (sockets - 1) * (gpus + gpus * (gpus - 1) / 2);
+}
 
 Result<std::shared_ptr<const cel::CheckedExpr>> View::Compile(const std::string& text) const {
   std::lock_guard<std::mutex> lock(mu_);

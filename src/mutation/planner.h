@@ -73,9 +73,24 @@ struct Plan {
   /// requests (on an NVLink-complete shape), or with `rails` its rails into `parts` equal groups
   /// (NVLink-connected GPUs), each with its share of the CPUs on its own NUMA node (0 = not split).
   std::size_t parts = 0;
+  /// With CPUs in the claim, GPUs whose memory is a NUMA node of its own (Grace, POWER9): one
+  /// alternative per CPU NUMA node (socket) that holds the GPUs and CPUs, ascending by that node.
+  /// Each GPU is its own request that picks a socket by its GPUs' memory nodes; the CPUs pick it
+  /// by its node; numaNode constraints over the subrequests of two sockets keep one socket (see
+  /// template_writer.cc, AddSockets). Empty otherwise.
+  struct Socket {
+    uint32_t cpu_node = 0;              ///< OS index of the socket's CPU NUMA node
+    std::vector<uint32_t> memory_nodes; ///< OS indexes of the memory nodes of its GPUs, ascending
+  };
+  std::vector<Socket> sockets;
   std::optional<std::set<std::size_t>> shapes;  ///< restriction to View::shapes indexes; nullopt = any
   std::string note;                        ///< for warnings
 };
+
+/// The numaNode constraints a sockets plan (Plan::sockets) of `gpus` GPUs over `sockets` sockets
+/// writes: for every ordered pair of distinct sockets, one per GPU (with the CPUs) and one per
+/// pair of GPUs.
+std::size_t SocketConstraints(std::size_t gpus, std::size_t sockets);
 
 /// Plans a full-GPU or shared entry `p` whose selectors are `selectors` (with an RDMA NIC when
 /// `nic`). `interconnect` is the weakest class accepted ("auto", "nvlink", "pcie", "numa").

@@ -242,6 +242,7 @@ class Writer {
     where_.Add(*plan);
     if (plan->rails) return AddRails(request, p, std::move(exactly), selectors, *plan, words);
     if (plan->parts > 1) return AddNumaParts(request, p, std::move(exactly), selectors, *plan, words);
+    if (!plan->sockets.empty()) return AddSockets(request, p, std::move(exactly), selectors, *plan, words);
     requests_.push_back(GpuRequest(request, std::move(exactly), selectors, *plan));
     std::vector<std::string> covered = {request};
     if (nic) {
@@ -351,6 +352,77 @@ class Writer {
     nvlink_ = true;
     words += ", NVLink-connected, on " + std::to_string(parts) + " NUMA nodes: " + std::to_string(p.count / parts) +
              " GPUs with " + std::to_string(p.cpus / parts) + " CPUs on each";
+    return plan.placement;
+  }
+
+  // Sockets (plan.sockets; Grace and POWER9, whose GPUs publish their own memory node as
+  // resource.kubernetes.io/numaNode, which no CPU shares): GPU i is request "<request>-<i>" of one
+  // device, the CPUs request "cpu"; each has one firstAvailable subrequest per socket ("numa-<k>")
+  // that selects the socket's devices by numaNode (the GPUs' memory nodes, the CPUs' node). For
+  // every two sockets a and b, a numaNode matchAttribute over "<gpu>/numa-a" and "cpu/numa-b", and
+  // over "<gpu i>/numa-a" and "<gpu j>/numa-b": a constraint sees only the devices of the
+  // subrequests chosen, so it holds while one socket is chosen (one device, or CPUs of one node)
+  // and fails when two are (a GPU's memory node is no other socket's node). Every device of the
+  // claim is then on one socket.
+  Result<Placement> AddSockets(const std::string& request, const RequestProfile& p, Json exactly, const Json& selectors,
+                               const internal::Plan& plan, std::string& words) {
+    exactly["count"] = 1;
+    auto on = [&](Json base, const std::vector<uint32_t>& nodes) {
+      std::string list;
+      for (uint32_t n : nodes) list += (list.empty() ? "" : ", ") + std::to_string(n);
+      base["selectors"].push_back({{"cel", {{"expression", std::string("'numaNode' in device.attributes['resource.kubernetes.io'] && "
+                                                                        "device.attributes['resource.kubernetes.io'].numaNode in [") +
+                                                                list + "]"}}}});
+      return base;
+    };
+    auto sub = [](std::size_t k) { return "numa-" + std::to_string(k + 1); };
+    std::vector<std::string> gpus;
+    for (int64_t i = 0; i < p.count; ++i) {
+      const std::string name = request + "-" + std::to_string(i);
+      Json alternatives = Json::array();
+      for (std::size_t k = 0; k < plan.sockets.size(); ++k) {
+        Json alt = exactly;
+        alt["selectors"] = selectors;
+        alt = on(std::move(alt), plan.sockets[k].memory_nodes);
+        alt["name"] = sub(k);
+        alternatives.push_back(std::move(alt));
+      }
+      requests_.push_back({{"name", name}, {"firstAvailable", std::move(alternatives)}});
+      gpus.push_back(name);
+    }
+    const std::string cpu = CpuRequestName(request);
+    Json cpu_exactly = {{"deviceClassName", policy_.mutation.cpu.device_class}, {"allocationMode", "ExactCount"}};
+    if (policy_.mutation.cpu.mode == policy::CpuMode::kGrouped) {
+      cpu_exactly["count"] = 1;
+      cpu_exactly["capacity"] = {{"requests", {{"dra.cpu/cpu", std::to_string(p.cpus)}}}};
+    } else {
+      cpu_exactly["count"] = p.cpus;
+    }
+    Json cpu_alternatives = Json::array();
+    for (std::size_t k = 0; k < plan.sockets.size(); ++k) {
+      Json alt = on(cpu_exactly, {plan.sockets[k].cpu_node});
+      alt["name"] = sub(k);
+      cpu_alternatives.push_back(std::move(alt));
+    }
+    requests_.push_back({{"name", cpu}, {"firstAvailable", std::move(cpu_alternatives)}});
+    for (std::size_t a = 0; a < plan.sockets.size(); ++a) {
+      for (std::size_t b = 0; b < plan.sockets.size(); ++b) {
+        if (a == b) continue;
+        for (std::size_t i = 0; i < gpus.size(); ++i) {
+          constraints_.push_back({{"requests", {gpus[i] + "/" + sub(a), cpu + "/" + sub(b)}}, {"matchAttribute", kNumaNodeAttr}});
+        }
+        for (std::size_t i = 0; i < gpus.size(); ++i) {
+          for (std::size_t j = i + 1; j < gpus.size(); ++j) {
+            constraints_.push_back(
+                {{"requests", {gpus[i] + "/" + sub(a), gpus[j] + "/" + sub(b)}}, {"matchAttribute", kNumaNodeAttr}});
+          }
+        }
+      }
+    }
+    nvlink_ = nvlink_ || plan.placement == Placement::kNvlink;
+    words += std::string(plan.placement == Placement::kNvlink ? ", NVLink-connected" : "") + ", with " +
+             std::to_string(p.cpus) + " CPUs on one socket (" + std::to_string(plan.sockets.size()) +
+             (plan.sockets.size() == 1 ? " socket fits" : " sockets fit") + ")";
     return plan.placement;
   }
 

@@ -30,8 +30,9 @@ std::optional<LowerBound> CapacityLowerBound(const cel::Expr& root, const std::s
 std::optional<std::set<std::string>> AttributeValues(const cel::Expr& root, const std::string& domain,
                                                      const std::string& name);
 
-/// The values a top-level conjunct of `root` restricts the string attribute
-/// device.attributes[domain][name] to: `== 'lit'` (either side) or `in ['lit', ...]`, intersected
+/// The values a top-level conjunct of `root` restricts the attribute device.attributes[domain][name]
+/// to: `== 'lit'` (either side) or `in ['lit', ...]`, string literals, or int literals as their
+/// decimal text (`numaNode in [0, 8]`), intersected
 /// over the conjuncts; nullopt when no top-level conjunct restricts it. Presence guards
 /// (`'name' in device.attributes[domain] && ...`) are separate conjuncts and do not matter.
 /// `device.attributes[device.driver]` counts as `domain` only when `driver_domain` is true.

@@ -138,6 +138,8 @@ bool SelectorAligned(const Alternative& alt) {
     if (root && !root->empty()) return true;
     auto uuid = ConjunctRestriction(*ast->root, "gpu.nvidia.com", "uuid", true);
     if (uuid && !uuid->empty()) return true;
+    auto numa = ConjunctRestriction(*ast->root, "resource.kubernetes.io", "numaNode", false);
+    if (numa && !numa->empty()) return true;
   }
   return false;
 }

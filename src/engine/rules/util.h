@@ -150,8 +150,10 @@ bool PcieRootCovers(const ClaimRef& claim, const std::vector<const Alternative*>
 inline constexpr const char* kInterconnectAnnotation = "draguard.io/interconnect";
 
 /// True when a selector of `alt` has a top-level conjunct restricting
-/// resource.kubernetes.io/pcieRoot or gpu.nvidia.com/uuid to literal values (`== '..'` or
-/// `in [..]`): the alternative is placed on chosen PCIe roots / GPUs by its selectors.
+/// resource.kubernetes.io/pcieRoot, gpu.nvidia.com/uuid or resource.kubernetes.io/numaNode to
+/// literal values (`== ..` or `in [..]`): the alternative is placed on chosen PCIe roots, GPUs or
+/// NUMA nodes by its selectors (draguard's claims for Grace and POWER9 pick a socket's GPUs by
+/// their memory nodes and its CPUs by their node this way).
 bool SelectorAligned(const Alternative& alt);
 
 /// True when the claim (or the template's claim metadata) declares draguard.io/interconnect: nvlink.

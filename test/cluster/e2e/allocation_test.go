@@ -540,6 +540,21 @@ var gbInName = regexp.MustCompile(`(\d+)GB`)
 // product name states ("Tesla V100-SXM3-32GB-H": 32Gi), as the driver would publish the GPU's
 // memory; the test's stand-in for a figure the export lacks (logged).
 func fillMemoryFromProductName(t *testing.T, c *Cluster) {
+	fillGPUMemory(t, c, "the product name", func(d *resourcev1.Device) string {
+		name := d.Attributes["productName"].StringValue
+		if name == nil {
+			return ""
+		}
+		if m := gbInName.FindStringSubmatch(*name); m != nil {
+			return m[1] + "Gi"
+		}
+		return ""
+	})
+}
+
+// fillGPUMemory gives every published GPU without a capacity `memory` the size `size` names for it
+// ("" leaves it without), from `source` (logged).
+func fillGPUMemory(t *testing.T, c *Cluster, source string, size func(d *resourcev1.Device) string) {
 	ctx := context.Background()
 	slices, err := c.Kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -556,18 +571,14 @@ func fillMemoryFromProductName(t *testing.T, c *Cluster) {
 			if _, ok := d.Capacity["memory"]; ok {
 				continue
 			}
-			name := d.Attributes["productName"].StringValue
-			if name == nil {
-				continue
-			}
-			m := gbInName.FindStringSubmatch(*name)
-			if m == nil {
+			q := size(d)
+			if q == "" {
 				continue
 			}
 			if d.Capacity == nil {
 				d.Capacity = map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{}
 			}
-			d.Capacity["memory"] = resourcev1.DeviceCapacity{Value: resource.MustParse(m[1] + "Gi")}
+			d.Capacity["memory"] = resourcev1.DeviceCapacity{Value: resource.MustParse(q)}
 			changed++
 		}
 		if changed == 0 {
@@ -576,7 +587,7 @@ func fillMemoryFromProductName(t *testing.T, c *Cluster) {
 		if _, err := c.Kube.ResourceV1().ResourceSlices().Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("slice %s: capacity memory from the product name for %d GPUs the export gives no memory size", s.Name, changed)
+		t.Logf("slice %s: capacity memory from %s for %d GPUs the export gives no memory size", s.Name, source, changed)
 	}
 }
 

@@ -251,3 +251,94 @@ func TestCpusAllocatedWithTheirGpus(t *testing.T) {
 		})
 	}
 }
+
+// power9GPUMemory is an IBM POWER9 export whose GPUs' memory is a NUMA node of its own (CPU nodes 0
+// and 8, three V100 each, memory nodes 250-255): the layout of a Grace tray, where the GPU driver
+// publishes that memory node as the GPU's resource.kubernetes.io/numaNode and no CPU shares it.
+const power9GPUMemory = "hwloc-derived/ibm-power9-8335gtw_2s_6xV100_gpu-numa-nodes.xml"
+
+// TestCpusOnTheSocketOfGpusWithMemoryNodes: with mutation.cpu on a node whose GPUs' memory is a
+// NUMA node of its own, legacy Pods are converted into per-GPU and CPU requests with one
+// subrequest per socket, and kube-scheduler allocates every GPU and the CPUs on one socket: the
+// GPUs' CPU-local node (by the export) is the node of the CPUs. A first Pod that takes a whole
+// socket's GPUs leaves the second socket to the next Pod, which kube-scheduler then finds.
+func TestCpusOnTheSocketOfGpusWithMemoryNodes(t *testing.T) {
+	exports := []string{power9GPUMemory}
+	c := UpWithCPUs(t, "grouped", exports...)
+	// The derived export records no GPU memory size; the test publishes the 16 GiB of the AC922's
+	// V100 SXM2 16GB so that the memory floor of the converted claims can be read.
+	fillGPUMemory(t, c, "the AC922's V100 SXM2 16GB", func(*resourcev1.Device) string { return "16Gi" })
+	ctx := context.Background()
+	c.Install("--set", "policy.mutation.numaAlignment=numaNode", "--set", "policy.mutation.cpu.mode=grouped")
+	w := loadWorld(t, c, exports)
+	cpus := cpuNUMA(t, c)
+	ns := "sockets"
+	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	c.WaitServiceAccount(ns)
+	// place creates a legacy Pod of `gpus` GPUs and `cpus` CPUs and returns the CPU-local NUMA node
+	// of its GPUs, checking that the CPUs are there too.
+	place := func(name string, gpus, ncpu int) int {
+		out := c.Create(ctx, cpuPod(name, ns, gpus, ncpu, false), false)
+		if !out.Admitted() {
+			t.Fatalf("%s refused: %v", name, out.Err)
+		}
+		pod, bound := waitScheduled(t, c, ns, name)
+		if !bound {
+			t.Fatalf("%s: converted but unschedulable: %v", name, pod.Status.Conditions)
+		}
+		claim := allocation(t, c, pod)
+		tp := w.topo[pod.Spec.NodeName]
+		cpuNodes := map[int64]bool{}
+		var gpuResults []resourcev1.DeviceRequestAllocationResult
+		var allocated int64
+		for _, r := range claim.Status.Allocation.Devices.Results {
+			if r.Driver != "dra.cpu" {
+				gpuResults = append(gpuResults, r)
+				continue
+			}
+			cpuNodes[cpus[r.Pool][r.Device]] = true
+			if q, ok := r.ConsumedCapacity["dra.cpu/cpu"]; ok {
+				allocated += q.Value()
+			}
+		}
+		if allocated != int64(ncpu) || len(cpuNodes) != 1 {
+			t.Fatalf("%s: %d CPUs allocated on NUMA nodes %v, want %d on one", name, allocated, cpuNodes, ncpu)
+		}
+		socket := -1
+		var lines []string
+		for _, d := range w.resolve(t, gpuResults) {
+			if d.gpu < 0 {
+				continue
+			}
+			local := tp.GPUs[d.gpu].NUMANodes
+			lines = append(lines, fmt.Sprintf("%s=%s(CPU node %v)", d.request, d.name, local))
+			if len(local) != 1 || !cpuNodes[int64(local[0])] {
+				t.Errorf("%s: GPU %s (request %s) is local to NUMA nodes %v, its CPUs are on %v", name, d.name, d.request, local, cpuNodes)
+				continue
+			}
+			socket = local[0]
+		}
+		if len(lines) != gpus {
+			t.Errorf("%s: %d GPUs allocated, want %d", name, len(lines), gpus)
+		}
+		sort.Strings(lines)
+		t.Logf("%s -> %s: %s; %d CPUs on %v", name, pod.Spec.NodeName, strings.Join(lines, " "), allocated, cpuNodes)
+		return socket
+	}
+	one := place("one-gpu", 1, 8)
+	release(t, c, ns, "one-gpu")
+	first := place("socket-a", 3, 16)
+	second := place("socket-b", 2, 8)
+	if first < 0 || second < 0 || first == second {
+		t.Errorf("a socket's three GPUs taken, the next Pod's GPUs are on socket %d beside %d; want the other socket", second, first)
+	}
+	t.Logf("one GPU on socket %d; three GPUs on socket %d, then two on socket %d", one, first, second)
+	// Four GPUs fit no socket: refused with the reason.
+	if out := c.Create(ctx, cpuPod("four", ns, 4, 8, false), false); out.Admitted() {
+		t.Errorf("four GPUs with CPUs admitted, want refused")
+	} else if !strings.Contains(out.Err.Error(), "at most 3 of them on one socket") {
+		t.Errorf("four GPUs refused without the socket numbers: %v", out.Err)
+	}
+}

@@ -101,6 +101,17 @@ TEST(Dg005, SelectorRestrictedAndNvlinkAlignment) {
                                     "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('10Gi')) >= 0")),
        RuleStatus::kPass, {}, ""},
       {"uuid_list", Devices(gpus("device.attributes['gpu.nvidia.com'].uuid in ['GPU-1', 'GPU-2']")), RuleStatus::kPass, {}, ""},
+      // One socket of a Grace or POWER9 node: GPUs by their memory nodes, CPUs by their node (int literals).
+      {"numa_node_literals",
+       Devices(gpus("'numaNode' in device.attributes['resource.kubernetes.io'] && "
+                    "device.attributes['resource.kubernetes.io'].numaNode in [253, 254, 255]") +
+               R"(,{"name":"cpu","exactly":{"deviceClassName":"dra.cpu","count":8)" +
+               Sel("device.attributes['resource.kubernetes.io'].numaNode == 0") + "}}"),
+       RuleStatus::kPass, {}, ""},
+      {"numa_node_unrestricted_cpu",
+       Devices(gpus("device.attributes['resource.kubernetes.io'].numaNode in [253, 254, 255]") +
+               R"(,{"name":"cpu","exactly":{"deviceClassName":"dra.cpu","count":8}})"),
+       RuleStatus::kFail, {}, ""},
       {"nvlink_template_metadata", nvlink_template(gpus("", 8)), RuleStatus::kPass, {}, ""},
       {"nvlink_object_annotation",
        Template(R"({"devices":{"requests":[)" + gpus("", 8) + "]}}", "v1", nvlink_meta), RuleStatus::kPass, {}, ""},

@@ -372,11 +372,56 @@ TEST(ConvertPod, GpusWhoseMemoryIsANumaNodeAreNeverTiedByNumaNode) {
   auto numa = ConvertPod(PodWith({{"nvidia.com/gpu", 2}}), "ml", CpuPolicy("none"), topo.get());
   ASSERT_EQ(numa.outcome, PodConversion::Outcome::kConverted) << numa.reason;
   EXPECT_EQ(numa.templates[0].object["spec"]["spec"]["devices"], two.templates[0].object["spec"]["spec"]["devices"]);
-  // mutation.cpu cannot keep CPUs beside them, and says why.
-  auto cpus = ConvertPod(PodWith({{"nvidia.com/gpu", 1}, {"cpu", "8"}}), "ml", CpuPolicy("grouped"), topo.get());
-  ASSERT_EQ(cpus.outcome, PodConversion::Outcome::kRefused);
-  EXPECT_NE(cpus.reason.find("the GPUs' memory is a NUMA node of its own"), std::string::npos) << cpus.reason;
-  EXPECT_NE(cpus.reason.find("Fix: set mutation.cpu.mode: none"), std::string::npos) << cpus.reason;
+}
+
+// mutation.cpu on GPUs whose memory is a NUMA node of its own (POWER9 here: CPU nodes 0 and 8, three
+// GPUs each, memory nodes 250-255; Grace alike): each GPU its own request, the CPUs one, each with a
+// subrequest per socket selecting its devices by numaNode, and numaNode constraints over the
+// subrequests of two sockets, which fail when two sockets are chosen together.
+TEST(ConvertPod, CpusOnTheSocketOfGpusWhoseMemoryIsANumaNode) {
+  auto topo = testing::Topo(testing::kPower9GpuMemory);
+  auto c = ConvertPod(PodWith({{"nvidia.com/gpu", 2}, {"cpu", "8"}}), "ml", CpuPolicy("grouped"), topo.get());
+  ASSERT_EQ(c.outcome, PodConversion::Outcome::kConverted) << c.reason;
+  const Json& d = c.templates[0].object["spec"]["spec"]["devices"];
+  ASSERT_EQ(d["requests"].size(), 3u) << d.dump();
+  const std::string in0 = "'numaNode' in device.attributes['resource.kubernetes.io'] && "
+                          "device.attributes['resource.kubernetes.io'].numaNode in [";
+  for (int i = 0; i < 2; ++i) {
+    const Json& r = d["requests"][i];
+    EXPECT_EQ(r["name"], "gpu-" + std::to_string(i));
+    ASSERT_EQ(r["firstAvailable"].size(), 2u) << r.dump();
+    EXPECT_EQ(r["firstAvailable"][0]["name"], "numa-1");
+    EXPECT_EQ(r["firstAvailable"][0]["count"], 1);
+    EXPECT_EQ(r["firstAvailable"][0]["selectors"].back()["cel"]["expression"], in0 + "253, 254, 255]");
+    EXPECT_EQ(r["firstAvailable"][1]["selectors"].back()["cel"]["expression"], in0 + "250, 251, 252]");
+  }
+  const Json& cpu = d["requests"][2];
+  EXPECT_EQ(cpu["name"], "cpu");
+  EXPECT_EQ(cpu["firstAvailable"][0]["selectors"][0]["cel"]["expression"], in0 + "0]");
+  EXPECT_EQ(cpu["firstAvailable"][1]["selectors"][0]["cel"]["expression"], in0 + "8]");
+  EXPECT_EQ(cpu["firstAvailable"][1]["capacity"]["requests"]["dra.cpu/cpu"], "8");
+  // 2 sockets, 2 GPUs: per ordered pair of sockets, one per GPU with the CPUs and one per GPU pair.
+  ASSERT_EQ(d["constraints"].size(), 6u) << d["constraints"].dump();
+  EXPECT_EQ(d["constraints"][0], Json::parse(R"({"requests":["gpu-0/numa-1","cpu/numa-2"],"matchAttribute":"resource.kubernetes.io/numaNode"})"));
+  EXPECT_EQ(d["constraints"][2], Json::parse(R"({"requests":["gpu-0/numa-1","gpu-1/numa-2"],"matchAttribute":"resource.kubernetes.io/numaNode"})"));
+  EXPECT_EQ(d["constraints"][5], Json::parse(R"({"requests":["gpu-0/numa-2","gpu-1/numa-1"],"matchAttribute":"resource.kubernetes.io/numaNode"})"));
+  // The container lists every request (DG016 sees "cpu") and asks the kubelet for those CPUs.
+  const Json& res = c.pod["spec"]["containers"][0]["resources"];
+  EXPECT_EQ(res["claims"].size(), 3u) << res.dump();
+  EXPECT_EQ(res["limits"]["cpu"], "8");
+  // Four GPUs do not fit one socket (three each), and the message says so.
+  auto four = ConvertPod(PodWith({{"nvidia.com/gpu", 4}, {"cpu", "8"}}), "ml", CpuPolicy("grouped"), topo.get());
+  ASSERT_EQ(four.outcome, PodConversion::Outcome::kRefused);
+  EXPECT_NE(four.reason.find("CPUs on their socket (mutation.cpu; the GPUs' memory is a NUMA node of its own, Grace and "
+                             "POWER9): at most 3 of them on one socket"),
+            std::string::npos)
+      << four.reason;
+  // Individual CPUs: a count per socket.
+  auto ind = ConvertPod(PodWith({{"nvidia.com/gpu", 1}, {"cpu", "4"}}), "ml", CpuPolicy("individual"), topo.get());
+  ASSERT_EQ(ind.outcome, PodConversion::Outcome::kConverted) << ind.reason;
+  const Json& di = ind.templates[0].object["spec"]["spec"]["devices"];
+  EXPECT_EQ(di["requests"][1]["firstAvailable"][0]["count"], 4) << di.dump();
+  EXPECT_EQ(di["constraints"].size(), 2u);
 }
 
 // GPUs that need several NUMA nodes on an NVLink-complete shape: equal parts, each GPU part with
