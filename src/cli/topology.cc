@@ -31,8 +31,10 @@ constexpr const char* kUsage =
     "                        the driver's default), individual (one per CPU) or none (default)\n"
     "  --nic-numa-attribute  what dranet publishes as NUMA node: driver (dra.net/numaNode; v1.4.0, default)\n"
     "                        or standard (also resource.kubernetes.io/numaNode; its main branch after v1.4.0)\n"
-    "usage: draguard topology draw -f FILE|DIR [-o FILE.svg|DIR] [--node NAME]\n"
-    "  one SVG per node: to stdout (one node), to FILE.svg (one node), or DIR/<node>.svg\n";
+    "usage: draguard topology draw -f FILE|DIR [-o FILE.svg|DIR] [--node NAME] [--racks]\n"
+    "  one SVG per node: to stdout (one node), to FILE.svg (one node), or DIR/<node>.svg, and with\n"
+    "  DIR, when some node is in an NVLink clique, DIR/_nvlink-cliques.svg: the nodes by clique\n"
+    "  --racks               only that rack view of all nodes: to stdout, FILE.svg or DIR\n";
 
 // The flags `topology show` and `topology slices` share (-f, -o, --node, -h), and `switch_flag`
 // (empty: none), a flag without a value. Returns -1 to go on, else the exit code to return.
@@ -266,7 +268,7 @@ int Slices(const std::vector<std::string>& all_args, std::ostream& out, std::ost
 
 int TopologyDraw(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   FileFlags f;
-  if (const int rc = ParseFileFlags(args, "topology draw", "", f, out, err); rc >= 0) return rc;
+  if (const int rc = ParseFileFlags(args, "topology draw", "--racks", f, out, err); rc >= 0) return rc;
   if (f.path.empty()) {
     err << "topology draw: -f FILE|DIR is required\n" << kUsage;
     return kExitUsage;
@@ -283,6 +285,23 @@ int TopologyDraw(const std::vector<std::string>& args, std::ostream& out, std::o
     return kExitRuntime;
   }
   const bool to_file = f.output.size() > 4 && f.output.ends_with(".svg");
+  // The rack view: every node by NVLink clique, alone (--racks) or beside the nodes' pictures.
+  constexpr const char* kRacksName = "_nvlink-cliques";
+  const bool cliques = std::any_of(nodes.begin(), nodes.end(), [](const auto* n) { return !n->nvlink_clique.empty(); });
+  if (f.switch_set) {
+    const std::string svg = topology::DrawRacksSvg(nodes);
+    if (f.output.empty()) {
+      out << svg;
+      return kExitOk;
+    }
+    Status st = to_file ? WriteFileAtomic(f.output, svg, 0644) : WriteSvgFile(f.output, kRacksName, svg).status();
+    if (!st.ok()) {
+      err << "topology draw: " << st.message() << "\n";
+      return kExitRuntime;
+    }
+    if (!to_file) out << (std::filesystem::path(f.output) / (std::string(kRacksName) + ".svg")).string() << "\n";
+    return kExitOk;
+  }
   if (f.output.empty() || to_file) {
     if (nodes.size() > 1) {
       err << "topology draw: " << nodes.size() << " nodes in " << f.path
@@ -304,6 +323,14 @@ int TopologyDraw(const std::vector<std::string>& args, std::ostream& out, std::o
     auto written = WriteSvgFile(f.output, n->name, topology::DrawSvg(*n));
     if (!written.ok()) {
       err << "topology draw: node \"" << n->name << "\": " << written.status().message() << "\n";
+      return kExitRuntime;
+    }
+    out << *written << "\n";
+  }
+  if (cliques && nodes.size() > 1) {
+    auto written = WriteSvgFile(f.output, kRacksName, topology::DrawRacksSvg(nodes));
+    if (!written.ok()) {
+      err << "topology draw: " << written.status().message() << "\n";
       return kExitRuntime;
     }
     out << *written << "\n";

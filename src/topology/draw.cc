@@ -548,4 +548,66 @@ std::string DrawSvg(const NodeTopology& node, const DrawMarks& marks) {
   return out;
 }
 
+std::string DrawRacksSvg(const std::vector<const NodeTopology*>& nodes) {
+  std::map<std::string, std::vector<const NodeTopology*>> racks;  // "" = no clique, drawn last
+  for (const NodeTopology* n : nodes) {
+    if (n != nullptr) racks[n->nvlink_clique].push_back(n);
+  }
+  Box floor;
+  floor.cls = "racks";
+  floor.lines.push_back("NVLink cliques");
+  floor.max_width = kMachineWidth;
+  std::size_t cliques = 0;
+  auto column = [&](const std::string& clique, std::vector<const NodeTopology*>& members) {
+    std::sort(members.begin(), members.end(), [](const auto* a, const auto* b) { return a->name < b->name; });
+    Box rack;
+    rack.cls = clique.empty() ? "no-clique" : "rack";
+    rack.fill = clique.empty() ? "#f7f7f7" : "#eef3fb";
+    rack.dashed = clique.empty();
+    std::size_t gpus = 0;
+    for (const auto* n : members) gpus += n->shape->gpus.size();
+    rack.lines.push_back(clique.empty() ? "no NVLink clique" : "clique " + clique);
+    rack.lines.push_back(std::to_string(members.size()) + (members.size() == 1 ? " node · " : " nodes · ") +
+                         std::to_string(gpus) + " GPUs");
+    if (!clique.empty()) rack.data = " data-clique=\"" + Escaped(clique) + "\"";
+    for (std::size_t i = 0; i < members.size() && i < kMaxRackNodes; ++i) {
+      const NodeTopology& n = *members[i];
+      Box tray;
+      tray.cls = "tray";
+      tray.fill = "#ffffff";
+      tray.data = " data-node=\"" + Escaped(n.name) + "\"";
+      tray.lines.push_back(Truncated(n.name, 40));
+      std::string model = n.shape->gpus.empty() ? "" : n.shape->gpus.front().model;
+      tray.lines.push_back(std::to_string(n.shape->gpus.size()) + " GPUs" +
+                           (model.empty() ? "" : " · " + Truncated(model, kModelChars)));
+      tray.lines.push_back("shape " + n.shape->fingerprint);
+      tray.tooltip = n.name + (clique.empty() ? "" : " in clique " + clique);
+      rack.children.push_back(std::move(tray));
+    }
+    if (members.size() > kMaxRackNodes) {
+      rack.lines.push_back("(" + std::to_string(members.size() - kMaxRackNodes) + " more nodes not drawn)");
+    }
+    floor.children.push_back(std::move(rack));
+  };
+  for (auto& [clique, members] : racks) {
+    if (clique.empty()) continue;
+    ++cliques;
+    column(clique, members);
+  }
+  if (auto it = racks.find(""); it != racks.end()) column("", it->second);
+  floor.lines.push_back(std::to_string(cliques) + (cliques == 1 ? " clique · " : " cliques · ") +
+                        std::to_string(nodes.size()) + " nodes");
+  Measure(floor);
+  Place(floor, kPad, kPad);
+  const int width = floor.x + floor.w + kPad, height = floor.y + floor.h + kPad;
+  std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  out += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(width) + "\" height=\"" +
+         std::to_string(height) + "\" viewBox=\"0 0 " + std::to_string(width) + " " + std::to_string(height) +
+         "\" font-family=\"DejaVu Sans Mono, monospace\" font-size=\"12\">\n<title>NVLink cliques</title>\n"
+         "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
+  Emit(floor, out);
+  out += "</svg>\n";
+  return out;
+}
+
 }  // namespace draguard::topology

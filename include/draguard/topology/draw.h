@@ -40,4 +40,13 @@ struct DrawMarks {
 /// The SVG document (UTF-8, ending with a newline) of `node`'s topology with `marks` on it.
 std::string DrawSvg(const NodeTopology& node, const DrawMarks& marks = {});
 
+/// At most this many nodes are drawn per clique in a rack view; the rest are counted.
+inline constexpr std::size_t kMaxRackNodes = 72;
+
+/// The rack view of `nodes` (any order) as an SVG document: one column per NVLink clique
+/// (NodeTopology::nvlink_clique: the trays of one GB200/GB300 NVL72 rack share one), headed by the
+/// clique and its node and GPU counts, holding a box per node (name, GPUs and their model, shape)
+/// in name order; nodes without a clique in a last column. Columns are ordered by clique. Pure.
+std::string DrawRacksSvg(const std::vector<const NodeTopology*>& nodes);
+
 }  // namespace draguard::topology

@@ -392,6 +392,45 @@ TEST(TopologyDrawCliTest, OutputsAndErrors) {
   std::ifstream d(dir / "out" / "tioga-1.svg");
   EXPECT_EQ(std::string((std::istreambuf_iterator<char>(d)), std::istreambuf_iterator<char>()), tioga);
 
+  // Nodes in NVLink cliques (as the exporter records NVML's fabric info): beside the nodes'
+  // pictures, the rack view; --racks draws only it.
+  {
+    std::ifstream in(kDgx2);
+    std::string xml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto with_clique = [&](const std::string& clique) {
+      std::string out = xml;
+      const std::string backend = "<info name=\"Backend\" value=\"NVML\"/>";
+      for (std::size_t at = 0; (at = out.find(backend, at)) != std::string::npos; at += backend.size()) {
+        out.insert(at + backend.size(), "<info name=\"NVIDIAGPUClique\" value=\"" + clique + "\"/>");
+      }
+      return out;
+    };
+    fs::create_directories(dir / "racks");
+    const std::string uuid = "0c6e5a52-4f7b-4e0a-9d43-3f1b7f2a9c10";
+    std::ofstream(dir / "racks" / "tray-b.xml") << with_clique(uuid + ".2");
+    std::ofstream(dir / "racks" / "tray-a.xml") << with_clique(uuid + ".1");
+    std::ofstream(dir / "racks" / "tray-c.xml") << with_clique(uuid + ".1");
+    fs::copy_file(kTioga, dir / "racks" / "tioga-1.xml");
+    CliRun racks = Cli({"draw", "-f", (dir / "racks").string(), "-o", (dir / "racks-out").string()});
+    ASSERT_EQ(racks.code, 0) << racks.err;
+    EXPECT_NE(racks.out.find((dir / "racks-out" / "tray-a.svg").string() + "\n"), std::string::npos);
+    EXPECT_TRUE(racks.out.ends_with((dir / "racks-out" / "_nvlink-cliques.svg").string() + "\n")) << racks.out;
+    CliRun only = Cli({"draw", "-f", (dir / "racks").string(), "--racks"});
+    ASSERT_EQ(only.code, 0) << only.err;
+    const std::size_t c1 = only.out.find("clique " + uuid + ".1"), c2 = only.out.find("clique " + uuid + ".2");
+    ASSERT_NE(c1, std::string::npos) << only.out;
+    ASSERT_NE(c2, std::string::npos);
+    EXPECT_LT(c1, c2);
+    EXPECT_LT(only.out.find("tray-a"), only.out.find("tray-c"));
+    EXPECT_NE(only.out.find("2 nodes · 32 GPUs"), std::string::npos);
+    EXPECT_NE(only.out.find("no NVLink clique"), std::string::npos);  // tioga-1
+    EXPECT_GT(only.out.find("tioga-1"), c2);
+    std::ifstream r(dir / "racks-out" / "_nvlink-cliques.svg");
+    EXPECT_EQ(std::string((std::istreambuf_iterator<char>(r)), std::istreambuf_iterator<char>()), only.out);
+    // Without any clique no rack view is written.
+    EXPECT_EQ(all.out.find("_nvlink-cliques"), std::string::npos);
+  }
+
   // A file where the output directory should be: the write error names it.
   { std::ofstream(dir / "blocked") << "x"; }
   CliRun blocked = Cli({"draw", "-f", (dir / "in").string(), "-o", (dir / "blocked").string()});

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -368,6 +369,49 @@ TEST(DrawTest, MarksColourRequestsAndOutlineTheMiss) {
   EXPECT_EQ(joined, "refused: " + refused.miss);
   const int width = std::stoi(wrapped.Strings("/*[local-name()='svg']/@width").front());
   EXPECT_LT(width, 1000);
+}
+
+// The rack view: a column per NVLink clique in clique order (nodes by name), nodes without one
+// last; well-formed with hostile names; columns of more than kMaxRackNodes nodes say how many
+// more there are.
+TEST(DrawRacksSvg, OneColumnPerClique) {
+  auto shape = std::make_shared<Shape>();
+  shape->gpus.resize(4);
+  shape->gpus[0].model = "NVIDIA GB200";
+  FinalizeShape(*shape);
+  std::vector<std::shared_ptr<NodeTopology>> owned;
+  auto node = [&](const std::string& name, const std::string& clique) {
+    auto n = std::make_shared<NodeTopology>();
+    n->name = name;
+    n->nvlink_clique = clique;
+    n->shape = shape;
+    owned.push_back(n);
+    return n.get();
+  };
+  const std::string a = "0c6e5a52-4f7b-4e0a-9d43-3f1b7f2a9c10.1", b = "0c6e5a52-4f7b-4e0a-9d43-3f1b7f2a9c10.2";
+  std::vector<const NodeTopology*> nodes = {node("rack2-tray1", b), node("cpu-only", ""), node("rack1-tray2", a),
+                                            node("rack1-tray1", a), node("<evil>&\x01", b)};
+  const std::string text = DrawRacksSvg(nodes);
+  Svg svg(text);
+  ASSERT_TRUE(svg.ok()) << text;
+  EXPECT_EQ(svg.Strings("//*[local-name()='g'][@class='rack']/@data-clique"), (std::vector<std::string>{a, b}));
+  EXPECT_EQ(svg.Strings("//*[local-name()='g'][@class='rack'][1]/*[local-name()='g'][@class='tray']/@data-node"),
+            (std::vector<std::string>{"rack1-tray1", "rack1-tray2"}));
+  EXPECT_EQ(svg.Strings("//*[local-name()='g'][@class='no-clique']/*[local-name()='g']/@data-node"),
+            (std::vector<std::string>{"cpu-only"}));
+  EXPECT_NE(text.find("2 nodes · 8 GPUs"), std::string::npos);
+  EXPECT_NE(text.find("4 GPUs · NVIDIA GB200"), std::string::npos);
+  EXPECT_NE(text.find("2 cliques · 5 nodes"), std::string::npos);
+  EXPECT_EQ(DrawRacksSvg(nodes), text);  // deterministic
+  std::reverse(nodes.begin(), nodes.end());
+  EXPECT_EQ(DrawRacksSvg(nodes), text);  // whatever the order given
+
+  std::vector<const NodeTopology*> many;
+  for (std::size_t i = 0; i < kMaxRackNodes + 3; ++i) many.push_back(node("n" + std::to_string(1000 + i), a));
+  const std::string big = DrawRacksSvg(many);
+  EXPECT_TRUE(Svg(big).ok());
+  EXPECT_NE(big.find("(3 more nodes not drawn)"), std::string::npos);
+  EXPECT_TRUE(Svg(DrawRacksSvg({})).ok());
 }
 
 }  // namespace
