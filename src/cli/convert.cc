@@ -109,6 +109,7 @@ int Convert(const std::vector<std::string>& args, std::istream& in, std::ostream
   std::set<std::string> drawn;
   std::vector<json> objects;
   std::vector<json> templates;
+  std::vector<json> domains;  // ComputeDomains of multi-node jobs' Pods (mutation.computeDomains)
   std::set<std::pair<std::string, std::string>> seen;  // (namespace, name)
   int converted = 0, refused = 0;
   for (auto& doc : docs) {
@@ -140,14 +141,21 @@ int Convert(const std::vector<std::string>& args, std::istream& in, std::ostream
       std::string ns = tmpl.contains("metadata") ? tmpl["metadata"].value("namespace", "") : "";
       if (seen.emplace(ns, t.name).second) templates.push_back(std::move(t.object));
     }
+    for (auto& cd : c.compute_domains) {
+      const std::string ns = cd.object["metadata"].value("namespace", "");
+      if (seen.emplace(ns, cd.name).second) domains.push_back(std::move(cd.object));
+    }
   }
 
   const std::size_t template_count = templates.size();
+  const std::size_t domain_count = domains.size();
   for (auto& t : templates) objects.push_back(std::move(t));
+  for (auto& d : domains) objects.push_back(std::move(d));
   PrintObjects(out, format, std::move(objects));
   err << "draguard convert: " << converted << " converted, " << refused << " not convertible, "
       << (docs.size() - converted - refused) << " unchanged; " << template_count
-      << " ResourceClaimTemplate(s)\n";
+      << " ResourceClaimTemplate(s)" << (domain_count > 0 ? ", " + std::to_string(domain_count) + " ComputeDomain(s)" : "")
+      << "\n";
   return refused > 0 ? kConvertIncomplete : kConvertOk;
 }
 

@@ -101,7 +101,8 @@ review flags:
 convert: reads Pods, workloads (Deployment, Job, ...) and custom resources of the policy from a
 multi-document YAML or JSON file (a kind: List is expanded into its items) and converts every pod
 spec as /mutate would at CREATE. stdout: every document in input order (converted when it changed),
-then the ResourceClaimTemplates they reference. Warnings, errors and a summary go to stderr.
+then the ResourceClaimTemplates (and, under mutation.computeDomains, the ComputeDomains) they
+reference. Warnings, errors and a summary go to stderr.
   --config FILE              policy file (default: the bundled policy)
   --topology-dir DIR|FILE    hwloc XML exports, a directory or one file (default: none, so
                              multi-GPU Pods are refused; bundled:examples = the demo machines)

@@ -121,6 +121,18 @@ bool IsComputeDomainChannelClass(std::string_view device_class) {
   return device_class == "compute-domain-default-channel.nvidia.com" || device_class == "compute-domain-channel.nvidia.com";
 }
 
+bool IsGeneratedChannelTemplateName(std::string_view name) {
+  constexpr std::string_view kPrefix = "draguard-cd-", kSuffix = "-channel";
+  if (name.size() != kPrefix.size() + 20 + kSuffix.size() || name.substr(0, kPrefix.size()) != kPrefix ||
+      name.substr(name.size() - kSuffix.size()) != kSuffix) {
+    return false;
+  }
+  for (char c : name.substr(kPrefix.size(), 20)) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
 std::string NvlinkJob::Key() const { return kind + "/" + name + (unit.empty() ? "" : "/" + unit); }
 
 std::string NvlinkJob::Describe() const {

@@ -463,6 +463,13 @@ PodConversion ConvertPod(const admission::Json& pod, std::string_view namespace_
   } else if (std::string why = ConvertEntries(pod, *profile, covered, namespace_name, policy, topology, out);
              !why.empty()) {
     return Refused(PodConversion::Refusal::kNotPlaceable, std::move(why));
+  } else {
+    std::vector<std::string> gpu_containers;
+    for (const auto& pointers : covered) gpu_containers.insert(gpu_containers.end(), pointers.begin(), pointers.end());
+    if (std::string why = internal::AddComputeDomain(pod, namespace_name, gpu_containers, policy, topology, &out);
+        !why.empty()) {
+      return Refused(PodConversion::Refusal::kNotPlaceable, std::move(why));
+    }
   }
   out.patch = Json::diff(pod, out.pod);
   out.outcome = out.patch.empty() ? PodConversion::Outcome::kUnchanged : PodConversion::Outcome::kConverted;
@@ -501,6 +508,9 @@ ObjectConversion ConvertObject(const admission::Json& object, std::string_view n
     }
     for (auto& t : c.templates) {
       if (names.insert(t.name).second) out.templates.push_back(std::move(t));
+    }
+    for (auto& cd : c.compute_domains) {
+      if (names.insert(cd.name).second) out.compute_domains.push_back(std::move(cd));
     }
   }
   // Container-like objects of custom resources (KServe's predictor.model, TrainJob's trainer, ...).

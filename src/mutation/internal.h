@@ -65,6 +65,17 @@ struct CpuTie {
 /// ties them to GPUs.
 std::vector<CpuTie> CpuTies(const admission::Json& claim, const policy::Policy& policy);
 
+/// mutation.computeDomains on a Pod that ConvertPod converted (`out->pod`, its GPU claims
+/// written; `original` as it came): when the Pod belongs to a multi-node job unit
+/// (dra::PodNvlinkJob) and the policy's mode applies on `topology`, labels the Pod with its unit
+/// (kNvlinkUnitLabel), adds the required podAffinity on nvidia.com/gpu.clique over that label,
+/// and, unless the Pod holds claims of its own, the claim kChannelClaimName of the unit's
+/// ComputeDomain in the Pod and its GPU containers (`gpu_containers`: JSON Pointers), with the
+/// ComputeDomain in out->compute_domains. Returns why the Pod must be refused ("" when not).
+std::string AddComputeDomain(const admission::Json& original, std::string_view namespace_name,
+                             const std::vector<std::string>& gpu_containers, const policy::Policy& policy,
+                             const topology::Snapshot* topology, PodConversion* out);
+
 /// Lower-case hex of the first `bytes` bytes of SHA-256(`data`).
 std::string Sha256Hex(std::string_view data, std::size_t bytes);
 

@@ -303,7 +303,7 @@ Status ParseMutation(const Parser& p, const YAML::Node& n, MutationConfig* m) {
   DRAGUARD_RETURN_IF_ERROR(p.ExpectMap(n, "mutation"));
   DRAGUARD_RETURN_IF_ERROR(p.CheckKeys(n, "mutation",
                                        {"enabled", "templates", "defaultMemory", "shared", "mps", "nic",
-                                        "unaligned", "interconnect", "numaAlignment", "cpu", "kueue", "hostnameAffinityLimit",
+                                        "unaligned", "interconnect", "numaAlignment", "cpu", "kueue", "computeDomains", "hostnameAffinityLimit",
                                         "apiTimeoutMs", "catalogue"}));
   if (auto e = n["enabled"]) DRAGUARD_RETURN_IF_ERROR(p.Bool(e, "mutation.enabled", &m->enabled));
   if (auto t = n["templates"]) {
@@ -385,6 +385,16 @@ Status ParseMutation(const Parser& p, const YAML::Node& n, MutationConfig* m) {
     }
   }
   if (auto v = n["kueue"]) DRAGUARD_RETURN_IF_ERROR(p.Bool(v, "mutation.kueue", &m->kueue));
+  if (auto v = n["computeDomains"]) {
+    DRAGUARD_RETURN_IF_ERROR(p.Enum<ComputeDomainMode>(
+        v, "mutation.computeDomains",
+        {{"off", ComputeDomainMode::kOff}, {"auto", ComputeDomainMode::kAuto}, {"required", ComputeDomainMode::kRequired}},
+        &m->compute_domains));
+    if (m->compute_domains != ComputeDomainMode::kOff && m->templates != TemplateMode::kCreate) {
+      return p.Error(v, "mutation.computeDomains",
+                     "needs mutation.templates: create (draguard creates each job's ComputeDomain through the API)");
+    }
+  }
   if (auto v = n["hostnameAffinityLimit"]) {
     int64_t limit = 0;
     DRAGUARD_RETURN_IF_ERROR(p.Int(v, "mutation.hostnameAffinityLimit", 0, 1000, &limit));

@@ -46,14 +46,14 @@ std::string ReasonOf(const kube::ApiError& e) {
   return e.code == 0 ? "Transport" : std::to_string(e.code);
 }
 
-Status ErrorStatus(const char* verb, const std::string& key, const kube::ApiError& e,
+Status ErrorStatus(const char* verb, const std::string& kind, const std::string& key, const kube::ApiError& e,
                    milliseconds deadline) {
   if (e.code == 0 && e.reason == "Timeout") {
-    return Status::Unavailable(std::string(verb) + " ResourceClaimTemplate " + key + ": timeout after " +
+    return Status::Unavailable(std::string(verb) + " " + kind + " " + key + ": timeout after " +
                                std::to_string(deadline.count()) + "ms");
   }
   Status s = e.ToStatus();
-  return Status(s.code(), std::string(verb) + " ResourceClaimTemplate " + key + ": " + s.message());
+  return Status(s.code(), std::string(verb) + " " + kind + " " + key + ": " + s.message());
 }
 
 // The first pause after a transient error; doubled after each retry, at most kMaxPause.
@@ -165,8 +165,23 @@ ProvisionerCounters KubeTemplateProvisioner::Counters() const {
 
 Status KubeTemplateProvisioner::Ensure(std::string_view namespace_name, const mutation::GeneratedTemplate& tmpl,
                                        milliseconds deadline) {
-  const std::string key = Key(namespace_name, tmpl.name);
-  if (tmpl.name.empty()) return Status::InvalidArgument("ResourceClaimTemplate without a name");
+  return EnsureObject({"ResourceClaimTemplate",
+                       "/apis/resource.k8s.io/v1/namespaces/" + kube::PathEscape(namespace_name) + "/resourceclaimtemplates",
+                       tmpl.name, &tmpl.object, Key(namespace_name, tmpl.name)},
+                      Key(namespace_name, tmpl.name), deadline);
+}
+
+Status KubeTemplateProvisioner::EnsureComputeDomain(std::string_view namespace_name,
+                                                    const mutation::GeneratedComputeDomain& cd, milliseconds deadline) {
+  return EnsureObject({"ComputeDomain",
+                       "/apis/resource.nvidia.com/v1beta1/namespaces/" + kube::PathEscape(namespace_name) +
+                           "/computedomains",
+                       cd.name, &cd.object, Key(namespace_name, cd.name)},
+                      "ComputeDomain/" + Key(namespace_name, cd.name), deadline);
+}
+
+Status KubeTemplateProvisioner::EnsureObject(const Target& target, const std::string& key, milliseconds deadline) {
+  if (target.name.empty()) return Status::InvalidArgument(target.kind + " without a name");
   const auto start = steady_clock::now();
   std::shared_ptr<Flight> flight;
   bool leader = false;
@@ -192,14 +207,14 @@ Status KubeTemplateProvisioner::Ensure(std::string_view namespace_name, const mu
     if (!flight->cv.wait_until(l, start + deadline, [&] { return flight->done; })) {
       std::lock_guard<std::mutex> lock(mu_);
       CountError("Timeout");
-      return Status::Unavailable("creating ResourceClaimTemplate " + key + ": timeout after " +
+      return Status::Unavailable("creating " + target.kind + " " + target.where + ": timeout after " +
                                  std::to_string(deadline.count()) + "ms (waiting for a concurrent request)");
     }
     return flight->result;
   }
 
   std::string outcome, reason;
-  Status result = Exchange(namespace_name, tmpl, deadline, &outcome, &reason);
+  Status result = Exchange(target, key, deadline, &outcome, &reason);
   const double seconds = std::chrono::duration<double>(steady_clock::now() - start).count();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -225,15 +240,44 @@ Status KubeTemplateProvisioner::Ensure(std::string_view namespace_name, const mu
   return result;
 }
 
-Status KubeTemplateProvisioner::Exchange(std::string_view ns, const mutation::GeneratedTemplate& tmpl,
-                                         milliseconds deadline, std::string* outcome, std::string* error_reason) {
-  const std::string key = Key(ns, tmpl.name);
+Status KubeTemplateProvisioner::Exchange(const Target& target, const std::string& key, milliseconds deadline,
+                                         std::string* outcome, std::string* error_reason) {
+  const Json& object = *target.object;
   const auto start = steady_clock::now();
   auto remaining = [&]() -> milliseconds {
     auto left = std::chrono::duration_cast<milliseconds>(start + deadline - steady_clock::now());
     return std::max(left, milliseconds(1));
   };
-  const std::string body = tmpl.object.dump();
+  const std::string body = object.dump();
+  // POST to the collection: 201 created, 409 AlreadyExists; GET the object itself.
+  auto create = [&]() {
+    kube::ApiCall call("POST", target.collection, body);
+    call.deadline = remaining();
+    kube::ApiResult r = client_.Call(call);
+    kube::CreateResult c;
+    if (r.status == 201 || r.status == 200) {
+      c.outcome = kube::CreateResult::Outcome::kCreated;
+    } else if (r.status == 409 && r.error.reason == "AlreadyExists") {
+      c.outcome = kube::CreateResult::Outcome::kAlreadyExists;
+    } else {
+      c.error = r.error;
+    }
+    return c;
+  };
+  auto get = [&]() {
+    kube::ApiCall call("GET", target.collection + "/" + kube::PathEscape(target.name));
+    call.deadline = remaining();
+    kube::ApiResult r = client_.Call(call);
+    kube::GetResult g;
+    if (r.status == 200) {
+      g.outcome = kube::GetResult::Outcome::kFound;
+      g.object_json = std::move(r.body);
+    } else {
+      g.outcome = r.status == 404 ? kube::GetResult::Outcome::kNotFound : kube::GetResult::Outcome::kError;
+      g.error = r.error;
+    }
+    return g;
+  };
   // After a transient error: pause and return true while the deadline leaves room for another try.
   milliseconds pause = kFirstPause;
   bool outage = false;  // an API call of this exchange got no answer at all
@@ -247,40 +291,36 @@ Status KubeTemplateProvisioner::Exchange(std::string_view ns, const mutation::Ge
     return true;
   };
   for (int attempt = 0; attempt < 2; ++attempt) {
-    kube::CreateResult created = client_.CreateResourceClaimTemplate(ns, body, remaining());
-    while (created.outcome == kube::CreateResult::Outcome::kError && retry(created.error)) {
-      created = client_.CreateResourceClaimTemplate(ns, body, remaining());
-    }
+    kube::CreateResult created = create();
+    while (created.outcome == kube::CreateResult::Outcome::kError && retry(created.error)) created = create();
     if (created.outcome == kube::CreateResult::Outcome::kCreated) {
       *outcome = "created";
       return Status::Ok();
     }
     if (created.outcome == kube::CreateResult::Outcome::kError) {
       *error_reason = ReasonOf(created.error);
-      return ErrorStatus("creating", key, created.error, deadline);
+      return ErrorStatus("creating", target.kind, target.where, created.error, deadline);
     }
     // 409: someone (another replica, or someone else) holds the name. Compare.
-    kube::GetResult got = client_.GetResourceClaimTemplate(ns, tmpl.name, remaining());
-    while (got.outcome == kube::GetResult::Outcome::kError && retry(got.error)) {
-      got = client_.GetResourceClaimTemplate(ns, tmpl.name, remaining());
-    }
+    kube::GetResult got = get();
+    while (got.outcome == kube::GetResult::Outcome::kError && retry(got.error)) got = get();
     if (got.outcome == kube::GetResult::Outcome::kNotFound) continue;  // deleted in between: POST again
     if (got.outcome == kube::GetResult::Outcome::kError) {
       *error_reason = ReasonOf(got.error);
-      return ErrorStatus("reading existing", key, got.error, deadline);
+      return ErrorStatus("reading existing", target.kind, target.where, got.error, deadline);
     }
     Json theirs = Json::parse(got.object_json, nullptr, false);
     if (theirs.is_discarded() || !theirs.is_object()) {
       *error_reason = "BadResponse";
-      return Status::Internal("reading existing ResourceClaimTemplate " + key + ": the answer is not a JSON object");
+      return Status::Internal("reading existing " + target.kind + " " + target.where + ": the answer is not a JSON object");
     }
     static const Json kNull;
-    const Json& our_spec = tmpl.object.contains("spec") ? tmpl.object["spec"] : kNull;
+    const Json& our_spec = object.contains("spec") ? object["spec"] : kNull;
     const Json& their_spec = theirs.contains("spec") ? theirs["spec"] : kNull;
     bool same = SpecMatches(our_spec, their_spec);
     const std::string label(kManagedByLabel);
     const Json* our_label = nullptr;
-    if (auto m = tmpl.object.find("metadata"); m != tmpl.object.end() && m->is_object()) {
+    if (auto m = object.find("metadata"); m != object.end() && m->is_object()) {
       if (auto l = m->find("labels"); l != m->end() && l->is_object()) {
         if (auto v = l->find(label); v != l->end()) our_label = &*v;
       }
@@ -296,14 +336,14 @@ Status KubeTemplateProvisioner::Exchange(std::string_view ns, const mutation::Ge
     }
     if (!same) {
       *error_reason = "Conflict";
-      return Status::FailedPrecondition("ResourceClaimTemplate " + key +
+      return Status::FailedPrecondition(target.kind + " " + target.where +
                                         " exists with different content (not generated by draguard?)");
     }
     *outcome = "exists";
     return Status::Ok();
   }
   *error_reason = "Conflict";
-  return Status::Unavailable("creating ResourceClaimTemplate " + key +
+  return Status::Unavailable("creating " + target.kind + " " + target.where +
                              ": it exists, then did not, twice in a row; try again");
 }
 

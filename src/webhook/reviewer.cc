@@ -82,8 +82,9 @@ engine::MutationFacts Failure(Outcome outcome, std::string template_name, std::s
 }  // namespace
 
 std::optional<engine::MutationFacts> Reviewer::EnsureTemplates(
-    const admission::AdmissionRequest& req, const std::vector<mutation::GeneratedTemplate>& templates,
+    const admission::AdmissionRequest& req, const mutation::PodConversion& conv,
     const policy::Policy& policy, const topology::Snapshot* topology, steady_clock::time_point deadline) const {
+  const std::vector<mutation::GeneratedTemplate>& templates = conv.templates;
   if (policy.mutation.templates == policy::TemplateMode::kReference) {
     std::set<std::string> catalogue;
     for (const auto& t : mutation::RenderCatalogue(policy, topology, req.namespace_)) catalogue.insert(t.name);
@@ -114,6 +115,18 @@ std::optional<engine::MutationFacts> Reviewer::EnsureTemplates(
       return Failure(Outcome::kProvisioningFailed, name, s.message());
     }
   }
+  // The ComputeDomain of a multi-node job unit (mutation.computeDomains): the NVIDIA driver's
+  // controller makes its channel template, which the Pod's claim waits for.
+  for (const auto& cd : conv.compute_domains) {
+    const std::string name = req.namespace_ + "/" + cd.name;
+    const auto left = std::chrono::duration_cast<milliseconds>(until - steady_clock::now());
+    if (left <= milliseconds(0)) {
+      return Failure(Outcome::kProvisioningFailed, name, "timeout: no time left to create the ComputeDomain");
+    }
+    if (Status s = provisioner_->EnsureComputeDomain(req.namespace_, cd, left); !s.ok()) {
+      return Failure(Outcome::kProvisioningFailed, name, s.message());
+    }
+  }
   return std::nullopt;
 }
 
@@ -140,7 +153,7 @@ engine::Decision Reviewer::Mutate(const admission::AdmissionRequest& req, const 
   engine::Decision decision = engine::DecideMutation(facts, registry_, policy);
   if (decision.verdict != engine::Verdict::kMutate) return decision;
   // Carrying out the patch needs its templates; a failure is judged like a refusal.
-  if (auto failure = EnsureTemplates(req, conv.templates, policy, topology, deadline)) {
+  if (auto failure = EnsureTemplates(req, conv, policy, topology, deadline)) {
     facts = std::move(*failure);
     conversion = ConversionReasonOf(facts, Refusal::kNone);
     return engine::DecideMutation(facts, registry_, policy);

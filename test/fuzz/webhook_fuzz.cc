@@ -1,5 +1,6 @@
 // Fuzzes the whole review path: decode → rules → decision → encode, as /validate and /mutate, under
-// the default policy and one that puts CPUs in GPU claims (mutation.cpu), without a topology model and
+// the default policy and one that puts CPUs in GPU claims (mutation.cpu) and ComputeDomains in multi-node
+// jobs' Pods (mutation.computeDomains), without a topology model and
 // with the bundled nodes in two NVLink cliques, and differentially: the fast decode (simdjson, rule fields only) must answer byte-for-byte as the
 // reference decode (nlohmann_json, every field).
 #include <chrono>
@@ -25,7 +26,8 @@ struct Env {
     auto p = draguard::policy::ParsePolicy(draguard::policy::DefaultPolicyYaml());
     if (p.ok()) policy = *p;
     auto c = draguard::policy::ParsePolicy(
-        "apiVersion: draguard.io/v1alpha1\nkind: Policy\nmutation: {numaAlignment: numaNode, cpu: {mode: grouped}}\n");
+        "apiVersion: draguard.io/v1alpha1\nkind: Policy\n"
+        "mutation: {numaAlignment: numaNode, cpu: {mode: grouped}, computeDomains: auto}\n");
     if (c.ok()) cpu_policy = *c;
     // The bundled example nodes, parsed in-process, so /mutate plans against a real topology.
     draguard::topology::ShapeInterner interner;
@@ -45,7 +47,7 @@ struct Env {
   draguard::webhook::Reviewer reviewer;
   draguard::webhook::Reviewer reference;  // the oracle of the fast decode
   draguard::policy::Policy policy;
-  draguard::policy::Policy cpu_policy;  // mutation.cpu grouped, numaAlignment numaNode
+  draguard::policy::Policy cpu_policy;  // mutation.cpu grouped, numaAlignment numaNode, computeDomains auto
   std::shared_ptr<const draguard::topology::Snapshot> topology;
 };
 

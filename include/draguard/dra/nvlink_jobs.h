@@ -29,6 +29,11 @@ namespace draguard::dra {
 /// (compute-domain-default-channel.nvidia.com) and the name its controller also knows.
 bool IsComputeDomainChannelClass(std::string_view device_class);
 
+/// True when `name` is the channel ResourceClaimTemplate of a ComputeDomain draguard creates
+/// (mutation.computeDomains): "draguard-cd-", 20 lower-case hex digits, "-channel". The NVIDIA
+/// driver's controller makes it once the ComputeDomain exists, so a Pod may name it before it does.
+bool IsGeneratedChannelTemplateName(std::string_view name);
+
 /// The Pods of a multi-node job that must share one NVLink domain: a whole job, or one group of it
 /// (a LeaderWorkerSet group, a multi-host Ray replica).
 struct NvlinkJob {

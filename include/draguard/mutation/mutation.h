@@ -124,6 +124,22 @@ std::vector<GeneratedTemplate> RenderCatalogue(const policy::Policy& policy, con
                                                std::string_view namespace_name,
                                                std::vector<std::string>* errors = nullptr);
 
+/// Label draguard puts on the converted Pods of one multi-node job unit (mutation.computeDomains):
+/// their required podAffinity on the NVLink clique selects it.
+inline constexpr std::string_view kNvlinkUnitLabel = "draguard.io/nvlink-unit";
+/// The pod claim name of a converted Pod's ComputeDomain channel.
+inline constexpr std::string_view kChannelClaimName = "draguard-channel";
+
+/// A ComputeDomain (resource.nvidia.com/v1beta1, the NVIDIA DRA driver) that draguard creates for
+/// one multi-node job unit (mutation.computeDomains); the driver's controller then creates its
+/// channel ResourceClaimTemplate.
+struct GeneratedComputeDomain {
+  std::string name;              ///< "draguard-cd-<20 hex digits>": a hash of the namespace and the unit
+  std::string channel_template;  ///< spec.channel.resourceClaimTemplate.name: "<name>-channel"
+  std::string unit;              ///< the unit in words: `LeaderWorkerSet "llm" (group 0)`
+  admission::Json object;        ///< the complete object (namespace set; owner as the Pod tells)
+};
+
 /// Outcome of converting one Pod.
 struct PodConversion {
   /// Unchanged: nothing to convert (or exempt). Converted: `pod`, `patch` and `templates` are set.
@@ -140,6 +156,8 @@ struct PodConversion {
   admission::Json pod;                      ///< the converted Pod (kConverted)
   admission::Json patch = admission::Json::array();  ///< RFC 6902 operations (kConverted)
   std::vector<GeneratedTemplate> templates; ///< templates the Pod references (kConverted)
+  /// The ComputeDomain whose channel the Pod references (kConverted; mutation.computeDomains).
+  std::vector<GeneratedComputeDomain> compute_domains;
   std::vector<std::string> warnings;        ///< for the admission response
   std::string summary;                      ///< one line for logs and audit annotations
   std::string reason;                       ///< kRefused: why; kUnchanged: why (may be empty)
@@ -159,6 +177,8 @@ struct ObjectConversion {
   bool changed = false;                      ///< at least one pod spec was converted
   admission::Json object;                    ///< the converted object (a copy when unchanged)
   std::vector<GeneratedTemplate> templates;  ///< templates needed, deduplicated by name
+  /// ComputeDomains a Pod's channel claim names (mutation.computeDomains), deduplicated by name.
+  std::vector<GeneratedComputeDomain> compute_domains;
   std::vector<std::string> warnings;         ///< per pod spec, prefixed with its JSON Pointer
   std::vector<std::string> errors;           ///< pod specs that could not be converted, with why
 };

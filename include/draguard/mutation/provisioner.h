@@ -22,6 +22,14 @@ class TemplateProvisioner {
   /// call must return within it.
   virtual Status Ensure(std::string_view namespace_name, const GeneratedTemplate& tmpl,
                         std::chrono::milliseconds timeout) = 0;
+  /// Ensures the ComputeDomain `cd` exists in `namespace_name` with the same spec, under the same
+  /// rules as Ensure. The default refuses: a provisioner that cannot create them says so.
+  virtual Status EnsureComputeDomain(std::string_view namespace_name, const GeneratedComputeDomain& cd,
+                                     std::chrono::milliseconds timeout) {
+    (void)namespace_name;
+    (void)timeout;
+    return Status::FailedPrecondition("cannot create ComputeDomain " + cd.name + ": this provisioner makes templates only");
+  }
 };
 
 }  // namespace draguard::mutation

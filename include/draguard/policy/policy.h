@@ -170,6 +170,13 @@ enum class CpuMode {
   kGrouped,     ///< one device per NUMA node with consumable capacity dra.cpu/cpu
 };
 
+/// mutation.computeDomains: whether converted Pods of multi-node GPU jobs get a ComputeDomain.
+enum class ComputeDomainMode {
+  kOff,       ///< never
+  kAuto,      ///< where some node of the topology model is in an NVLink clique
+  kRequired,  ///< always; a multi-node job's Pod is refused where no node is in a clique
+};
+
 /// mutation.cpu: converted containers' CPUs in the claim of their GPUs.
 struct CpuConfig {
   CpuMode mode = CpuMode::kNone;
@@ -205,6 +212,10 @@ struct MutationConfig {
   /// nodes can use; a request that only several alternatives could align on a node is refused
   /// (see docs/mutation.md, "Kueue").
   bool kueue = false;
+  /// mutation.computeDomains: a converted Pod of a multi-node GPU job (dra::PodNvlinkJob) gets the
+  /// IMEX channel of one ComputeDomain per job unit, which draguard creates (templates: create),
+  /// and a required podAffinity that keeps the unit's Pods in one NVLink clique.
+  ComputeDomainMode compute_domains = ComputeDomainMode::kOff;
   uint32_t hostname_affinity_limit = 8;         ///< pin by node name up to this many nodes
   uint32_t api_timeout_ms = 3000;               ///< deadline of template creation per review
   std::vector<CatalogueProfile> catalogue;      ///< profiles for `render` and reference mode

@@ -1,4 +1,5 @@
-// KubeTemplateProvisioner: mutation::TemplateProvisioner on top of kube::Client.
+// KubeTemplateProvisioner: mutation::TemplateProvisioner on top of kube::Client, for generated
+// ResourceClaimTemplates and the ComputeDomains of multi-node jobs (mutation.computeDomains) alike.
 //
 // Ensure(ns, tmpl, deadline):
 //   1. (ns, name) in the cache of templates known to be present → OK, no API call.
@@ -86,6 +87,11 @@ class KubeTemplateProvisioner : public mutation::TemplateProvisioner {
   Status Ensure(std::string_view namespace_name, const mutation::GeneratedTemplate& tmpl,
                 std::chrono::milliseconds deadline) override;
 
+  /// As Ensure, for a ComputeDomain (resource.nvidia.com/v1beta1): created, or already there
+  /// with the same spec and draguard's label; cached under its own key.
+  Status EnsureComputeDomain(std::string_view namespace_name, const mutation::GeneratedComputeDomain& cd,
+                             std::chrono::milliseconds deadline) override;
+
   /// Drops (ns, name) from the cache, so the next Ensure asks the API server again.
   void Forget(std::string_view namespace_name, std::string_view name);
   /// Entries in the cache (expired ones included until they are looked up or evicted).
@@ -101,6 +107,15 @@ class KubeTemplateProvisioner : public mutation::TemplateProvisioner {
 
  private:
   struct Flight;
+  /// What one Ensure makes: its kind (for messages), collection path, name and object.
+  struct Target {
+    std::string kind;
+    std::string collection;
+    std::string name;
+    const admission::Json* object = nullptr;
+    std::string where;  // "ns/name", for messages
+  };
+  Status EnsureObject(const Target& target, const std::string& key, std::chrono::milliseconds deadline);
   struct CacheEntry {
     std::chrono::steady_clock::time_point expires;
     std::list<std::string>::iterator order;
@@ -108,8 +123,8 @@ class KubeTemplateProvisioner : public mutation::TemplateProvisioner {
   std::chrono::steady_clock::time_point Now() const;
   bool CacheLookup(const std::string& key);   // requires mu_
   void CacheInsert(const std::string& key);   // requires mu_
-  Status Exchange(std::string_view ns, const mutation::GeneratedTemplate& tmpl,
-                  std::chrono::milliseconds deadline, std::string* outcome, std::string* error_reason);
+  Status Exchange(const Target& target, const std::string& key, std::chrono::milliseconds deadline,
+                  std::string* outcome, std::string* error_reason);
   void CountError(const std::string& reason);  // requires mu_
 
   const kube::Client& client_;

@@ -143,9 +143,10 @@ class Reviewer {
                           std::chrono::system_clock::time_point now,
                           std::chrono::steady_clock::time_point deadline, engine::MutationFacts& facts,
                           ConversionReason& conversion) const;
-  // Makes the templates of a converted Pod exist; returns the failure as facts, or nullopt.
+  // Makes the templates (and ComputeDomains) of a converted Pod exist; returns the failure as
+  // facts, or nullopt.
   std::optional<engine::MutationFacts> EnsureTemplates(const admission::AdmissionRequest& req,
-                                                       const std::vector<mutation::GeneratedTemplate>& templates,
+                                                       const mutation::PodConversion& conv,
                                                        const policy::Policy& policy,
                                                        const topology::Snapshot* topology,
                                                        std::chrono::steady_clock::time_point deadline) const;

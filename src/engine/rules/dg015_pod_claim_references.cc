@@ -3,6 +3,7 @@
 
 #include "draguard/dra/claim_catalog.h"
 #include "draguard/dra/pod_specs.h"
+#include "draguard/dra/nvlink_jobs.h"
 #include "rules/rules.h"
 #include "rules/util.h"
 
@@ -14,12 +15,15 @@ using admission::Json;
 // A reference to a template or claim that the server's watch cache knows does not exist
 // (dra::ClaimCatalog): the Pod would stay Pending until it does. Only a warning: the cache follows
 // the API by a moment, and `kubectl apply` or Helm may create the Pod before its template. The
-// templates draguard generates are made by /mutate itself and are not looked up.
+// templates draguard generates are made by /mutate itself, and the channel templates of the
+// ComputeDomains it creates by the NVIDIA driver's controller soon after: neither is looked up.
 bool MissingReference(const RuleInput& input, const std::string& entry, const std::string& claim_name,
                       const std::string& template_name, const std::string& pointer, Finding* out) {
   const std::string& ns = input.request.namespace_;
   if (input.claims == nullptr || ns.empty()) return false;
   if (!template_name.empty() && IsGeneratedTemplateName(template_name)) return false;
+  // The channel template of a ComputeDomain /mutate created: the driver's controller makes it.
+  if (!template_name.empty() && dra::IsGeneratedChannelTemplateName(template_name)) return false;
   const bool by_template = !template_name.empty();
   const dra::ClaimLookup found = by_template ? input.claims->Template(ns, template_name) : input.claims->Claim(ns, claim_name);
   if (found.state != dra::ClaimLookup::State::kAbsent) return false;

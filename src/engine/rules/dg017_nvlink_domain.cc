@@ -34,6 +34,11 @@ Holds WhatSpecHolds(const PodSpecRef& spec, const RuleInput& input) {
       h.gpus = true;  // generated templates hold GPUs (and NICs), never a channel
       continue;
     }
+    if (dra::IsGeneratedChannelTemplateName(c.template_name)) {
+      // The channel of a ComputeDomain /mutate created (mutation.computeDomains).
+      if (!h.channel) h.channel = true, h.channel_claim = c.name;
+      continue;
+    }
     if (c.template_name.empty() && c.claim_name.empty()) continue;
     const bool by_template = !c.template_name.empty();
     const std::string what = by_template ? "template \"" + c.template_name + "\"" : "claim \"" + c.claim_name + "\"";

@@ -830,6 +830,22 @@ async function scenarios() {
     eq(cmr.verbs.slice().sort(), ["list", "watch"], "configmap verbs");
   });
 
+  check("policy.mutation.computeDomains: ComputeDomains get/create only when it is on", () => {
+    const grant = (rr) => find(rr.docs, "ClusterRole", "draguard")[0].rules.find((x) => x.apiGroups.includes("resource.nvidia.com"));
+    assert(!grant(render([])), "ComputeDomain grant with computeDomains off");
+    for (const mode of ["auto", "required"]) {
+      const on = render(["--set", `policy.mutation.computeDomains=${mode}`]);
+      const g = grant(on);
+      assert(g, `no ComputeDomain grant with computeDomains ${mode}`);
+      eq(g.resources, ["computedomains"], "ComputeDomain resources");
+      eq(g.verbs.slice().sort(), ["create", "get"], "ComputeDomain verbs");
+      const pol = yaml.load(find(on.docs, "ConfigMap", "draguard-policy")[0].data["policy.yaml"]);
+      eq(pol.mutation.computeDomains, mode, "policy value");
+    }
+    assert(!grant(render(["--set", "policy.mutation.computeDomains=auto", "--set", "mutation.enabled=false"])),
+      "ComputeDomain grant without mutation");
+  });
+
   check("audit is off by default: no --audit flags, no audit RBAC", () => {
     const r0 = render([]);
     const c = one(r0.docs, "Deployment").spec.template.spec.containers[0];

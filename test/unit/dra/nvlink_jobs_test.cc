@@ -147,6 +147,15 @@ TEST(KeptInOneClique, NamesWhatKeepsThePods) {
   EXPECT_EQ(KeptInOneClique(nullptr, nullptr, nullptr), "");
 }
 
+TEST(IsGeneratedChannelTemplateName, OnlyDraguardsComputeDomainChannels) {
+  EXPECT_TRUE(IsGeneratedChannelTemplateName("draguard-cd-0123456789abcdef0123-channel"));
+  EXPECT_FALSE(IsGeneratedChannelTemplateName("draguard-cd-0123456789abcdef012-channel"));   // 19 digits
+  EXPECT_FALSE(IsGeneratedChannelTemplateName("draguard-cd-0123456789ABCDEF0123-channel"));  // upper case
+  EXPECT_FALSE(IsGeneratedChannelTemplateName("draguard-cd-0123456789abcdef0123"));
+  EXPECT_FALSE(IsGeneratedChannelTemplateName("nvbandwidth-test-compute-domain-1-channel"));
+  EXPECT_FALSE(IsGeneratedChannelTemplateName(""));
+}
+
 TEST(NvlinkDomainsOf, CountsCliquesAndTheirNodes) {
   std::vector<std::shared_ptr<const topology::NodeTopology>> nodes;
   auto shape = std::make_shared<const topology::Shape>();

@@ -130,6 +130,21 @@ TEST(Dg017, ChannelHoldersAreKeptInOneClique) {
   EXPECT_EQ(nics.findings[0].pointer, "/spec/resourceClaims");
 }
 
+// A Pod /mutate converted under mutation.computeDomains: the channel of the ComputeDomain it
+// created (whose template the driver's controller has not made yet) and the clique affinity pass
+// without any lookup; DG015 does not report the template as missing either.
+TEST(Dg017, PodsConvertedWithAComputeDomainPass) {
+  const std::string channel = R"({"name":"draguard-channel","resourceClaimTemplateName":"draguard-cd-0123456789abcdef0123-channel"})";
+  const auto req = Request(Pod(kLwsWorker, kGpuRef + "," + channel, kCliqueAffinity, false));
+  FakeCatalog empty;  // synced, and nothing in it
+  EXPECT_EQ(RunDg017(req, &Racks(), &empty).status, RuleStatus::kPass);
+  EXPECT_EQ(RunDg017(req).status, RuleStatus::kPass);
+  EXPECT_EQ(RunRuleWith("DG015", req, DefaultPolicy(), &empty).status, RuleStatus::kPass);
+  // Another name of that shape is looked up as usual.
+  const auto other = Request(Pod(kLwsWorker, kGpuRef + R"(,{"name":"c","resourceClaimTemplateName":"cd-channel"})", "", false));
+  EXPECT_EQ(RunRuleWith("DG015", other, DefaultPolicy(), &empty).status, RuleStatus::kFail);
+}
+
 TEST(Dg017, ClaimsTheCacheCannotTellAreAuditOnly) {
   FakeCatalog cold = ChannelCatalog();
   cold.synced = false;

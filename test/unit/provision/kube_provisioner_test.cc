@@ -314,3 +314,50 @@ TEST(SpecMatchesTest, DefaultsAndDifferences) {
 
 }  // namespace
 }  // namespace draguard::provision
+
+namespace draguard::provision {
+namespace {
+
+mutation::GeneratedComputeDomain Domain(const std::string& ns, const std::string& name, const std::string& channel) {
+  mutation::GeneratedComputeDomain cd;
+  cd.name = name;
+  cd.channel_template = channel;
+  cd.object = {{"apiVersion", "resource.nvidia.com/v1beta1"},
+               {"kind", "ComputeDomain"},
+               {"metadata", {{"name", name}, {"namespace", ns}, {"labels", {{"app.kubernetes.io/managed-by", "draguard"}}}}},
+               {"spec", {{"numNodes", 0}, {"channel", {{"resourceClaimTemplate", {{"name", channel}}}, {"allocationMode", "Single"}}}}}};
+  return cd;
+}
+
+// ComputeDomains (mutation.computeDomains) go the same way as templates, to their own collection
+// and under their own cache key: created once, then cached; the same name holding another spec
+// is refused, naming the kind.
+TEST_F(ProvisionerTest, ComputeDomainsLikeTemplates) {
+  KubeTemplateProvisioner p(*client_);
+  auto cd = Domain("team-a", "draguard-cd-0123456789abcdef0123", "draguard-cd-0123456789abcdef0123-channel");
+  Status s = p.EnsureComputeDomain("team-a", cd, milliseconds(5000));
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  auto seen = server_->seen();
+  ASSERT_EQ(Count(seen, "POST"), 1);
+  EXPECT_EQ(seen[0].path, "/apis/resource.nvidia.com/v1beta1/namespaces/team-a/computedomains");
+  EXPECT_EQ(json::parse(seen[0].body), cd.object);
+  ASSERT_TRUE(p.EnsureComputeDomain("team-a", cd, milliseconds(5000)).ok());
+  EXPECT_EQ(server_->seen().size(), 1u);  // cached
+  // A template of the same name is another key.
+  ASSERT_TRUE(p.Ensure("team-a", Template("team-a", cd.name), milliseconds(5000)).ok());
+  EXPECT_EQ(Count(server_->seen(), "POST"), 2);
+
+  // Another replica made it first with the same spec (the server adds its fields): fine.
+  KubeTemplateProvisioner other(*client_);
+  ASSERT_TRUE(other.EnsureComputeDomain("team-a", cd, milliseconds(5000)).ok());
+  EXPECT_EQ(other.Counters().already_exists, 1u);
+  // Someone else's ComputeDomain under that name: refused.
+  KubeTemplateProvisioner third(*client_);
+  Status diff = third.EnsureComputeDomain("team-a", Domain("team-a", cd.name, "elsewhere"), milliseconds(5000));
+  EXPECT_EQ(diff.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(diff.message().find("ComputeDomain team-a/" + cd.name + " exists with different content"), std::string::npos)
+      << diff.message();
+}
+
+}  // namespace
+}  // namespace draguard::provision

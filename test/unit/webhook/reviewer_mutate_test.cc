@@ -41,8 +41,14 @@ class FakeProvisioner : public mutation::TemplateProvisioner {
     }
     return result;
   }
+  Status EnsureComputeDomain(std::string_view ns, const mutation::GeneratedComputeDomain& cd, milliseconds) override {
+    std::lock_guard<std::mutex> lock(mu);
+    calls.push_back("ComputeDomain " + std::string(ns) + "/" + cd.name);
+    return domain_result;
+  }
   std::mutex mu;
   std::vector<std::string> calls;
+  Status domain_result = Status::Ok();
   std::vector<milliseconds> timeouts;
   Status result = Status::Ok();
   milliseconds needs{0};
@@ -96,6 +102,51 @@ TEST(ReviewerMutate, ConvertsAPodAndEnsuresItsTemplate) {
   ASSERT_EQ(prov.calls.size(), 1u);
   EXPECT_EQ(prov.calls[0].rfind("ml/draguard-", 0), 0u);
   EXPECT_NE(a.response["auditAnnotations"]["mutation"].get<std::string>().find("converted"), std::string::npos);
+}
+
+// mutation.computeDomains: the Pod of a multi-node job on a cluster with NVLink cliques has its
+// template made, then its unit's ComputeDomain; a dry run writes neither; a ComputeDomain that
+// cannot be made (no CRD, no RBAC) is a provisioning failure like a template's.
+TEST(ReviewerMutate, EnsuresTheComputeDomainOfAMultiNodeJob) {
+  auto base = mutation::testing::Topo(mutation::testing::kG4dn);
+  std::vector<std::shared_ptr<const topology::NodeTopology>> nodes;
+  for (const char* name : {"tray-a", "tray-b"}) {
+    auto n = std::make_shared<topology::NodeTopology>(*base->nodes().front());
+    n->name = name;
+    n->nvlink_clique = "0c6e5a52-4f7b-4e0a-9d43-3f1b7f2a9c10.1";
+    nodes.push_back(std::move(n));
+  }
+  auto racks = topology::Snapshot::Create(std::move(nodes));
+  std::string yaml(policy::DefaultPolicyYaml());
+  yaml.insert(yaml.find("\nmutation:\n") + 11, "  computeDomains: auto\n");
+  auto pol = policy::ParsePolicy(yaml);
+  ASSERT_TRUE(pol.ok()) << pol.status().message();
+  Json pod = PodWith({{"nvidia.com/gpu", 2}});
+  pod["metadata"]["labels"] = {{"leaderworkerset.sigs.k8s.io/name", "llm"}, {"leaderworkerset.sigs.k8s.io/group-index", "0"}};
+  pod["metadata"]["annotations"] = {{"leaderworkerset.sigs.k8s.io/size", "2"}};
+
+  FakeProvisioner prov;
+  Reviewer r(Rules(), {}, &prov);
+  auto a = Mutate(r, Review(pod), *pol, racks.get());
+  EXPECT_EQ(a.verdict, engine::Verdict::kMutate) << a.response.dump();
+  ASSERT_EQ(prov.calls.size(), 2u);
+  EXPECT_EQ(prov.calls[0].rfind("ml/draguard-", 0), 0u);
+  EXPECT_EQ(prov.calls[1].rfind("ComputeDomain ml/draguard-cd-", 0), 0u) << prov.calls[1];
+  EXPECT_NE(a.patch.dump().find("draguard-channel"), std::string::npos);
+
+  FakeProvisioner dry;
+  Reviewer rd(Rules(), {}, &dry);
+  EXPECT_TRUE(Mutate(rd, Review(pod, "CREATE", true), *pol, racks.get()).patch.is_array());
+  EXPECT_TRUE(dry.calls.empty());
+
+  FakeProvisioner refused;
+  refused.domain_result = Status::NotFound("the server could not find the requested resource");
+  Reviewer rr(Rules(), {}, &refused);
+  auto f = Mutate(rr, Review(pod), *pol, racks.get());
+  EXPECT_FALSE(f.response["allowed"].get<bool>()) << f.response.dump();
+  EXPECT_EQ(f.conversion, ConversionReason::kProvisioningFailed);
+  EXPECT_NE(f.response["status"]["message"].get<std::string>().find("draguard-cd-"), std::string::npos)
+      << f.response.dump();
 }
 
 TEST(ReviewerMutate, DryRunWritesNothingButStillPatches) {
