@@ -163,6 +163,11 @@ func TestAllocationAudit(t *testing.T) {
 	// webhook admits the scheduler's claim with a warning). kube-scheduler makes its claim from
 	// the two GPUs left, one on each NUMA node.
 	c.Install(append(audit, "--set", "policy.mode=audit")...)
+	// The apiserver applies the backstop policy's new binding when its informer sees it: wait
+	// until a server-side dry run is admitted.
+	Eventually(t, 60*time.Second, "audit mode in effect for the backstop policy", func() error {
+		return c.Create(ctx, legacyPod("legacy", ns, 2, nil), true).Err
+	})
 	if out := c.Create(ctx, legacyPod("legacy", ns, 2, nil), false); !out.Admitted() {
 		t.Fatalf("the legacy Pod in audit mode: %v", out.Err)
 	}
