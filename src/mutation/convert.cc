@@ -452,6 +452,17 @@ PodConversion ConvertPod(const admission::Json& pod, std::string_view namespace_
     out.reason = "no legacy GPU requests";
     return out;
   }
+  // Conversion may add node and pod affinity: a spec.affinity of another type than the API's
+  // (only a request that bypassed the API server carries one) is refused, not replaced.
+  if (const Json* affinity = dra::Member(spec, "affinity"); affinity != nullptr && !affinity->is_null()) {
+    if (!affinity->is_object()) return Refused(PodConversion::Refusal::kUnsupportedRequest, "spec.affinity is not an object");
+    for (const char* key : {"nodeAffinity", "podAffinity"}) {
+      const Json* part = dra::Member(affinity, key);
+      if (part != nullptr && !part->is_null() && !part->is_object()) {
+        return Refused(PodConversion::Refusal::kUnsupportedRequest, std::string("spec.affinity.") + key + " is not an object");
+      }
+    }
+  }
   std::vector<std::vector<std::string>> covered;
   auto profile = ProfilePod(pod, policy, &covered);
   if (!profile.ok()) return Refused(PodConversion::Refusal::kUnsupportedRequest, profile.status().message());

@@ -148,12 +148,16 @@ TEST(ComputeDomains, OwnersAndPodsWithClaimsOfTheirOwn) {
   EXPECT_EQ(d.pod["spec"]["resourceClaims"][0]["name"], "compute-domain-channel");
   EXPECT_EQ(d.pod["spec"]["resourceClaims"].size(), 2u);  // its channel and draguard's GPUs
   EXPECT_TRUE(d.pod["spec"]["affinity"]["podAffinity"].contains("requiredDuringSchedulingIgnoredDuringExecution"));
-  // An affinity of the wrong type (only a request that bypassed the API server) is refused, not replaced.
+  // An affinity of the wrong type (only a request that bypassed the API server) is refused, not
+  // replaced, whether or not a ComputeDomain or node restriction would be added.
   Json odd = LwsPod();
   odd["spec"]["affinity"] = "anywhere";
   auto o = ConvertPod(odd, "ml", Mode("auto"), Racks().get());
   ASSERT_EQ(o.outcome, PodConversion::Outcome::kRefused);
   EXPECT_EQ(o.reason, "spec.affinity is not an object");
+  EXPECT_EQ(ConvertPod(odd, "ml", DefaultPolicy(), testing::Mixed().get()).reason, "spec.affinity is not an object");
+  odd["spec"]["affinity"] = Json::parse(R"({"nodeAffinity":[]})");
+  EXPECT_EQ(ConvertPod(odd, "ml", DefaultPolicy(), testing::Mixed().get()).reason, "spec.affinity.nodeAffinity is not an object");
   odd["spec"]["affinity"] = Json::parse(R"({"podAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{}}})");
   EXPECT_EQ(ConvertPod(odd, "ml", Mode("auto"), Racks().get()).reason,
             "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution is not a list");
