@@ -345,8 +345,11 @@ struct H2Connection::Impl {
         nghttp2_submit_rst_stream(m->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
       }
     }
-    if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code == NGHTTP2_ENHANCE_YOUR_CALM && !m->dead) {
-      // nghttp2's own limits (the RST_STREAM rate, CVE-2023-44487; ACK floods).
+    if (frame->hd.type == NGHTTP2_GOAWAY && !m->dead &&
+        (frame->goaway.error_code == NGHTTP2_ENHANCE_YOUR_CALM || frame->goaway.error_code == NGHTTP2_INTERNAL_ERROR)) {
+      // nghttp2's own limits: its RST_STREAM rate (CVE-2023-44487) ends the session with
+      // INTERNAL_ERROR, a flood of frames to acknowledge with ENHANCE_YOUR_CALM. Our own GOAWAYs
+      // set `dead` first.
       m->dead = true;
       m->cb.on_abuse("reset_rate");
     }

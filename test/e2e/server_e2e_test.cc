@@ -1262,7 +1262,10 @@ TEST_F(ServerH2Test, HostileRapidResetIsCutAndOthersAreServed) {
   // Only reading now: the server ends the connection with a GOAWAY, then FIN.
   for (std::string in; !h.goaway() && c->ReadSome(&in); in.clear()) h.Receive(in);
   ASSERT_TRUE(h.goaway());
-  EXPECT_EQ(h.goaway_code(), 11u);  // ENHANCE_YOUR_CALM
+  // Our stream-churn cap (ENHANCE_YOUR_CALM, 11) or nghttp2's RST_STREAM rate limit
+  // (INTERNAL_ERROR, 2), whichever runs out first: that depends on how many streams the server
+  // answered before their resets arrived (a slower build answers fewer).
+  EXPECT_TRUE(h.goaway_code() == 11u || h.goaway_code() == 2u) << h.goaway_code();
   EXPECT_TRUE(Eventually([&] { return c->PeerClosed(); }));
   EXPECT_NE(metric_registry_.Render().find("draguard_http2_abuse_total{reason="), std::string::npos);
   // Other clients are served meanwhile.
