@@ -421,14 +421,13 @@ ApiResult Client::Call(const ApiCall& call) const {
   return out;
 }
 
-CreateResult Client::CreateResourceClaimTemplate(std::string_view namespace_name,
-                                                 std::string_view template_json,
-                                                 std::optional<milliseconds> deadline) const {
+CreateResult Client::CreateObject(std::string_view collection_path, std::string_view object_json,
+                                  std::optional<milliseconds> deadline) const {
   CreateResult r;
   HttpRequest req;
   req.method = "POST";
-  req.path = "/apis/resource.k8s.io/v1/namespaces/" + UrlEncode(namespace_name) + "/resourceclaimtemplates";
-  req.body = std::string(template_json);
+  req.path = std::string(collection_path);
+  req.body = std::string(object_json);
   req.deadline = deadline.value_or(config().request_timeout);
   HttpResponse res = impl_->Do(req);
   if (res.status == 201 || res.status == 200) {
@@ -442,12 +441,10 @@ CreateResult Client::CreateResourceClaimTemplate(std::string_view namespace_name
   return r;
 }
 
-GetResult Client::GetResourceClaimTemplate(std::string_view namespace_name, std::string_view name,
-                                           std::optional<milliseconds> deadline) const {
+GetResult Client::GetObject(std::string_view object_path, std::optional<milliseconds> deadline) const {
   GetResult r;
   HttpRequest req;
-  req.path = "/apis/resource.k8s.io/v1/namespaces/" + UrlEncode(namespace_name) + "/resourceclaimtemplates/" +
-             UrlEncode(name);
+  req.path = std::string(object_path);
   req.deadline = deadline.value_or(config().request_timeout);
   HttpResponse res = impl_->Do(req);
   if (res.status == 200) {

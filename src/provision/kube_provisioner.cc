@@ -249,35 +249,9 @@ Status KubeTemplateProvisioner::Exchange(const Target& target, const std::string
     return std::max(left, milliseconds(1));
   };
   const std::string body = object.dump();
-  // POST to the collection: 201 created, 409 AlreadyExists; GET the object itself.
-  auto create = [&]() {
-    kube::ApiCall call("POST", target.collection, body);
-    call.deadline = remaining();
-    kube::ApiResult r = client_.Call(call);
-    kube::CreateResult c;
-    if (r.status == 201 || r.status == 200) {
-      c.outcome = kube::CreateResult::Outcome::kCreated;
-    } else if (r.status == 409 && r.error.reason == "AlreadyExists") {
-      c.outcome = kube::CreateResult::Outcome::kAlreadyExists;
-    } else {
-      c.error = r.error;
-    }
-    return c;
-  };
-  auto get = [&]() {
-    kube::ApiCall call("GET", target.collection + "/" + kube::PathEscape(target.name));
-    call.deadline = remaining();
-    kube::ApiResult r = client_.Call(call);
-    kube::GetResult g;
-    if (r.status == 200) {
-      g.outcome = kube::GetResult::Outcome::kFound;
-      g.object_json = std::move(r.body);
-    } else {
-      g.outcome = r.status == 404 ? kube::GetResult::Outcome::kNotFound : kube::GetResult::Outcome::kError;
-      g.error = r.error;
-    }
-    return g;
-  };
+  const std::string object_path = target.collection + "/" + kube::PathEscape(target.name);
+  auto create = [&] { return client_.CreateObject(target.collection, body, remaining()); };
+  auto get = [&] { return client_.GetObject(object_path, remaining()); };
   // After a transient error: pause and return true while the deadline leaves room for another try.
   milliseconds pause = kFirstPause;
   bool outage = false;  // an API call of this exchange got no answer at all

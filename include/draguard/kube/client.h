@@ -82,7 +82,7 @@ struct ApiError {
   Status ToStatus() const;
 };
 
-/// Result of Client::CreateResourceClaimTemplate.
+/// Result of Client::CreateObject.
 struct CreateResult {
   /// What happened; kAlreadyExists is a success (another replica created it first).
   enum class Outcome { kCreated, kAlreadyExists, kError };
@@ -92,7 +92,7 @@ struct CreateResult {
   bool ok() const { return outcome != Outcome::kError; }
 };
 
-/// Result of Client::GetResourceClaimTemplate.
+/// Result of Client::GetObject.
 struct GetResult {
   /// What happened.
   enum class Outcome { kFound, kNotFound, kError };
@@ -152,17 +152,16 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  /// POST /apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates with `template_json`
-  /// (a complete ResourceClaimTemplate). 201 → kCreated, 409 AlreadyExists → kAlreadyExists,
-  /// anything else → kError with the Status fields. `deadline` overrides request_timeout.
-  CreateResult CreateResourceClaimTemplate(
-      std::string_view namespace_name, std::string_view template_json,
-      std::optional<std::chrono::milliseconds> deadline = std::nullopt) const;
+  /// POST `object_json` (a complete object) to the collection `collection_path`
+  /// ("/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaimtemplates"). 201 → kCreated, 409
+  /// AlreadyExists → kAlreadyExists, anything else → kError with the Status fields. `deadline`
+  /// overrides request_timeout.
+  CreateResult CreateObject(std::string_view collection_path, std::string_view object_json,
+                            std::optional<std::chrono::milliseconds> deadline = std::nullopt) const;
 
-  /// GET one ResourceClaimTemplate: 200 → kFound, 404 → kNotFound, else kError.
-  GetResult GetResourceClaimTemplate(
-      std::string_view namespace_name, std::string_view name,
-      std::optional<std::chrono::milliseconds> deadline = std::nullopt) const;
+  /// GET one object by its path: 200 → kFound, 404 → kNotFound, else kError.
+  GetResult GetObject(std::string_view object_path,
+                      std::optional<std::chrono::milliseconds> deadline = std::nullopt) const;
 
   /// Performs one call with the client's TLS, token (re-read after a 401) and deadline rules.
   /// Never throws; a transport failure is status 0 with error.reason saying which.

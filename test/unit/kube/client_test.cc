@@ -12,6 +12,9 @@
 namespace draguard::kube {
 namespace {
 
+// The ResourceClaimTemplates collection of namespace `ns`.
+std::string Templates(const std::string& ns) { return "/apis/resource.k8s.io/v1/namespaces/" + ns + "/resourceclaimtemplates"; }
+
 using kubetest::FakeApiServer;
 using kubetest::json;
 using kubetest::MakeCert;
@@ -60,19 +63,19 @@ class ClientTest : public kubetest::FakeApiServerTest {
 
 TEST_F(ClientTest, CreateThenAlreadyExistsThenGet) {
   Client client("127.0.0.1", server_->port(), ca_file_, token_file_);
-  CreateResult first = client.CreateResourceClaimTemplate("team-a", Template("draguard-abc"));
+  CreateResult first = client.CreateObject(Templates("team-a"), Template("draguard-abc"));
   ASSERT_EQ(first.outcome, CreateResult::Outcome::kCreated) << first.error.message;
   EXPECT_TRUE(first.ok());
 
-  CreateResult again = client.CreateResourceClaimTemplate("team-a", Template("draguard-abc"));
+  CreateResult again = client.CreateObject(Templates("team-a"), Template("draguard-abc"));
   EXPECT_EQ(again.outcome, CreateResult::Outcome::kAlreadyExists);
   EXPECT_TRUE(again.ok());
 
-  GetResult got = client.GetResourceClaimTemplate("team-a", "draguard-abc");
+  GetResult got = client.GetObject(Templates("team-a") + "/draguard-abc");
   ASSERT_EQ(got.outcome, GetResult::Outcome::kFound) << got.error.message;
   EXPECT_EQ(json::parse(got.object_json)["metadata"]["name"], "draguard-abc");
 
-  GetResult missing = client.GetResourceClaimTemplate("team-a", "draguard-nope");
+  GetResult missing = client.GetObject(Templates("team-a") + "/draguard-nope");
   EXPECT_EQ(missing.outcome, GetResult::Outcome::kNotFound);
   EXPECT_EQ(missing.error.code, 404);
   EXPECT_EQ(missing.error.reason, "NotFound");
@@ -87,7 +90,7 @@ TEST_F(ClientTest, CreateThenAlreadyExistsThenGet) {
 
 TEST_F(ClientTest, ForbiddenCarriesTheStatusFields) {
   Client client(Config());
-  CreateResult r = client.CreateResourceClaimTemplate("forbidden", Template("draguard-x"));
+  CreateResult r = client.CreateObject(Templates("forbidden"), Template("draguard-x"));
   ASSERT_EQ(r.outcome, CreateResult::Outcome::kError);
   EXPECT_FALSE(r.ok());
   EXPECT_EQ(r.error.code, 403);
@@ -100,7 +103,7 @@ TEST_F(ClientTest, ForbiddenCarriesTheStatusFields) {
 
 TEST_F(ClientTest, ServerErrorIsUnavailable) {
   Client client(Config());
-  CreateResult r = client.CreateResourceClaimTemplate("broken", Template("draguard-x"));
+  CreateResult r = client.CreateObject(Templates("broken"), Template("draguard-x"));
   ASSERT_EQ(r.outcome, CreateResult::Outcome::kError);
   EXPECT_EQ(r.error.code, 500);
   EXPECT_EQ(r.error.reason, "InternalError");
@@ -111,7 +114,7 @@ TEST_F(ClientTest, ServerErrorIsUnavailable) {
 TEST_F(ClientTest, DeadlineBoundsASlowServer) {
   Client client(Config());
   auto start = std::chrono::steady_clock::now();
-  CreateResult r = client.CreateResourceClaimTemplate("slow", Template("draguard-x"), std::chrono::milliseconds(300));
+  CreateResult r = client.CreateObject(Templates("slow"), Template("draguard-x"), std::chrono::milliseconds(300));
   auto took = std::chrono::steady_clock::now() - start;
   server_->ReleaseSlow();
   ASSERT_EQ(r.outcome, CreateResult::Outcome::kError);
@@ -126,7 +129,7 @@ TEST_F(ClientTest, WrongCaIsRefused) {
   std::string other_file = (dir_.path() / "other-ca.crt").string();
   WriteFile(other_file, other.cert);
   Client client("127.0.0.1", server_->port(), other_file, token_file_);
-  CreateResult r = client.CreateResourceClaimTemplate("team-a", Template("draguard-x"));
+  CreateResult r = client.CreateObject(Templates("team-a"), Template("draguard-x"));
   ASSERT_EQ(r.outcome, CreateResult::Outcome::kError);
   EXPECT_EQ(r.error.code, 0);
   EXPECT_EQ(r.error.reason, "TLS") << r.error.message;
@@ -141,22 +144,22 @@ TEST_F(ClientTest, CertificateForAnotherAddressIsRefused) {
   WriteFile(dir_.path() / "other.key", leaf.key);
   FakeApiServer other((dir_.path() / "other.crt").string(), (dir_.path() / "other.key").string());
   Client client("127.0.0.1", other.port(), ca_file_, token_file_);
-  CreateResult r = client.CreateResourceClaimTemplate("team-a", Template("draguard-x"));
+  CreateResult r = client.CreateObject(Templates("team-a"), Template("draguard-x"));
   ASSERT_EQ(r.outcome, CreateResult::Outcome::kError);
   EXPECT_EQ(r.error.reason, "TLS") << r.error.message;
   EXPECT_TRUE(other.seen().empty());
   // "localhost" is not in the certificate either.
   Client by_name("localhost", other.port(), ca_file_, token_file_);
-  EXPECT_EQ(by_name.CreateResourceClaimTemplate("team-a", Template("draguard-x")).error.reason, "TLS");
+  EXPECT_EQ(by_name.CreateObject(Templates("team-a"), Template("draguard-x")).error.reason, "TLS");
   // ...but it is in the normal one, so a DNS name verifies too.
   Client good("localhost", server_->port(), ca_file_, token_file_);
-  CreateResult ok = good.CreateResourceClaimTemplate("team-a", Template("draguard-dns"));
+  CreateResult ok = good.CreateObject(Templates("team-a"), Template("draguard-dns"));
   EXPECT_EQ(ok.outcome, CreateResult::Outcome::kCreated) << ok.error.message;
 }
 
 TEST_F(ClientTest, MissingCaFileIsATlsError) {
   Client client("127.0.0.1", server_->port(), (dir_.path() / "nope.crt").string(), token_file_);
-  CreateResult r = client.CreateResourceClaimTemplate("team-a", Template("draguard-x"));
+  CreateResult r = client.CreateObject(Templates("team-a"), Template("draguard-x"));
   EXPECT_EQ(r.error.reason, "TLS");
   EXPECT_NE(r.error.message.find("cannot load CA file"), std::string::npos);
 }
@@ -165,7 +168,7 @@ TEST_F(ClientTest, ConnectionRefusedIsATransportError) {
   int port = server_->port();
   server_.reset();  // nothing listens on the port any more
   Client client("127.0.0.1", port, ca_file_, token_file_);
-  CreateResult r = client.CreateResourceClaimTemplate("team-a", Template("draguard-x"), std::chrono::seconds(5));
+  CreateResult r = client.CreateObject(Templates("team-a"), Template("draguard-x"), std::chrono::seconds(5));
   ASSERT_EQ(r.outcome, CreateResult::Outcome::kError);
   EXPECT_EQ(r.error.code, 0);
   EXPECT_EQ(r.error.ToStatus().code(), StatusCode::kUnavailable);
@@ -173,13 +176,13 @@ TEST_F(ClientTest, ConnectionRefusedIsATransportError) {
 
 TEST_F(ClientTest, RotatedTokenIsPickedUpWhenTheFileChanges) {
   Client client(Config());
-  ASSERT_TRUE(client.CreateResourceClaimTemplate("team-a", Template("t1")).ok());
+  ASSERT_TRUE(client.CreateObject(Templates("team-a"), Template("t1")).ok());
   // Kubelet swaps the projected file (new inode): the next call sends the new token.
   std::string tmp = token_file_ + ".new";
   WriteFile(tmp, "token-two-longer\n");
   std::filesystem::rename(tmp, token_file_);
   server_->AcceptTokens({"token-two-longer"});
-  ASSERT_TRUE(client.CreateResourceClaimTemplate("team-a", Template("t2")).ok());
+  ASSERT_TRUE(client.CreateObject(Templates("team-a"), Template("t2")).ok());
   auto seen = server_->seen();
   ASSERT_EQ(seen.size(), 2u);
   EXPECT_EQ(seen[0].authorization, "Bearer token-one");
@@ -188,13 +191,13 @@ TEST_F(ClientTest, RotatedTokenIsPickedUpWhenTheFileChanges) {
 
 TEST_F(ClientTest, TokenIsReReadOnceAfterA401) {
   Client client(Config());
-  ASSERT_TRUE(client.CreateResourceClaimTemplate("team-a", Template("t1")).ok());
+  ASSERT_TRUE(client.CreateObject(Templates("team-a"), Template("t1")).ok());
   // Rewrite in place with the same size and mtime: invisible to the fingerprint.
   auto mtime = Mtime(token_file_);
   WriteFile(token_file_, "token-two\n");
   SetMtime(token_file_, mtime);
   server_->AcceptTokens({"token-two"});
-  CreateResult r = client.CreateResourceClaimTemplate("team-a", Template("t2"));
+  CreateResult r = client.CreateObject(Templates("team-a"), Template("t2"));
   EXPECT_EQ(r.outcome, CreateResult::Outcome::kCreated) << r.error.message;
   auto seen = server_->seen();
   ASSERT_EQ(seen.size(), 3u);
@@ -203,7 +206,7 @@ TEST_F(ClientTest, TokenIsReReadOnceAfterA401) {
 
   // A 401 with an unchanged token is not retried.
   server_->AcceptTokens({"nobody"});
-  CreateResult refused = client.CreateResourceClaimTemplate("team-a", Template("t3"));
+  CreateResult refused = client.CreateObject(Templates("team-a"), Template("t3"));
   EXPECT_EQ(refused.error.code, 401);
   EXPECT_EQ(refused.error.reason, "Unauthorized");
   EXPECT_EQ(server_->seen().size(), 4u);
@@ -215,14 +218,14 @@ TEST_F(ClientTest, TokenIsReReadAfterTheInterval) {
   c.token_reread_interval = std::chrono::seconds(60);
   c.clock = [now] { return std::chrono::steady_clock::time_point(std::chrono::seconds(now->load())); };
   Client client(c);
-  ASSERT_TRUE(client.CreateResourceClaimTemplate("team-a", Template("t1")).ok());
+  ASSERT_TRUE(client.CreateObject(Templates("team-a"), Template("t1")).ok());
   auto mtime = Mtime(token_file_);
   WriteFile(token_file_, "token-two\n");
   SetMtime(token_file_, mtime);
   now->store(30);  // before the interval: the cached token is still used (and accepted)
-  ASSERT_TRUE(client.CreateResourceClaimTemplate("team-a", Template("t2")).ok());
+  ASSERT_TRUE(client.CreateObject(Templates("team-a"), Template("t2")).ok());
   now->store(61);  // after it: re-read without needing a 401
-  ASSERT_TRUE(client.CreateResourceClaimTemplate("team-a", Template("t3")).ok());
+  ASSERT_TRUE(client.CreateObject(Templates("team-a"), Template("t3")).ok());
   auto seen = server_->seen();
   ASSERT_EQ(seen.size(), 3u);
   EXPECT_EQ(seen[1].authorization, "Bearer token-one");
@@ -252,7 +255,7 @@ TEST_F(ClientTest, Ipv6ServiceAddressFromTheEnvironment) {
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_EQ(ServerUrl(*config), "https://[::1]:" + port);
   Client client(*config);
-  CreateResult r = client.CreateResourceClaimTemplate("team-a", Template("v6"));
+  CreateResult r = client.CreateObject(Templates("team-a"), Template("v6"));
   EXPECT_EQ(r.outcome, CreateResult::Outcome::kCreated) << r.error.message;
   EXPECT_EQ(v6->seen().size(), 1u);
 }
@@ -374,7 +377,7 @@ TEST_F(ClientTest, ServiceAccountDirReachesTheApiServer) {
   EXPECT_EQ(config->ca_file, ca_file_);
   EXPECT_EQ(config->namespace_name, "draguard-system");
   Client client(*config);
-  CreateResult r = client.CreateResourceClaimTemplate("team-a", Template("from-sa-dir"));
+  CreateResult r = client.CreateObject(Templates("team-a"), Template("from-sa-dir"));
   EXPECT_EQ(r.outcome, CreateResult::Outcome::kCreated) << r.error.message;
   auto seen = server_->seen();
   ASSERT_EQ(seen.size(), 1u);

@@ -299,7 +299,7 @@ TEST_F(WatchTest, StopInterruptsTheDefaultBackoffWait) {
 TEST_F(WatchTest, RotatedTokenIsReReadAfterA401AndRetried) {
   std::string token = (dir_.path() / "token").string();
   // The client has loaded "watch-token" (a GET that finds nothing).
-  ASSERT_EQ(client_->GetResourceClaimTemplate("x", "y").outcome, GetResult::Outcome::kNotFound);
+  ASSERT_EQ(client_->GetObject("/apis/resource.k8s.io/v1/namespaces/x/resourceclaimtemplates/y").outcome, GetResult::Outcome::kNotFound);
   // Rewrite in place, same size and mtime: only the 401 can reveal the change.
   struct stat st {};
   ASSERT_EQ(::stat(token.c_str(), &st), 0);

@@ -15,6 +15,9 @@
 namespace draguard::provision {
 namespace {
 
+// The ResourceClaimTemplates collection of namespace `ns`.
+std::string Templates(const std::string& ns) { return "/apis/resource.k8s.io/v1/namespaces/" + ns + "/resourceclaimtemplates"; }
+
 using kubetest::json;
 using std::chrono::milliseconds;
 
@@ -51,7 +54,7 @@ class ProvisionerTest : public kubetest::FakeApiServerTest {
 
   // Puts an object in the fake server directly (as if someone else made it).
   void Preload(const std::string& ns, const json& object) {
-    auto r = client_->CreateResourceClaimTemplate(ns, object.dump());
+    auto r = client_->CreateObject(Templates(ns), object.dump());
     ASSERT_EQ(r.outcome, kube::CreateResult::Outcome::kCreated);
   }
 };
