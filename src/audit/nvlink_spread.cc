@@ -13,8 +13,8 @@ using admission::Json;
 using dra::Member;
 using dra::StringMember;
 
-// True when a container of `spec` asks for legacy GPU resources (a non-zero quantity), or the Pod
-// holds resource claims (its own, or the one kube-scheduler made for its extended resources).
+// True when a container of the Pod asks for legacy GPU resources, or the Pod holds resource
+// claims (its own, or the one kube-scheduler made for its extended resources).
 bool UsesGpus(const Json& pod, const policy::Policy& policy) {
   const Json* spec = Member(&pod, "spec");
   const Json* claims = Member(spec, "resourceClaims");
@@ -22,20 +22,12 @@ bool UsesGpus(const Json& pod, const policy::Policy& policy) {
       Member(Member(&pod, "status"), "extendedResourceClaimStatus") != nullptr) {
     return true;
   }
-  for (const char* list : {"containers", "initContainers"}) {
-    const Json* containers = Member(spec, list);
-    if (containers == nullptr || !containers->is_array()) continue;
-    for (const auto& c : *containers) {
-      const Json* resources = Member(&c, "resources");
-      for (const char* section : {"limits", "requests"}) {
-        const Json* entries = Member(resources, section);
-        if (entries == nullptr || !entries->is_object()) continue;
-        for (const auto& [name, q] : entries->items()) {
-          const bool zero = (q.is_number() && q.get<double>() == 0) || (q.is_string() && q.get<std::string>() == "0");
-          if (!zero && policy.IsLegacyGpuRequest(name)) return true;
-        }
-      }
-    }
+  if (spec == nullptr || !spec->is_object()) return false;
+  dra::PodSpecRef ref;
+  ref.pointer = "/spec";
+  ref.spec = spec;
+  for (const auto& c : dra::Containers(ref)) {
+    if (dra::RequestsLegacyGpus(c, policy)) return true;
   }
   return false;
 }

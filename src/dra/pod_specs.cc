@@ -293,6 +293,27 @@ std::vector<std::string> ContainerClaimNames(const ContainerRef& container) {
   return out;
 }
 
+bool IsZeroQuantity(const admission::Json& quantity) {
+  if (quantity.is_number()) return quantity.get<double>() == 0;
+  if (quantity.is_string()) {
+    auto parsed = k8s::Quantity::Parse(quantity.get<std::string>());
+    return parsed.ok() && parsed->Sign() == 0;
+  }
+  return false;
+}
+
+bool RequestsLegacyGpus(const ContainerRef& container, const policy::Policy& policy) {
+  const admission::Json* resources = Member(container.container, "resources");
+  for (const char* section : {"limits", "requests"}) {
+    const admission::Json* entries = Member(resources, section);
+    if (entries == nullptr || !entries->is_object()) continue;
+    for (const auto& [name, quantity] : entries->items()) {
+      if (policy.IsLegacyGpuRequest(name) && !IsZeroQuantity(quantity)) return true;
+    }
+  }
+  return false;
+}
+
 bool IsGeneratedTemplateName(std::string_view name) {
   constexpr std::string_view kPrefix = "draguard-";
   if (name.size() != kPrefix.size() + 20 || name.substr(0, kPrefix.size()) != kPrefix) return false;

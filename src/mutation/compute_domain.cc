@@ -71,24 +71,15 @@ std::string AddComputeDomain(const Json& original, std::string_view namespace_na
   const std::string ns(namespace_name);
   const std::string hash = Sha256Hex(ns + "/" + job->Key(), 10);
   Json& pod = out->pod;
-  // The affinity's levels as the API types them (an object, an object, a list); anything else
-  // (only a request that bypassed the API server can carry it) is refused rather than replaced.
-  Json* terms = &pod["spec"];
-  std::string path = "spec";
-  for (const char* key : {"affinity", "podAffinity", "requiredDuringSchedulingIgnoredDuringExecution"}) {
-    Json& next = (*terms)[key];
-    path += std::string(".") + key;
-    const bool list = std::string_view(key) == "requiredDuringSchedulingIgnoredDuringExecution";
-    if (next.is_null()) next = list ? Json::array() : Json::object();
-    if (list ? !next.is_array() : !next.is_object()) return path + " is not " + (list ? "a list" : "an object");
-    terms = &next;
-  }
+  // ConvertPod refused an affinity whose levels are not of the API's types.
+  Json& terms = pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+  if (terms.is_null()) terms = Json::array();
   pod["metadata"]["labels"][std::string(kNvlinkUnitLabel)] = hash;
   // The unit's Pods in one clique: the first Pod matches its own term and goes anywhere with a
   // clique; the others follow it. Nodes without the clique label satisfy no term.
   Json term = {{"labelSelector", {{"matchLabels", {{std::string(kNvlinkUnitLabel), hash}}}}},
                {"topologyKey", std::string(topology::kCliqueLabel)}};
-  if (std::find(terms->begin(), terms->end(), term) == terms->end()) terms->push_back(std::move(term));
+  if (std::find(terms.begin(), terms.end(), term) == terms.end()) terms.push_back(std::move(term));
 
   if (HasClaims(original)) {
     // A Pod with claims of its own (NVIDIA's ComputeDomain demo holds its channel beside legacy

@@ -462,6 +462,11 @@ PodConversion ConvertPod(const admission::Json& pod, std::string_view namespace_
         return Refused(PodConversion::Refusal::kUnsupportedRequest, std::string("spec.affinity.") + key + " is not an object");
       }
     }
+    const Json* terms = dra::Member(dra::Member(affinity, "podAffinity"), "requiredDuringSchedulingIgnoredDuringExecution");
+    if (terms != nullptr && !terms->is_null() && !terms->is_array()) {
+      return Refused(PodConversion::Refusal::kUnsupportedRequest,
+                     "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution is not a list");
+    }
   }
   std::vector<std::vector<std::string>> covered;
   auto profile = ProfilePod(pod, policy, &covered);

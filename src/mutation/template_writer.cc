@@ -319,10 +319,9 @@ class Writer {
     words += ", " + std::to_string(p.cpus) + " CPUs on their NUMA node";
   }
 
-  // The CPU request that goes with GPU request `request` (`cpus` CPUs) and its numaNode
-  // constraint over `gpus` and it.
-  void AddCpuRequest(const std::string& request, const std::vector<std::string>& gpus, int64_t cpus) {
-    const std::string name = CpuRequestName(request);
+  // `cpus` CPUs as dra-driver-cpu's mode wants them: a count of devices (individual), or the
+  // dra.cpu/cpu capacity of one grouped device.
+  Json CpuDevices(int64_t cpus) const {
     Json exactly = {{"deviceClassName", policy_.mutation.cpu.device_class}, {"allocationMode", "ExactCount"}};
     if (policy_.mutation.cpu.mode == policy::CpuMode::kGrouped) {
       exactly["count"] = 1;
@@ -330,7 +329,14 @@ class Writer {
     } else {
       exactly["count"] = cpus;
     }
-    requests_.push_back({{"name", name}, {"exactly", exactly}});
+    return exactly;
+  }
+
+  // The CPU request that goes with GPU request `request` (`cpus` CPUs) and its numaNode
+  // constraint over `gpus` and it.
+  void AddCpuRequest(const std::string& request, const std::vector<std::string>& gpus, int64_t cpus) {
+    const std::string name = CpuRequestName(request);
+    requests_.push_back({{"name", name}, {"exactly", CpuDevices(cpus)}});
     Json tied = gpus;
     tied.push_back(name);
     constraints_.push_back({{"requests", tied}, {"matchAttribute", kNumaNodeAttr}});
@@ -391,13 +397,7 @@ class Writer {
       gpus.push_back(name);
     }
     const std::string cpu = CpuRequestName(request);
-    Json cpu_exactly = {{"deviceClassName", policy_.mutation.cpu.device_class}, {"allocationMode", "ExactCount"}};
-    if (policy_.mutation.cpu.mode == policy::CpuMode::kGrouped) {
-      cpu_exactly["count"] = 1;
-      cpu_exactly["capacity"] = {{"requests", {{"dra.cpu/cpu", std::to_string(p.cpus)}}}};
-    } else {
-      cpu_exactly["count"] = p.cpus;
-    }
+    const Json cpu_exactly = CpuDevices(p.cpus);
     Json cpu_alternatives = Json::array();
     for (std::size_t k = 0; k < plan.sockets.size(); ++k) {
       Json alt = on(cpu_exactly, {plan.sockets[k].cpu_node});

@@ -175,6 +175,17 @@ void Emit(const Box& b, std::string& out) {
   out += "</g>\n";
 }
 
+// The start of an SVG document of `width` x `height` titled `title` (escaped), on white.
+std::string SvgStart(int width, int height, const std::string& title) {
+  std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  out += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(width) + "\" height=\"" +
+         std::to_string(height) + "\" viewBox=\"0 0 " + std::to_string(width) + " " + std::to_string(height) +
+         "\" font-family=\"DejaVu Sans Mono, monospace\" font-size=\"12\">\n<title>";
+  AppendEscaped(out, title);
+  out += "</title>\n<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
+  return out;
+}
+
 // Colours by request name, in order of first appearance over GPUs, NICs, then NUMA nodes (CPUs).
 std::map<std::string, std::string> RequestColours(const DrawMarks& marks, std::vector<std::string>* order) {
   std::map<std::string, std::string> colours;
@@ -536,12 +547,7 @@ std::string DrawSvg(const NodeTopology& node, const DrawMarks& marks) {
   width += kPad;
   height += kPad;
 
-  std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(width) + "\" height=\"" +
-         std::to_string(height) + "\" viewBox=\"0 0 " + std::to_string(width) + " " + std::to_string(height) +
-         "\" font-family=\"DejaVu Sans Mono, monospace\" font-size=\"12\">\n<title>";
-  AppendEscaped(out, "topology of " + node.name);
-  out += "</title>\n<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
+  std::string out = SvgStart(width, height, "topology of " + node.name);
   Emit(machine, out);
   out += body;
   out += "</svg>\n";
@@ -600,11 +606,7 @@ std::string DrawRacksSvg(const std::vector<const NodeTopology*>& nodes) {
   Measure(floor);
   Place(floor, kPad, kPad);
   const int width = floor.x + floor.w + kPad, height = floor.y + floor.h + kPad;
-  std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(width) + "\" height=\"" +
-         std::to_string(height) + "\" viewBox=\"0 0 " + std::to_string(width) + " " + std::to_string(height) +
-         "\" font-family=\"DejaVu Sans Mono, monospace\" font-size=\"12\">\n<title>NVLink cliques</title>\n"
-         "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
+  std::string out = SvgStart(width, height, "NVLink cliques");
   Emit(floor, out);
   out += "</svg>\n";
   return out;

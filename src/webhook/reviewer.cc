@@ -102,8 +102,9 @@ std::optional<engine::MutationFacts> Reviewer::EnsureTemplates(
   const milliseconds budget(policy.mutation.api_timeout_ms);
   const auto api_deadline = steady_clock::now() + budget;
   const auto until = std::min(deadline, api_deadline);
-  for (const auto& t : templates) {
-    const std::string name = req.namespace_ + "/" + t.name;
+  // Each object gets what is left: a call that fails, or finds no time, ends the provisioning.
+  auto ensure = [&](const std::string& object, auto&& call) -> std::optional<engine::MutationFacts> {
+    const std::string name = req.namespace_ + "/" + object;
     const auto left = std::chrono::duration_cast<milliseconds>(until - steady_clock::now());
     if (left <= milliseconds(0)) {
       return Failure(Outcome::kProvisioningFailed, name,
@@ -111,20 +112,21 @@ std::optional<engine::MutationFacts> Reviewer::EnsureTemplates(
                                              : "timeout after " + std::to_string(budget.count()) +
                                                    "ms (mutation.apiTimeoutMs)");
     }
-    if (Status s = provisioner_->Ensure(req.namespace_, t, left); !s.ok()) {
-      return Failure(Outcome::kProvisioningFailed, name, s.message());
+    if (Status s = call(left); !s.ok()) return Failure(Outcome::kProvisioningFailed, name, s.message());
+    return std::nullopt;
+  };
+  for (const auto& t : templates) {
+    if (auto failure = ensure(t.name, [&](milliseconds left) { return provisioner_->Ensure(req.namespace_, t, left); })) {
+      return failure;
     }
   }
   // The ComputeDomain of a multi-node job unit (mutation.computeDomains): the NVIDIA driver's
   // controller makes its channel template, which the Pod's claim waits for.
   for (const auto& cd : conv.compute_domains) {
-    const std::string name = req.namespace_ + "/" + cd.name;
-    const auto left = std::chrono::duration_cast<milliseconds>(until - steady_clock::now());
-    if (left <= milliseconds(0)) {
-      return Failure(Outcome::kProvisioningFailed, name, "timeout: no time left to create the ComputeDomain");
-    }
-    if (Status s = provisioner_->EnsureComputeDomain(req.namespace_, cd, left); !s.ok()) {
-      return Failure(Outcome::kProvisioningFailed, name, s.message());
+    if (auto failure = ensure(cd.name, [&](milliseconds left) {
+          return provisioner_->EnsureComputeDomain(req.namespace_, cd, left);
+        })) {
+      return failure;
     }
   }
   return std::nullopt;

@@ -109,6 +109,13 @@ std::vector<std::string> ContainerClaimNames(const ContainerRef& container);
 /// requests (full GPUs, one MIG profile or an MPS-shared GPU) and, with NIC requests, nothing else.
 bool IsGeneratedTemplateName(std::string_view name);
 
+/// True when a quantity asks for nothing (0, "0", "0m").
+bool IsZeroQuantity(const admission::Json& quantity);
+
+/// True when `container` asks for GPUs the legacy way: a resources.limits or requests entry that
+/// Policy::IsLegacyGpuRequest names, with a quantity that is not zero.
+bool RequestsLegacyGpus(const ContainerRef& container, const policy::Policy& policy);
+
 /// True when the pod spec is in the Guaranteed QoS class as far as its cpu and memory decide it,
 /// judged container by container (stricter than the kubelet, which compares sums): with pod-level
 /// spec.resources for cpu or memory, both have positive limits and requests equal to them;

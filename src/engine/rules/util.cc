@@ -4,7 +4,6 @@
 
 #include "draguard/cel/parser.h"
 #include "draguard/dra/selector_analysis.h"
-#include "draguard/k8s/quantity.h"
 
 namespace draguard::engine::rules {
 
@@ -204,31 +203,6 @@ std::vector<const Alternative*> ConfigTargets(const ClaimRef& claim, const Confi
     }
   }
   return out;
-}
-
-}  // namespace draguard::engine::rules
-
-namespace draguard::engine::rules {
-
-bool IsZeroQuantity(const admission::Json& quantity) {
-  if (quantity.is_number()) return quantity.get<double>() == 0;
-  if (quantity.is_string()) {
-    auto parsed = k8s::Quantity::Parse(quantity.get<std::string>());
-    return parsed.ok() && parsed->Sign() == 0;
-  }
-  return false;
-}
-
-bool RequestsLegacyGpus(const ContainerRef& container, const policy::Policy& policy) {
-  const admission::Json* resources = Member(container.container, "resources");
-  for (const char* section : {"limits", "requests"}) {
-    const admission::Json* entries = Member(resources, section);
-    if (entries == nullptr || !entries->is_object()) continue;
-    for (const auto& [name, quantity] : entries->items()) {
-      if (policy.IsLegacyGpuRequest(name) && !IsZeroQuantity(quantity)) return true;
-    }
-  }
-  return false;
 }
 
 }  // namespace draguard::engine::rules

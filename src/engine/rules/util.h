@@ -31,6 +31,8 @@ using dra::Containers;
 using dra::ContainerClaimNames;
 using dra::ExclusiveCpus;
 using dra::IsGeneratedTemplateName;
+using dra::IsZeroQuantity;
+using dra::RequestsLegacyGpus;
 using dra::PodClaims;
 using dra::Describe;
 using dra::DriverOfClass;
@@ -79,13 +81,6 @@ struct GatedFinding {
 RuleResult NamespaceGatedFindings(const RuleInput& input, const std::vector<std::string>& allowed,
                                   const std::function<bool(const Alternative&)>& flagged,
                                   const std::function<GatedFinding(const ClaimRef&, const Alternative&)>& describe);
-
-/// True when a quantity asks for nothing (0, "0", "0m").
-bool IsZeroQuantity(const admission::Json& quantity);
-
-/// True when `container` asks for GPUs the legacy way: a resources.limits or requests entry that
-/// Policy::IsLegacyGpuRequest names, with a quantity that is not zero.
-bool RequestsLegacyGpus(const ContainerRef& container, const policy::Policy& policy);
 
 /// RFC 1123 DNS label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 characters.
 bool IsDnsLabel(const std::string& s);
