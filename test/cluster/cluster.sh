@@ -17,9 +17,12 @@
 #                                         and its webhook configurations (named P..., default kueue-,
 #                                         as its chart names them) pointing at it; returns once the
 #                                         apiserver calls its webhooks. Again: restarted with CONFIG
+#   cluster.sh jobset DIR                 JobSet's manager (the release Kueue requires, built beside
+#                                         it) on the host, its CRD and its webhook configurations
+#                                         (jobset-...) pointing at it, as kueue does
 #   cluster.sh restart-apiserver DIR      kill kube-apiserver (SIGKILL, a crash) and start it again
 #                                         with the same flags and port; returns once it is ready
-#   cluster.sh down DIR                   stop (SIGKILL) everything up, install and kueue started and
+#   cluster.sh down DIR                   stop (SIGKILL) everything up, install, kueue and jobset started and
 #                                         every process whose pid a caller wrote into DIR/pids/;
 #                                         DIR may be deleted
 # After up: DIR/kubeconfig (cluster-admin) and DIR/bin/kubectl (same release). Logs in DIR/logs/.
@@ -33,7 +36,7 @@ root=$(cd "$here/../.." && pwd)
 # The namespace of the release and of the topology ConfigMaps.
 namespace=draguard
 die() { echo "cluster.sh: $*" >&2; exit 1; }
-usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 # wait_for SECONDS DESCRIPTION COMMAND...: polls COMMAND until it succeeds, the deadline passes,
 # or COMMAND exits 125 (it will never succeed).
@@ -385,10 +388,11 @@ kueue_metrics_certs() {
   ) 7> "$d/.lock" || die "kueue: writing the metrics certificate into $d failed"
 }
 
-# kueue_ready DIR PORT: Kueue's /readyz answers (its webhook server serves); 125 once it is gone.
-kueue_ready() {
-  alive "$1" kueue || return 125
-  curl -sf "http://127.0.0.1:$2/readyz"
+# manager_ready DIR NAME PORT: the manager's /readyz answers (its webhook server serves); 125 once
+# it is gone.
+manager_ready() {
+  alive "$1" "$2" || return 125
+  curl -sf "http://127.0.0.1:$3/readyz"
 }
 
 # kueue_webhooks_called DIR: the apiserver calls Kueue's webhooks: a Job with a queue name comes
@@ -409,15 +413,92 @@ JOB
 ) && [ "$suspended" = true ]
 }
 
-# kueue_stop DIR: stops Kueue's manager and removes its webhook configurations (their
-# failurePolicy Fail would refuse every Pod while it is down).
-kueue_stop() {
-  stop "$1" kueue
-  if [ -f "$1/kueue/webhook-configurations" ]; then
-    "$1/bin/kubectl" --kubeconfig "$1/kubeconfig" delete -f "$1/kueue/webhook-configurations" --ignore-not-found \
-      > /dev/null || die "kueue: removing Kueue's webhook configurations failed"
-    rm -f "$1/kueue/webhook-configurations"
+# jobset_webhooks_called DIR: the apiserver calls JobSet's webhooks: a JobSet comes back from a
+# server-side dry run with the network settings only its defaulting webhook sets.
+jobset_webhooks_called() {
+  local published
+  published=$("$1/bin/kubectl" --kubeconfig "$1/kubeconfig" -n default create --dry-run=server \
+    -o jsonpath='{.spec.network.publishNotReadyAddresses}' -f - <<'JOBSET'
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata: {name: jobset-webhook-probe}
+spec:
+  replicatedJobs:
+  - name: probe
+    template:
+      spec:
+        template:
+          spec:
+            restartPolicy: Never
+            containers: [{name: probe, image: probe}]
+JOBSET
+) && [ "$published" = true ]
+}
+
+# manager_stop DIR NAME: stops the manager NAME (kueue, jobset) and removes its webhook
+# configurations (their failurePolicy Fail would refuse what they select while it is down).
+manager_stop() {
+  stop "$1" "$2"
+  if [ -f "$1/$2/webhook-configurations" ]; then
+    "$1/bin/kubectl" --kubeconfig "$1/kubeconfig" delete -f "$1/$2/webhook-configurations" --ignore-not-found \
+      > /dev/null || die "$2: removing the webhook configurations failed"
+    rm -f "$1/$2/webhook-configurations"
   fi
+}
+
+# manager DIR NAME PREFIX CONFIG...: builds (test/cluster/kueue/build.sh, cached) and starts the
+# manager NAME (kueue, jobset) on the host: its webhook server on a free port with a certificate of
+# the harness CA, its CRDs (conversion webhooks at that port) applied before it starts, which
+# watches them, its webhook configurations (named PREFIX...) once it serves, so that no admission
+# waits on a manager not up; returns once the apiserver calls them. CONFIG: the helper's
+# configuration subcommand and its arguments (without ports and certificate directory).
+manager() {
+  local dir=$1 name=$2 prefix=$3; shift 3
+  local k=("$dir/bin/kubectl" --kubeconfig "$dir/kubeconfig") out helper config=$name
+  local manifests=manifests configdir port health attempt url
+  out=$("$here/kueue/build.sh") || die "$name: building Kueue and JobSet failed"
+  helper=$out/bin/kueue-harness configdir=$out/config
+  if [ "$name" = jobset ]; then manifests=jobset-manifests configdir=$out/config/jobset; fi
+  manager_stop "$dir" "$name"  # a second call restarts it
+  mkdir -p "$dir/$name/certs"
+  [ -f "$dir/pki/$name.crt" ] || cert "$dir" "$name" "/CN=$name" "IP:127.0.0.1,DNS:localhost"
+  cp "$dir/pki/$name.crt" "$dir/$name/certs/tls.crt"
+  cp "$dir/pki/$name.key" "$dir/$name/certs/tls.key"
+  for attempt in 1 2 3; do
+    port=$("$dir/bin/controlplane" free-port)
+    health=$("$dir/bin/controlplane" free-port)
+    url=https://127.0.0.1:$port
+    "$helper" "$@" -webhook-port "$port" -health-port "$health" -cert-dir "$dir/$name/certs" \
+      > "$dir/$name/config.yaml" || die "$name: the configuration cannot be used"
+    # Server-side: Kueue's Workload CRD is too large for client-side apply's annotation.
+    "$helper" "$manifests" -config-dir "$configdir" -url "$url" -ca-bundle "$dir/pki/ca.crt" -part crds \
+      > "$dir/$name/crds.yaml" || die "$name: writing the CRDs failed"
+    "${k[@]}" apply --server-side --force-conflicts -f "$dir/$name/crds.yaml" > /dev/null ||
+      die "$name: applying the CRDs failed"
+    "${k[@]}" wait --for condition=established --timeout=60s -f "$dir/$name/crds.yaml" > /dev/null ||
+      die "$name: the CRDs are not established"
+    "$out/bin/$name" --config "$dir/$name/config.yaml" --kubeconfig "$dir/kubeconfig" \
+      < /dev/null > "$dir/logs/$name.log" 2>&1 &
+    echo "$!" > "$dir/pids/$name"
+    if wait_for 120 "$name's manager" manager_ready "$dir" "$name" "$health"; then break; fi
+    alive "$dir" "$name" && die "$name: the manager is not ready after 120 s (see $dir/logs/$name.log)"
+    grep -q "address already in use" "$dir/logs/$name.log" || die "$name: the manager exited (see $dir/logs/$name.log)"
+    rm -f "$dir/pids/$name"
+    [ "$attempt" -lt 3 ] || die "$name: no free ports for the manager after 3 attempts"
+  done
+  "$helper" "$manifests" -config-dir "$configdir" -url "$url" -ca-bundle "$dir/pki/ca.crt" -prefix "$prefix" \
+    -part webhooks > "$dir/$name/webhook-configurations" || die "$name: writing the webhook configurations failed"
+  "${k[@]}" apply --server-side --force-conflicts -f "$dir/$name/webhook-configurations" > /dev/null ||
+    die "$name: applying the webhook configurations failed"
+  wait_for 30 "$name's webhooks" "${name}_webhooks_called" "$dir" ||
+    die "$name: the apiserver does not call the webhooks (see $dir/logs/$name.log)"
+  echo "cluster.sh: $name: the manager serves $url (log $dir/logs/$name.log)" >&2
+}
+
+# with_cluster DIR: DIR holds a running cluster; prints its absolute path.
+with_cluster() {
+  [ -f "$1/kubeconfig" ] && alive "$1" kube-apiserver || die "no cluster in $1 (cluster.sh up first)"
+  (cd "$1" && pwd)
 }
 
 kueue() {
@@ -431,52 +512,19 @@ kueue() {
     esac
   done
   [ -f "$config" ] || die "kueue: configuration $config not found"
-  [ -f "$dir/kubeconfig" ] && alive "$dir" kube-apiserver || die "kueue: no cluster in $dir (cluster.sh up first)"
-  dir=$(cd "$dir" && pwd)
-  local k=("$dir/bin/kubectl" --kubeconfig "$dir/kubeconfig") out helper
-  out=$("$here/kueue/build.sh") || die "kueue: building Kueue failed"
-  helper=$out/bin/kueue-harness
-  kueue_stop "$dir"  # a second call restarts it
-  mkdir -p "$dir/kueue/certs"
-  # The webhook server's certificate, from the harness CA (the apiserver calls 127.0.0.1).
-  [ -f "$dir/pki/kueue.crt" ] || cert "$dir" kueue /CN=kueue "IP:127.0.0.1,DNS:localhost"
-  cp "$dir/pki/kueue.crt" "$dir/kueue/certs/tls.crt"
-  cp "$dir/pki/kueue.key" "$dir/kueue/certs/tls.key"
+  dir=$(with_cluster "$dir")
   kueue_metrics_certs
-  "${k[@]}" get namespace kueue-system > /dev/null 2>&1 || "${k[@]}" create namespace kueue-system > /dev/null ||
+  "$dir/bin/kubectl" --kubeconfig "$dir/kubeconfig" get namespace kueue-system > /dev/null 2>&1 ||
+    "$dir/bin/kubectl" --kubeconfig "$dir/kubeconfig" create namespace kueue-system > /dev/null ||
     die "kueue: creating namespace kueue-system failed"
-  local port health attempt url
-  for attempt in 1 2 3; do
-    port=$("$dir/bin/controlplane" free-port)
-    health=$("$dir/bin/controlplane" free-port)
-    url=https://127.0.0.1:$port
-    "$helper" config -in "$config" -webhook-port "$port" -health-port "$health" -cert-dir "$dir/kueue/certs" \
-      > "$dir/kueue/config.yaml" || die "kueue: the configuration $config cannot be used"
-    # The CRDs (with the conversion webhooks at this port) before the manager starts, which
-    # watches them; server-side: the Workload CRD is too large for client-side apply's annotation.
-    "$helper" manifests -config-dir "$out/config" -url "$url" -ca-bundle "$dir/pki/ca.crt" -part crds \
-      > "$dir/kueue/crds.yaml" || die "kueue: writing the CRDs failed"
-    "${k[@]}" apply --server-side --force-conflicts -f "$dir/kueue/crds.yaml" > /dev/null ||
-      die "kueue: applying Kueue's CRDs failed"
-    "${k[@]}" wait --for condition=established --timeout=60s -f "$dir/kueue/crds.yaml" > /dev/null ||
-      die "kueue: Kueue's CRDs not established"
-    "$out/bin/kueue" --config "$dir/kueue/config.yaml" --kubeconfig "$dir/kubeconfig" \
-      < /dev/null > "$dir/logs/kueue.log" 2>&1 &
-    echo "$!" > "$dir/pids/kueue"
-    if wait_for 120 "Kueue's manager" kueue_ready "$dir" "$health"; then break; fi
-    alive "$dir" kueue && die "kueue: the manager is not ready after 120 s (see $dir/logs/kueue.log)"
-    grep -q "address already in use" "$dir/logs/kueue.log" || die "kueue: the manager exited (see $dir/logs/kueue.log)"
-    rm -f "$dir/pids/kueue"
-    [ "$attempt" -lt 3 ] || die "kueue: no free ports for the manager after 3 attempts"
-  done
-  # The webhook configurations once it serves, so that no admission waits on a manager not up.
-  "$helper" manifests -config-dir "$out/config" -url "$url" -ca-bundle "$dir/pki/ca.crt" -prefix "$prefix" \
-    -part webhooks > "$dir/kueue/webhook-configurations" || die "kueue: writing the webhook configurations failed"
-  "${k[@]}" apply --server-side --force-conflicts -f "$dir/kueue/webhook-configurations" > /dev/null ||
-    die "kueue: applying Kueue's webhook configurations failed"
-  wait_for 30 "Kueue's webhooks" kueue_webhooks_called "$dir" ||
-    die "kueue: the apiserver does not call Kueue's webhooks (see $dir/logs/kueue.log)"
-  echo "cluster.sh: kueue: Kueue's manager serves $url (log $dir/logs/kueue.log)" >&2
+  manager "$dir" kueue "$prefix" config -in "$config"
+}
+
+jobset() {
+  [ $# -eq 1 ] || usage
+  local dir
+  dir=$(with_cluster "$1")
+  manager "$dir" jobset jobset- jobset-config
 }
 
 restart_apiserver() {
@@ -519,7 +567,8 @@ case "$cmd" in
   # In a subshell each, so that a failing step (die, or set -e) stops what the command started.
   up) set +e; (set -e; up "$dir" "$@"); rc=$?; set -e; [ "$rc" -eq 0 ] || { down "$dir"; exit 1; } ;;
   install) set +e; (set -e; install "$dir" "$@"); rc=$?; set -e; [ "$rc" -eq 0 ] || { stop "$dir" draguard; exit 1; } ;;
-  kueue) set +e; (set -e; kueue "$dir" "$@"); rc=$?; set -e; [ "$rc" -eq 0 ] || { kueue_stop "$dir"; exit 1; } ;;
+  kueue) set +e; (set -e; kueue "$dir" "$@"); rc=$?; set -e; [ "$rc" -eq 0 ] || { manager_stop "$dir" kueue; exit 1; } ;;
+  jobset) set +e; (set -e; jobset "$dir" "$@"); rc=$?; set -e; [ "$rc" -eq 0 ] || { manager_stop "$dir" jobset; exit 1; } ;;
   restart-apiserver) restart_apiserver "$dir" ;;
   down) down "$dir" ;;
   reap) reap "$dir" ;;

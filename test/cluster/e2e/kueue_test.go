@@ -359,6 +359,16 @@ func (w *gpuWatch) Stop() (int, int, []string) {
 	return w.max, w.samples, w.over
 }
 
+// StopAndExpect ends the sampling and fails the test unless the most GPUs allocated at once were
+// exactly the limit (`onNodes`: how many the Nodes have, for the log).
+func (w *gpuWatch) StopAndExpect(t *testing.T, ns string, limit, onNodes int) {
+	most, samples, over := w.Stop()
+	t.Logf("GPUs allocated to %s's claims: at most %d at once over %d samples (%d on the Nodes)", ns, most, samples, onNodes)
+	if len(over) > 0 || most != limit {
+		t.Errorf("at most %d GPUs allocated at once, want %d: %v", most, limit, over)
+	}
+}
+
 // legacyContainer asks for `gpus` GPUs the device-plugin way.
 func legacyContainer(gpus int) corev1.Container {
 	return corev1.Container{Name: "main", Image: "registry.example/cuda:12", Resources: corev1.ResourceRequirements{
@@ -608,14 +618,7 @@ func TestKueueAdmitsLegacyJobsWithinQuota(t *testing.T) {
 	}
 	t.Logf("Job %s: Pod %s", waiting, expectBoundOnOneNuma(t, c, w, ns, jobPod(t, c, ns, waiting), 4))
 	waitUsage(t, c, ns, "nvidia.com/gpu", 8)
-	most, samples, over := watch.Stop()
-	t.Logf("GPUs allocated to %s's claims: at most %d at once over %d samples (16 on the Nodes)", ns, most, samples)
-	if len(over) > 0 {
-		t.Errorf("more than 8 GPUs allocated at once: %v", over)
-	}
-	if most != 8 {
-		t.Errorf("at most %d GPUs allocated at once, want 8 (two Jobs of 4)", most)
-	}
+	watch.StopAndExpect(t, ns, 8, 16)
 }
 
 // plainPod is a Pod in queue `queue` asking for `gpus` GPUs the device-plugin way.
@@ -730,11 +733,7 @@ func TestKueuePlainPodsChargedAsTheyAsked(t *testing.T) {
 	}
 	t.Logf("Pod %s bound: %s", waiting, expectBoundOnOneNuma(t, c, w, ns, waiting, 4))
 	waitUsage(t, c, ns, "nvidia.com/gpu", 8)
-	most, samples, over := watch.Stop()
-	t.Logf("GPUs allocated to %s's claims: at most %d at once over %d samples (16 on the Nodes)", ns, most, samples)
-	if len(over) > 0 || most != 8 {
-		t.Errorf("at most %d GPUs allocated at once, want 8: %v", most, over)
-	}
+	watch.StopAndExpect(t, ns, 8, 16)
 	forceDeletePods(t, c, ns, admitted[1], waiting)
 	waitUsage(t, c, ns, "nvidia.com/gpu", 0)
 
@@ -853,11 +852,7 @@ func TestKueueQuotaSharedByDraAndConvertedWorkloads(t *testing.T) {
 	runningJobs(t, c, ns, []string{"legacy", "legacy-2"}, 2)
 	t.Logf("Job legacy-2: Pod %s", expectBoundOnOneNuma(t, c, w, ns, jobPod(t, c, ns, "legacy-2"), 4))
 	waitUsage(t, c, ns, "nvidia.com/gpu", 8)
-	most, samples, over := watch.Stop()
-	t.Logf("GPUs allocated to %s's claims: at most %d at once over %d samples (20 on the Nodes)", ns, most, samples)
-	if len(over) > 0 || most != 8 {
-		t.Errorf("at most %d GPUs allocated at once, want 8: %v", most, over)
-	}
+	watch.StopAndExpect(t, ns, 8, 20)
 	deleteJob(t, c, ns, "legacy")
 	deleteJob(t, c, ns, "legacy-2")
 	waitUsage(t, c, ns, "nvidia.com/gpu", 0)

@@ -1,17 +1,24 @@
-// Command kueue-harness prepares what test/cluster/cluster.sh needs to run Kueue's manager on the
-// host against the harness's kube-apiserver, from the files of the Kueue module that build.sh
-// copied next to the binary (the same module version as the manager):
+// Command kueue-harness prepares what test/cluster/cluster.sh needs to run Kueue's manager and
+// JobSet's on the host against the harness's kube-apiserver, from the files of their modules that
+// build.sh copied next to the binaries (the same module versions as the managers):
 //
 //	kueue-harness config -in CONFIG -webhook-port P -health-port H -cert-dir DIR
-//	    prints the Configuration to start the manager with: CONFIG (a config.kueue.x-k8s.io/v1beta2
-//	    Configuration: the settings under test) with what a manager outside any cluster needs set
-//	    over it (see hostSettings)
+//	    prints the Configuration to start Kueue's manager with: CONFIG (a
+//	    config.kueue.x-k8s.io/v1beta2 Configuration: the settings under test) with what a manager
+//	    outside any cluster needs set over it (see hostSettings)
 //	kueue-harness manifests -config-dir DIR -url URL -ca-bundle FILE [-prefix kueue-] [-part crds|webhooks]
 //	    prints Kueue's CRDs and webhook configurations from DIR (the module's config/components)
 //	    as its kustomize overlay (config/default) makes them — configuration names with the prefix,
 //	    the job and pod webhooks limited to namespaces other than kube-system and kueue-system, the
 //	    conversion webhooks of the CRDs it patches — with every webhook at URL (the manager's
 //	    webhook server on the host), trusted through the CA in FILE
+//	kueue-harness jobset-config -webhook-port P -health-port H -cert-dir DIR
+//	    prints the config.jobset.x-k8s.io/v1alpha1 Configuration of JobSet's manager on the host
+//	    (see jobSetSettings)
+//	kueue-harness jobset-manifests -config-dir DIR -url URL -ca-bundle FILE [-prefix jobset-] [-part crds|webhooks]
+//	    the same for JobSet's config/components: its CRD, and its webhook configurations with the
+//	    JSON patches of webhook/kustomization.yaml applied (the Pod webhooks limited to Pods of a
+//	    JobSet)
 package main
 
 import (
@@ -37,7 +44,11 @@ func main() {
 	case "config":
 		err = configCommand(os.Args[2:])
 	case "manifests":
-		err = manifestsCommand(os.Args[2:])
+		err = manifestsCommand(os.Args[2:], "kueue-", kueueWebhooks)
+	case "jobset-config":
+		err = jobSetConfigCommand(os.Args[2:])
+	case "jobset-manifests":
+		err = manifestsCommand(os.Args[2:], "jobset-", jobSetWebhooks)
 	default:
 		usage()
 	}
@@ -49,7 +60,9 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: kueue-harness config -in CONFIG -webhook-port P -health-port H -cert-dir DIR\n"+
-		"       kueue-harness manifests -config-dir DIR -url URL -ca-bundle FILE [-prefix kueue-] [-part crds|webhooks]")
+		"       kueue-harness manifests -config-dir DIR -url URL -ca-bundle FILE [-prefix kueue-] [-part crds|webhooks]\n"+
+		"       kueue-harness jobset-config -webhook-port P -health-port H -cert-dir DIR\n"+
+		"       kueue-harness jobset-manifests -config-dir DIR -url URL -ca-bundle FILE [-prefix jobset-] [-part crds|webhooks]")
 	os.Exit(2)
 }
 
@@ -147,13 +160,14 @@ func section(cfg object, key string) (object, error) {
 	return m, nil
 }
 
-// manifestsCommand prints the CRDs and webhook configurations.
-func manifestsCommand(args []string) error {
+// manifestsCommand prints the CRDs and webhook configurations of one manager: `prefix` is the
+// configurations' default name prefix, `webhooks` reads them as that project's overlay makes them.
+func manifestsCommand(args []string, defaultPrefix string, webhooks webhookReader) error {
 	fs := flag.NewFlagSet("manifests", flag.ExitOnError)
 	dir := fs.String("config-dir", "", "the Kueue module's config/components")
 	url := fs.String("url", "", "base URL of the manager's webhook server")
 	caFile := fs.String("ca-bundle", "", "PEM file of the CA that signed the webhook server's certificate")
-	prefix := fs.String("prefix", "kueue-", "prefix of the webhook configurations' names")
+	prefix := fs.String("prefix", defaultPrefix, "prefix of the webhook configurations' names")
 	part := fs.String("part", "", "crds or webhooks: only those (default: both)")
 	fs.Parse(args)
 	if *dir == "" || *url == "" || *caFile == "" || (*part != "" && *part != "crds" && *part != "webhooks") {
@@ -163,7 +177,7 @@ func manifestsCommand(args []string) error {
 	if err != nil {
 		return err
 	}
-	objs, err := manifests(*dir, strings.TrimRight(*url, "/"), ca, *prefix)
+	objs, err := manifests(*dir, strings.TrimRight(*url, "/"), ca, *prefix, webhooks)
 	if err != nil {
 		return err
 	}
@@ -181,9 +195,14 @@ func manifestsCommand(args []string) error {
 	return nil
 }
 
+// webhookReader returns the webhook configurations of a config/components/webhook directory as
+// the project's overlay makes them, still pointing at its in-cluster Service.
+type webhookReader func(dir string) ([]object, error)
+
 // manifests builds the objects: CRDs (crd/bases) first, then the webhook configurations
-// (webhook/manifests.yaml), as config/default's kustomization would, served at url.
-func manifests(dir, url string, ca []byte, prefix string) ([]object, error) {
+// (webhook/manifests.yaml, read by `webhooks`), as config/default's kustomization would, served
+// at url.
+func manifests(dir, url string, ca []byte, prefix string, webhooks webhookReader) ([]object, error) {
 	caBundle := base64.StdEncoding.EncodeToString(ca)
 	converted, err := conversionCRDs(filepath.Join(dir, "crd"))
 	if err != nil {
@@ -225,11 +244,7 @@ func manifests(dir, url string, ca []byte, prefix string) ([]object, error) {
 	if len(converted) > 0 {
 		return nil, fmt.Errorf("conversion patches for CRDs not in crd/bases: %v", keys(converted))
 	}
-	selector, selected, err := namespaceSelectors(filepath.Join(dir, "webhook", "kustomization.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	configs, err := readDocuments(filepath.Join(dir, "webhook", "manifests.yaml"))
+	configs, err := webhooks(filepath.Join(dir, "webhook"))
 	if err != nil {
 		return nil, err
 	}
@@ -247,18 +262,38 @@ func manifests(dir, url string, ca []byte, prefix string) ([]object, error) {
 				return nil, fmt.Errorf("webhook %v has no service path", hook["name"])
 			}
 			hook["clientConfig"] = object{"url": url + path, "caBundle": caBundle}
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// kueueWebhooks reads Kueue's webhook configurations: the namespaceSelector of its overlay set on
+// the webhooks it selects.
+func kueueWebhooks(dir string) ([]object, error) {
+	selector, selected, err := namespaceSelectors(filepath.Join(dir, "kustomization.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	configs, err := readDocuments(filepath.Join(dir, "manifests.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range configs {
+		hooks, _ := c["webhooks"].([]any)
+		for _, h := range hooks {
+			hook, _ := h.(object)
 			if name, _ := hook["name"].(string); selected[name] {
 				hook["namespaceSelector"] = selector
 				delete(selected, name)
 			}
 		}
-		out = append(out, c)
 	}
 	// Webhooks the overlay selects that this release does not have would mean a different layout.
 	if len(selected) > 0 {
 		return nil, fmt.Errorf("webhook/kustomization.yaml selects webhooks not in manifests.yaml: %v", keys(selected))
 	}
-	return out, nil
+	return configs, nil
 }
 
 // conversionCRDs reads crd/kustomization.yaml: the names of the CRDs its patches give a
