@@ -20,9 +20,14 @@
 #   cluster.sh jobset DIR                 JobSet's manager (the release Kueue requires, built beside
 #                                         it) on the host, its CRD and its webhook configurations
 #                                         (jobset-...) pointing at it, as kueue does
+#   cluster.sh compute-domains DIR        the NVIDIA DRA driver's ComputeDomain CRDs, DeviceClasses and
+#                                         controller RBAC from its chart, and its compute-domain
+#                                         controller (built beside Kueue; run as root, in a chroot);
+#                                         returns once it reconciles a ComputeDomain
 #   cluster.sh restart-apiserver DIR      kill kube-apiserver (SIGKILL, a crash) and start it again
 #                                         with the same flags and port; returns once it is ready
-#   cluster.sh down DIR                   stop (SIGKILL) everything up, install, kueue and jobset started and
+#   cluster.sh down DIR                   stop (SIGKILL) everything up, install, kueue, jobset and
+#                                         compute-domains started and
 #                                         every process whose pid a caller wrote into DIR/pids/;
 #                                         DIR may be deleted
 # After up: DIR/kubeconfig (cluster-admin) and DIR/bin/kubectl (same release). Logs in DIR/logs/.
@@ -36,7 +41,7 @@ root=$(cd "$here/../.." && pwd)
 # The namespace of the release and of the topology ConfigMaps.
 namespace=draguard
 die() { echo "cluster.sh: $*" >&2; exit 1; }
-usage() { sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 # wait_for SECONDS DESCRIPTION COMMAND...: polls COMMAND until it succeeds, the deadline passes,
 # or COMMAND exits 125 (it will never succeed).
@@ -527,6 +532,81 @@ jobset() {
   manager "$dir" jobset jobset- jobset-config
 }
 
+# The namespace and release name of the NVIDIA DRA driver's chart, as its documentation installs it.
+driver_namespace=nvidia-dra-driver-gpu
+
+# compute_domains_called DIR: the compute-domain controller reconciles: a ComputeDomain in the
+# driver's namespace gets its channel ResourceClaimTemplate (labelled with the domain's UID), and
+# once deleted it is gone, the controller having removed its finalizer.
+compute_domains_called() {
+  local k=("$1/bin/kubectl" --kubeconfig "$1/kubeconfig" -n "$driver_namespace") uid
+  alive "$1" compute-domain-controller || return 125
+  "${k[@]}" apply -f - > /dev/null <<'CD' || return 1
+apiVersion: resource.nvidia.com/v1beta1
+kind: ComputeDomain
+metadata: {name: harness-probe}
+spec: {numNodes: 0, channel: {resourceClaimTemplate: {name: harness-probe-channel}}}
+CD
+  uid=$("${k[@]}" get computedomain harness-probe -o jsonpath='{.metadata.uid}') || return 1
+  [ "$("${k[@]}" get resourceclaimtemplate harness-probe-channel -o \
+    jsonpath='{.metadata.labels.resource\.nvidia\.com/computeDomain}' 2>/dev/null)" = "$uid" ] || return 1
+  "${k[@]}" delete computedomain harness-probe --wait=true --timeout=30s > /dev/null
+}
+
+# compute_domains DIR: the NVIDIA DRA driver's ComputeDomain support as its chart installs it,
+# without the kubelet plugins (no kubelet runs here): the chart's CRDs, its ComputeDomain
+# DeviceClasses and the controller's RBAC (helm template of the chart at the release
+# kueue/build.sh built), and the compute-domain controller running under that ServiceAccount.
+# The controller reads its templates from /templates, so it runs in a chroot DIR/compute-domains/root
+# that holds them, the static binary and the ServiceAccount's token where a Pod has it mounted.
+compute_domains() {
+  [ $# -eq 1 ] || usage
+  local dir helm out chart release sa jail port chroot
+  dir=$(with_cluster "$1")
+  [ "$(id -u)" -eq 0 ] || die "compute-domains: the controller reads /templates, so it runs in a chroot, which needs root"
+  local k=("$dir/bin/kubectl" --kubeconfig "$dir/kubeconfig")
+  helm=${HELM:-$("$root/test/unit/chart/find-helm.sh")} || die "compute-domains: no helm (scripts/install-test-tools.sh installs it)"
+  out=$("$here/kueue/build.sh") || die "compute-domains: building the controller failed"
+  chart=$out/dra-driver-nvidia-gpu/dra-driver-nvidia-gpu
+  release=$(cat "$out/dra-driver-nvidia-gpu/release")
+  stop "$dir" compute-domain-controller  # a second call restarts it
+  mkdir -p "$dir/compute-domains"
+  "${k[@]}" get namespace "$driver_namespace" > /dev/null 2>&1 || "${k[@]}" create namespace "$driver_namespace" > /dev/null ||
+    die "compute-domains: creating namespace $driver_namespace failed"
+  "${k[@]}" apply --server-side --force-conflicts -f "$chart/crds" > /dev/null || die "compute-domains: applying the chart's CRDs failed"
+  "${k[@]}" wait --for condition=established --timeout=60s -f "$chart/crds" > /dev/null ||
+    die "compute-domains: the chart's CRDs are not established"
+  # The GPU DeviceClasses are the harness's (up); the chart refuses resources.gpus.enabled without
+  # an override while KEP-5004 is not GA in its eyes, and nothing here needs its GPU parts.
+  "$helm" template "$driver_namespace" "$chart" --namespace "$driver_namespace" --kube-version 1.37.0 \
+    --api-versions resource.k8s.io/v1 --set resources.gpus.enabled=false \
+    --show-only templates/deviceclass-compute-domain-default-channel.yaml \
+    --show-only templates/deviceclass-compute-domain-daemon.yaml --show-only templates/rbac-controller.yaml \
+    > "$dir/compute-domains/chart.yaml" || die "compute-domains: helm template of the driver's chart failed"
+  "${k[@]}" apply --server-side --force-conflicts -f "$dir/compute-domains/chart.yaml" > /dev/null ||
+    die "compute-domains: applying the chart's DeviceClasses and RBAC failed"
+  sa=$("${k[@]}" get -f "$dir/compute-domains/chart.yaml" -o jsonpath='{range .items[?(@.kind=="ServiceAccount")]}{.metadata.name}{end}')
+  [ -n "$sa" ] || die "compute-domains: the chart rendered no ServiceAccount for the controller"
+  jail=$dir/compute-domains/root
+  rm -rf "$jail"
+  mkdir -p "$jail/templates" "$jail/tmp" "$jail/var/run/secrets/kubernetes.io"
+  cp "$out/bin/compute-domain-controller" "$jail/"
+  cp "$out/dra-driver-nvidia-gpu/templates/"* "$jail/templates/"
+  sa_dir "$dir" "$jail/var/run/secrets/kubernetes.io/serviceaccount" "$driver_namespace" "$sa"
+  port=$(cat "$dir/apiserver.port")
+  chroot=$(command -v chroot) || die "compute-domains: no chroot (coreutils)"
+  # The chart's Deployment's environment (templates/controller.yaml): no metrics endpoint, one
+  # replica without leader election.
+  env -i KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT="$port" POD_NAME=compute-domain-controller-0 \
+    NAMESPACE="$driver_namespace" IMAGE_NAME="registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:$release" \
+    LOG_VERBOSITY_CD_DAEMON=4 LEADER_ELECTION_ENABLED=false \
+    "$chroot" "$jail" /compute-domain-controller -v 4 < /dev/null > "$dir/logs/compute-domain-controller.log" 2>&1 &
+  echo "$!" > "$dir/pids/compute-domain-controller"
+  wait_for 60 "the compute-domain controller" compute_domains_called "$dir" ||
+    die "compute-domains: the controller does not reconcile ComputeDomains (see $dir/logs/compute-domain-controller.log)"
+  echo "cluster.sh: compute-domains: the compute-domain controller of dra-driver-nvidia-gpu $release runs as $driver_namespace/$sa (log $dir/logs/compute-domain-controller.log)" >&2
+}
+
 restart_apiserver() {
   local dir=$1 api_args=()
   [ -f "$dir/apiserver.args" ] && alive "$dir" kube-apiserver || die "restart-apiserver: no cluster in $dir"
@@ -568,6 +648,7 @@ case "$cmd" in
   up) set +e; (set -e; up "$dir" "$@"); rc=$?; set -e; [ "$rc" -eq 0 ] || { down "$dir"; exit 1; } ;;
   install) set +e; (set -e; install "$dir" "$@"); rc=$?; set -e; [ "$rc" -eq 0 ] || { stop "$dir" draguard; exit 1; } ;;
   kueue) set +e; (set -e; kueue "$dir" "$@"); rc=$?; set -e; [ "$rc" -eq 0 ] || { manager_stop "$dir" kueue; exit 1; } ;;
+  compute-domains) set +e; (set -e; compute_domains "$dir" "$@"); rc=$?; set -e; [ "$rc" -eq 0 ] || { stop "$dir" compute-domain-controller; exit 1; } ;;
   jobset) set +e; (set -e; jobset "$dir" "$@"); rc=$?; set -e; [ "$rc" -eq 0 ] || { manager_stop "$dir" jobset; exit 1; } ;;
   restart-apiserver) restart_apiserver "$dir" ;;
   down) down "$dir" ;;

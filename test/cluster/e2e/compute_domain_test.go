@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -17,35 +18,25 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // computeDomains is the ComputeDomain resource of the NVIDIA DRA driver.
 var computeDomains = schema.GroupVersionResource{Group: "resource.nvidia.com", Version: "v1beta1", Resource: "computedomains"}
 
-// standInComputeDomainCRD serves resource.nvidia.com/v1beta1 ComputeDomain with an open schema: a
-// stand-in written here for the driver's CRD, whose chart this harness does not install (see
-// TestComputeDomainsForMultiNodeJobs).
-const standInComputeDomainCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: computedomains.resource.nvidia.com}
-spec:
-  group: resource.nvidia.com
-  scope: Namespaced
-  names: {plural: computedomains, singular: computedomain, kind: ComputeDomain, listKind: ComputeDomainList}
-  versions:
-  - name: v1beta1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`
+// StartComputeDomains runs `cluster.sh compute-domains`: the NVIDIA DRA driver's ComputeDomain
+// CRDs, DeviceClasses and controller RBAC from its chart, and its compute-domain controller.
+func (c *Cluster) StartComputeDomains() {
+	c.t.Helper()
+	if err := script(c.t, "compute-domains", c.Dir); err != nil {
+		c.t.Fatalf("cluster.sh compute-domains: %v", err)
+	}
+}
 
 // cliqueExports writes copies of the DGX-2H export into a temporary directory, one per tray, with
 // the NVLink clique NVML's fabric info would give its GPUs (info NVIDIAGPUClique, as draguard's
-// exporter records it): trays a1, a2 in one clique, b1, b2 in another. The cliques are test values.
+// exporter records it): trays a1 to a4 in one clique, b1 to b4 in another. The cliques are test
+// values.
 func cliqueExports(t *testing.T) []string {
 	b, err := os.ReadFile(exportPath(t, dgx2h))
 	if err != nil {
@@ -58,7 +49,8 @@ func cliqueExports(t *testing.T) []string {
 	dir := t.TempDir()
 	var out []string
 	for _, tray := range []struct{ name, clique string }{
-		{"tray-a1", "1"}, {"tray-a2", "1"}, {"tray-b1", "2"}, {"tray-b2", "2"},
+		{"tray-a1", "1"}, {"tray-a2", "1"}, {"tray-a3", "1"}, {"tray-a4", "1"},
+		{"tray-b1", "2"}, {"tray-b2", "2"}, {"tray-b3", "2"}, {"tray-b4", "2"},
 	} {
 		info := backend + `<info name="NVIDIAGPUClique" value="0c6e5a52-4f7b-4e0a-9d43-3f1b7f2a9c10.` + tray.clique + `"/>`
 		p := filepath.Join(dir, tray.name+".xml")
@@ -70,85 +62,43 @@ func cliqueExports(t *testing.T) []string {
 	return out
 }
 
-// simulateComputeDomainController makes, for every ComputeDomain, the channel
-// ResourceClaimTemplate the driver's compute-domain controller makes
-// (templates/compute-domain-workload-claim-template.tmpl.yaml of sigs.k8s.io/dra-driver-nvidia-gpu
-// v0.4.1: request "channel" of class compute-domain-default-channel.nvidia.com with the opaque
-// ComputeDomainChannelConfig, the controller's two labels), until ctx ends. Its finalizer is left
-// out: no controller would remove it.
-func simulateComputeDomainController(ctx context.Context, t *testing.T, c *Cluster) <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		made := map[string]bool{}
-		for ctx.Err() == nil {
-			list, err := c.Dynamic.Resource(computeDomains).List(ctx, metav1.ListOptions{})
-			if err == nil {
-				for _, cd := range list.Items {
-					name, _, _ := unstructured.NestedString(cd.Object, "spec", "channel", "resourceClaimTemplate", "name")
-					mode, _, _ := unstructured.NestedString(cd.Object, "spec", "channel", "allocationMode")
-					key := cd.GetNamespace() + "/" + name
-					if name == "" || made[key] {
-						continue
-					}
-					rct := &resourcev1.ResourceClaimTemplate{
-						ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cd.GetNamespace(), Labels: map[string]string{
-							"resource.nvidia.com/computeDomain":       string(cd.GetUID()),
-							"resource.nvidia.com/computeDomainTarget": "Workload"}},
-						Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
-							Requests: []resourcev1.DeviceRequest{{Name: "channel", Exactly: &resourcev1.ExactDeviceRequest{
-								DeviceClassName: "compute-domain-default-channel.nvidia.com"}}},
-							Config: []resourcev1.DeviceClaimConfiguration{{Requests: []string{"channel"},
-								DeviceConfiguration: resourcev1.DeviceConfiguration{Opaque: &resourcev1.OpaqueDeviceConfiguration{
-									Driver: "compute-domain.nvidia.com",
-									Parameters: runtime.RawExtension{Raw: []byte(fmt.Sprintf(`{"apiVersion":"resource.nvidia.com/v1beta1",`+
-										`"kind":"ComputeDomainChannelConfig","domainID":%q,"allocationMode":%q}`, cd.GetUID(), mode))}}}}},
-						}}},
-					}
-					_, err := c.Kube.ResourceV1().ResourceClaimTemplates(cd.GetNamespace()).Create(ctx, rct, metav1.CreateOptions{})
-					if err == nil || apierrors.IsAlreadyExists(err) {
-						made[key] = true
-					} else if ctx.Err() == nil {
-						t.Logf("simulated controller: %s: %v", key, err)
-					}
-				}
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
-	return done
-}
-
 // TestComputeDomainsForMultiNodeJobs: with mutation.computeDomains on a cluster of two NVLink
-// cliques of two trays each, the Pods of a legacy Indexed Job (2 Pods of 2 GPUs, made by
-// kube-controller-manager's job controller) are converted with the IMEX channel of one
-// ComputeDomain that draguard creates, owned by the Job, and kube-scheduler binds them to trays
-// of one clique with their GPUs and channels allocated; a second such Job, which the first
-// clique's channels (one per tray) cannot hold, lands whole in the other clique; deleting the
-// first Job garbage-collects its ComputeDomain; a Pod with a channel claim of its own keeps it
-// and gains the clique affinity.
-//
-// The NVIDIA driver's chart and compute-domain controller are not in this harness: the
-// ComputeDomain CRD is a stand-in with an open schema, and the channel template its controller
-// would make is made by simulateComputeDomainController.
+// cliques of four trays each, with the NVIDIA DRA driver's ComputeDomain CRDs, DeviceClasses and
+// compute-domain controller from its chart and module (v0.4.1; `cluster.sh compute-domains`) and
+// JobSet's controller: the Pods of a legacy JobSet (4 Jobs of one Pod with 4 GPUs) are converted
+// with the IMEX channel of one ComputeDomain that draguard creates, owned by the JobSet, whose
+// channel template the driver's controller makes; kube-scheduler binds the four to trays of one
+// clique with their GPUs and channels allocated. A legacy Indexed Job of four such Pods, which
+// the first clique's channels (one per tray) can no longer hold, lands whole in the other clique.
+// Deleting the JobSet garbage-collects its ComputeDomain, which the controller lets go once it
+// has removed what it made. A Pod with a channel claim of its own keeps it and gains the clique
+// affinity.
 func TestComputeDomainsForMultiNodeJobs(t *testing.T) {
 	exports := cliqueExports(t)
 	c := Up(t, exports...)
 	fillMemoryFromProductName(t, c)
-	if _, stderr, err := c.Kubectl(standInComputeDomainCRD, "apply", "-f", "-"); err != nil {
-		t.Fatalf("ComputeDomain CRD: %v: %s", err, stderr)
+	ctx := context.Background()
+	// The ComputeDomain DeviceClasses `draguard topology slices` published (up) are the chart's.
+	classes := map[string]resourcev1.DeviceClassSpec{}
+	for _, name := range []string{"compute-domain-default-channel.nvidia.com", "compute-domain-daemon.nvidia.com"} {
+		dc, err := c.Kube.ResourceV1().DeviceClasses().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("DeviceClass %s from draguard topology slices: %v", name, err)
+		}
+		classes[name] = dc.Spec
 	}
-	Eventually(t, 30*time.Second, "ComputeDomains served", func() error {
-		_, err := c.Dynamic.Resource(computeDomains).Namespace("default").List(context.Background(), metav1.ListOptions{})
-		return err
-	})
+	c.StartComputeDomains()
+	for name, ours := range classes {
+		dc, err := c.Kube.ResourceV1().DeviceClasses().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(dc.Spec, ours) {
+			t.Errorf("DeviceClass %s: draguard topology slices publishes %+v, the driver's chart %+v", name, ours, dc.Spec)
+		}
+	}
+	c.StartJobSet()
 	c.Install("--set", "policy.mutation.computeDomains=auto")
-	ctx, cancel := context.WithCancel(context.Background())
-	controller := simulateComputeDomainController(ctx, t, c)
-	defer func() { cancel(); <-controller }()
 
 	nodes, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -168,31 +118,21 @@ func TestComputeDomainsForMultiNodeJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.WaitServiceAccount(ns)
+	zero := int64(0)
+	nccl := corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: &zero,
+		Containers: []corev1.Container{{Name: "nccl", Image: "registry.example/nccl-tests:1",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}}}}}
 
-	// runJob creates a legacy Indexed Job of two Pods with two GPUs each and returns the clique of
-	// its Pods' nodes, checking their claims.
-	runJob := func(name string) (string, *batchv1.Job) {
-		two, indexed := int32(2), batchv1.IndexedCompletion
-		zero := int64(0)
-		job := &batchv1.Job{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: batchv1.JobSpec{Parallelism: &two, Completions: &two, CompletionMode: &indexed,
-				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
-					TerminationGracePeriodSeconds: &zero,
-					Containers: []corev1.Container{{Name: "nccl", Image: "registry.example/nccl-tests:1",
-						Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}}}}}}},
-		}
-		created, err := c.Kube.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatalf("Job %s: %v", name, err)
-		}
+	// expectOneClique waits for the four Pods that `selector` selects to be bound and returns the
+	// clique of their nodes, checking their claims: 4 GPUs and channel-0 of its node each.
+	expectOneClique := func(what, selector string) string {
 		var pods []corev1.Pod
-		Eventually(t, 120*time.Second, "Pods of Job "+name+" bound", func() error {
-			list, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + name})
+		Eventually(t, 120*time.Second, "Pods of "+what+" bound", func() error {
+			list, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 			if err != nil {
 				return err
 			}
-			if len(list.Items) != 2 {
+			if len(list.Items) != 4 {
 				return fmt.Errorf("%d Pods", len(list.Items))
 			}
 			for _, p := range list.Items {
@@ -233,46 +173,84 @@ func TestComputeDomainsForMultiNodeJobs(t *testing.T) {
 					}
 				}
 			}
-			if channel != 1 || gpus != 2 {
-				t.Errorf("%s: %d channels and %d GPUs allocated, want 1 and 2", p.Name, channel, gpus)
+			if channel != 1 || gpus != 4 {
+				t.Errorf("%s: %d channels and %d GPUs allocated, want 1 and 4", p.Name, channel, gpus)
 			}
 		}
 		sort.Strings(where)
-		t.Logf("Job %s: %s", name, strings.Join(where, " "))
+		t.Logf("%s: %s", what, strings.Join(where, " "))
 		if len(cliques) != 1 {
-			t.Errorf("Job %s spans cliques %v", name, cliques)
+			t.Errorf("%s spans cliques %v", what, cliques)
 		}
 		for k := range cliques {
-			return k, created
+			return k
 		}
-		return "", created
+		return ""
 	}
 
-	first, job1 := runJob("train-1")
+	js := queuedJobSet(t, "pretrain", ns, "", 4, nccl)
+	unstructured.RemoveNestedField(js.Object, "metadata", "labels")
+	created, err := c.Dynamic.Resource(jobSets).Namespace(ns).Create(ctx, js, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("JobSet: %v", err)
+	}
+	first := expectOneClique("JobSet pretrain", jobSetNameLabel+"=pretrain")
 	cds, err := c.Dynamic.Resource(computeDomains).Namespace(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(cds.Items) != 1 {
-		t.Fatalf("%d ComputeDomains after one Job, want 1", len(cds.Items))
+		t.Fatalf("%d ComputeDomains after one JobSet, want 1", len(cds.Items))
 	}
 	cd := cds.Items[0]
 	owners := cd.GetOwnerReferences()
-	if len(owners) != 1 || owners[0].Kind != "Job" || owners[0].UID != job1.UID {
-		t.Errorf("ComputeDomain %s owned by %+v, want Job train-1 (%s)", cd.GetName(), owners, job1.UID)
+	if len(owners) != 1 || owners[0].Kind != "JobSet" || owners[0].UID != created.GetUID() {
+		t.Errorf("ComputeDomain %s owned by %+v, want JobSet pretrain (%s)", cd.GetName(), owners, created.GetUID())
 	}
-	second, _ := runJob("train-2")
-	if first == second {
-		t.Errorf("both Jobs in clique %s; the first holds its two trays' channels", first)
+	// What the driver's controller made of it: its finalizer, Ready, and the channel template in
+	// the job's namespace, labelled with the domain's UID.
+	Eventually(t, 30*time.Second, "ComputeDomain "+cd.GetName()+" Ready", func() error {
+		got, err := c.Dynamic.Resource(computeDomains).Namespace(ns).Get(ctx, cd.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		status, _, _ := unstructured.NestedString(got.Object, "status", "status")
+		if status != "Ready" || len(got.GetFinalizers()) == 0 {
+			return fmt.Errorf("status %q, finalizers %v", status, got.GetFinalizers())
+		}
+		return nil
+	})
+	channelTemplate, _, _ := unstructured.NestedString(cd.Object, "spec", "channel", "resourceClaimTemplate", "name")
+	rct, err := c.Kube.ResourceV1().ResourceClaimTemplates(ns).Get(ctx, channelTemplate, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("channel template %s: %v", channelTemplate, err)
 	}
-	t.Logf("train-1 in clique %s, train-2 in clique %s", first, second)
+	if rct.Labels["resource.nvidia.com/computeDomain"] != string(cd.GetUID()) {
+		t.Errorf("channel template %s labelled %v, want the controller's label with %s", channelTemplate, rct.Labels, cd.GetUID())
+	}
+	t.Logf("ComputeDomain %s Ready; the controller's channel template %s (finalizers %v)", cd.GetName(), channelTemplate, rct.Finalizers)
 
-	// Deleting the first Job deletes its ComputeDomain (garbage collection through the owner).
+	four := int32(4)
+	indexed := batchv1.IndexedCompletion
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "finetune", Namespace: ns},
+		Spec: batchv1.JobSpec{Parallelism: &four, Completions: &four, CompletionMode: &indexed,
+			Template: corev1.PodTemplateSpec{Spec: nccl}}}
+	if _, err := c.Kube.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("Job: %v", err)
+	}
+	second := expectOneClique("Indexed Job finetune", "batch.kubernetes.io/job-name=finetune")
+	if first == second {
+		t.Errorf("both jobs in clique %s; the first holds its four trays' channels", first)
+	}
+	t.Logf("JobSet pretrain in clique %s, Job finetune in clique %s", first, second)
+
+	// Deleting the JobSet deletes its ComputeDomain (garbage collection through the owner); the
+	// driver's controller removes its template and finalizer.
 	background := metav1.DeletePropagationBackground
-	if err := c.Kube.BatchV1().Jobs(ns).Delete(ctx, "train-1", metav1.DeleteOptions{PropagationPolicy: &background}); err != nil {
+	if err := c.Dynamic.Resource(jobSets).Namespace(ns).Delete(ctx, "pretrain", metav1.DeleteOptions{PropagationPolicy: &background}); err != nil {
 		t.Fatal(err)
 	}
-	Eventually(t, 90*time.Second, "ComputeDomain of train-1 collected", func() error {
+	Eventually(t, 90*time.Second, "ComputeDomain of pretrain collected", func() error {
 		_, err := c.Dynamic.Resource(computeDomains).Namespace(ns).Get(ctx, cd.GetName(), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
