@@ -62,6 +62,100 @@ func cliqueExports(t *testing.T) []string {
 	return out
 }
 
+// nodeCliques is each Node's nvidia.com/gpu.clique label; every export's Node must have one (the
+// exporter publishes it).
+func nodeCliques(t *testing.T, c *Cluster, exports []string) map[string]string {
+	nodes, err := c.Kube.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clique := map[string]string{}
+	for _, n := range nodes.Items {
+		clique[n.Name] = n.Labels["nvidia.com/gpu.clique"]
+	}
+	for _, e := range exports {
+		if clique[NodeName(e)] == "" {
+			t.Fatalf("node %s has no nvidia.com/gpu.clique label (published by the exporter): %v", NodeName(e), clique)
+		}
+	}
+	return clique
+}
+
+// ncclPod is the Pod of a multi-node NCCL job asking for `gpus` GPUs the device-plugin way.
+func ncclPod(gpus int64) corev1.PodSpec {
+	zero := int64(0)
+	return corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: &zero,
+		Containers: []corev1.Container{{Name: "nccl", Image: "registry.example/nccl-tests:1",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)}}}}}
+}
+
+// expectOneClique waits for the `n` Pods that `selector` selects in `ns` to be bound and returns
+// the clique of their nodes, checking that there is one and their claims: `gpus` GPUs and
+// channel-0 of its node each, and draguard's nvlink-unit label.
+func expectOneClique(t *testing.T, c *Cluster, ns string, clique map[string]string, what, selector string, n, gpus int) string {
+	ctx := context.Background()
+	var pods []corev1.Pod
+	Eventually(t, 120*time.Second, "Pods of "+what+" bound", func() error {
+		list, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return err
+		}
+		if len(list.Items) != n {
+			return fmt.Errorf("%d Pods", len(list.Items))
+		}
+		for _, p := range list.Items {
+			if p.Spec.NodeName == "" {
+				return fmt.Errorf("pod %s not bound: %v", p.Name, p.Status.Conditions)
+			}
+		}
+		pods = list.Items
+		return nil
+	})
+	cliques := map[string]bool{}
+	var where []string
+	for _, p := range pods {
+		cliques[clique[p.Spec.NodeName]] = true
+		where = append(where, p.Name+"@"+p.Spec.NodeName)
+		if p.Labels["draguard.io/nvlink-unit"] == "" {
+			t.Errorf("%s has no draguard.io/nvlink-unit label", p.Name)
+		}
+		var channel, got int
+		for _, s := range p.Status.ResourceClaimStatuses {
+			if s.ResourceClaimName == nil {
+				continue
+			}
+			cl, err := c.Kube.ResourceV1().ResourceClaims(ns).Get(ctx, *s.ResourceClaimName, metav1.GetOptions{})
+			if err != nil || cl.Status.Allocation == nil {
+				t.Errorf("%s: claim %s not allocated (%v)", p.Name, *s.ResourceClaimName, err)
+				continue
+			}
+			for _, r := range cl.Status.Allocation.Devices.Results {
+				switch r.Driver {
+				case "compute-domain.nvidia.com":
+					channel++
+					if r.Device != "channel-0" || r.Pool != p.Spec.NodeName {
+						t.Errorf("%s: channel %s/%s, want channel-0 of its node %s", p.Name, r.Pool, r.Device, p.Spec.NodeName)
+					}
+				case "gpu.nvidia.com":
+					got++
+				}
+			}
+		}
+		if channel != 1 || got != gpus {
+			t.Errorf("%s: %d channels and %d GPUs allocated, want 1 and %d", p.Name, channel, got, gpus)
+		}
+	}
+	sort.Strings(where)
+	t.Logf("%s: %s", what, strings.Join(where, " "))
+	if len(cliques) != 1 {
+		t.Errorf("%s spans cliques %v", what, cliques)
+	}
+	for k := range cliques {
+		return k
+	}
+	return ""
+}
+
 // TestComputeDomainsForMultiNodeJobs: with mutation.computeDomains on a cluster of two NVLink
 // cliques of four trays each, with the NVIDIA DRA driver's ComputeDomain CRDs, DeviceClasses and
 // compute-domain controller from its chart and module (v0.4.1; `cluster.sh compute-domains`) and
@@ -100,93 +194,13 @@ func TestComputeDomainsForMultiNodeJobs(t *testing.T) {
 	c.StartJobSet()
 	c.Install("--set", "policy.mutation.computeDomains=auto")
 
-	nodes, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clique := map[string]string{}
-	for _, n := range nodes.Items {
-		clique[n.Name] = n.Labels["nvidia.com/gpu.clique"]
-	}
-	for _, e := range exports {
-		if clique[NodeName(e)] == "" {
-			t.Fatalf("node %s has no nvidia.com/gpu.clique label (published by the exporter): %v", NodeName(e), clique)
-		}
-	}
+	cliques := nodeCliques(t, c, exports)
 	ns := "nvl"
 	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	c.WaitServiceAccount(ns)
-	zero := int64(0)
-	nccl := corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: &zero,
-		Containers: []corev1.Container{{Name: "nccl", Image: "registry.example/nccl-tests:1",
-			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}}}}}
-
-	// expectOneClique waits for the four Pods that `selector` selects to be bound and returns the
-	// clique of their nodes, checking their claims: 4 GPUs and channel-0 of its node each.
-	expectOneClique := func(what, selector string) string {
-		var pods []corev1.Pod
-		Eventually(t, 120*time.Second, "Pods of "+what+" bound", func() error {
-			list, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
-			if err != nil {
-				return err
-			}
-			if len(list.Items) != 4 {
-				return fmt.Errorf("%d Pods", len(list.Items))
-			}
-			for _, p := range list.Items {
-				if p.Spec.NodeName == "" {
-					return fmt.Errorf("pod %s not bound: %v", p.Name, p.Status.Conditions)
-				}
-			}
-			pods = list.Items
-			return nil
-		})
-		cliques := map[string]bool{}
-		var where []string
-		for _, p := range pods {
-			cliques[clique[p.Spec.NodeName]] = true
-			where = append(where, p.Name+"@"+p.Spec.NodeName)
-			if p.Labels["draguard.io/nvlink-unit"] == "" {
-				t.Errorf("%s has no draguard.io/nvlink-unit label", p.Name)
-			}
-			var channel, gpus int
-			for _, s := range p.Status.ResourceClaimStatuses {
-				if s.ResourceClaimName == nil {
-					continue
-				}
-				cl, err := c.Kube.ResourceV1().ResourceClaims(ns).Get(ctx, *s.ResourceClaimName, metav1.GetOptions{})
-				if err != nil || cl.Status.Allocation == nil {
-					t.Errorf("%s: claim %s not allocated (%v)", p.Name, *s.ResourceClaimName, err)
-					continue
-				}
-				for _, r := range cl.Status.Allocation.Devices.Results {
-					switch r.Driver {
-					case "compute-domain.nvidia.com":
-						channel++
-						if r.Device != "channel-0" || r.Pool != p.Spec.NodeName {
-							t.Errorf("%s: channel %s/%s, want channel-0 of its node %s", p.Name, r.Pool, r.Device, p.Spec.NodeName)
-						}
-					case "gpu.nvidia.com":
-						gpus++
-					}
-				}
-			}
-			if channel != 1 || gpus != 4 {
-				t.Errorf("%s: %d channels and %d GPUs allocated, want 1 and 4", p.Name, channel, gpus)
-			}
-		}
-		sort.Strings(where)
-		t.Logf("%s: %s", what, strings.Join(where, " "))
-		if len(cliques) != 1 {
-			t.Errorf("%s spans cliques %v", what, cliques)
-		}
-		for k := range cliques {
-			return k
-		}
-		return ""
-	}
+	nccl := ncclPod(4)
 
 	js := queuedJobSet(t, "pretrain", ns, "", 4, nccl)
 	unstructured.RemoveNestedField(js.Object, "metadata", "labels")
@@ -194,7 +208,7 @@ func TestComputeDomainsForMultiNodeJobs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("JobSet: %v", err)
 	}
-	first := expectOneClique("JobSet pretrain", jobSetNameLabel+"=pretrain")
+	first := expectOneClique(t, c, ns, cliques, "JobSet pretrain", jobSetNameLabel+"=pretrain", 4, 4)
 	cds, err := c.Dynamic.Resource(computeDomains).Namespace(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +252,7 @@ func TestComputeDomainsForMultiNodeJobs(t *testing.T) {
 	if _, err := c.Kube.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("Job: %v", err)
 	}
-	second := expectOneClique("Indexed Job finetune", "batch.kubernetes.io/job-name=finetune")
+	second := expectOneClique(t, c, ns, cliques, "Indexed Job finetune", "batch.kubernetes.io/job-name=finetune", 4, 4)
 	if first == second {
 		t.Errorf("both jobs in clique %s; the first holds its four trays' channels", first)
 	}

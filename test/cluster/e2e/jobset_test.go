@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -59,6 +60,25 @@ func suspended(t *testing.T, c *Cluster, ns, name string) bool {
 	}
 	s, _, _ := unstructured.NestedBool(js.Object, "spec", "suspend")
 	return s
+}
+
+// runningJobSets waits until exactly `want` of the JobSets `among` run (unsuspended), the others
+// suspended, and returns the running ones.
+func runningJobSets(t *testing.T, c *Cluster, ns string, among []string, want int) []string {
+	var out []string
+	Eventually(t, 90*time.Second, fmt.Sprintf("%d of %v unsuspended", want, among), func() error {
+		out = nil
+		for _, n := range among {
+			if !suspended(t, c, ns, n) {
+				out = append(out, n)
+			}
+		}
+		if len(out) != want {
+			return fmt.Errorf("running %v", out)
+		}
+		return nil
+	})
+	return out
 }
 
 // podsOfJobSet waits until JobSet `name` has `want` Pods and returns their names.
@@ -113,23 +133,6 @@ func TestKueueAdmitsLegacyJobSetsWithinQuota(t *testing.T) {
 			t.Fatalf("JobSet %s stored unsuspended: Kueue's webhook did not act", n)
 		}
 	}
-	// running waits until exactly `want` of `among` run (unsuspended), the others suspended.
-	running := func(among []string, want int) []string {
-		var out []string
-		Eventually(t, 90*time.Second, fmt.Sprintf("%d of %v unsuspended", want, among), func() error {
-			out = nil
-			for _, n := range among {
-				if !suspended(t, c, ns, n) {
-					out = append(out, n)
-				}
-			}
-			if len(out) != want {
-				return fmt.Errorf("running %v", out)
-			}
-			return nil
-		})
-		return out
-	}
 	// bound checks an admitted JobSet: charged 4 nvidia.com/gpu, two Pods converted and bound
 	// with 2 GPUs on one NUMA node each.
 	bound := func(name string) []string {
@@ -142,7 +145,7 @@ func TestKueueAdmitsLegacyJobSetsWithinQuota(t *testing.T) {
 		}
 		return pods
 	}
-	admitted := running(names, 2)
+	admitted := runningJobSets(t, c, ns, names, 2)
 	waitUsage(t, c, ns, "nvidia.com/gpu", 8)
 	first := bound(admitted[0])
 	bound(admitted[1])
@@ -163,8 +166,96 @@ func TestKueueAdmitsLegacyJobSetsWithinQuota(t *testing.T) {
 	}
 	forceDeletePods(t, c, ns, first...)
 	t.Logf("JobSet %s deleted, its Pods %s force-deleted", admitted[0], strings.Join(first, " "))
-	running([]string{admitted[1], waiting}, 2)
+	runningJobSets(t, c, ns, []string{admitted[1], waiting}, 2)
 	bound(waiting)
 	waitUsage(t, c, ns, "nvidia.com/gpu", 8)
 	watch.StopAndExpect(t, ns, 8, 16)
+}
+
+// TestKueueQuotaForMultiNodeJobSetsWithComputeDomains: the stack of a GB200-class cluster
+// together — Kueue's quota, JobSet's controller, the NVIDIA DRA driver's compute-domain controller
+// and draguard with mutation.computeDomains — on two NVLink cliques of four trays. A ClusterQueue
+// of 32 nvidia.com/gpu and three legacy JobSets of four Pods with 4 GPUs each (16 per JobSet).
+// Kueue charges each JobSet's template as nvidia.com/gpu=16 (it never sees the channel claims
+// draguard adds to the Pods), admits two and keeps the third suspended; the admitted JobSets'
+// Pods are converted with their ComputeDomain's channel and each JobSet lands whole in one clique
+// (the first takes every channel of its clique, so the second goes to the other). Once the first
+// JobSet is deleted (its Pods force-deleted), its ComputeDomain is collected and the third is
+// admitted and lands whole in the freed clique. The GPUs allocated to the namespace's claims never
+// exceed 32.
+func TestKueueQuotaForMultiNodeJobSetsWithComputeDomains(t *testing.T) {
+	exports := cliqueExports(t)
+	c := Up(t, exports...)
+	fillMemoryFromProductName(t, c)
+	c.StartComputeDomains()
+	c.StartJobSet()
+	c.Install("--set", "policy.mutation.computeDomains=auto")
+	c.StartKueue(kueueConfiguration(t, c, "batch/job", "jobset.x-k8s.io/jobset"))
+	cliques := nodeCliques(t, c, exports)
+	const ns = "team-nvl"
+	createQueues(t, c, ns, quota{"nvidia.com/gpu", "32"})
+	watch := watchGPUs(t, c, ns, 32)
+	ctx := context.Background()
+	names := []string{"pretrain-1", "pretrain-2", "pretrain-3"}
+	for _, n := range names {
+		if _, err := c.Dynamic.Resource(jobSets).Namespace(ns).Create(ctx, queuedJobSet(t, n, ns, ns, 4, ncclPod(4)), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("JobSet %s: %v", n, err)
+		}
+	}
+	// landed checks an admitted JobSet: charged nvidia.com/gpu=16 only, its four Pods in one
+	// clique with their GPUs and channels; returns the clique and the Pods.
+	landed := func(name string) (string, []string) {
+		if u := admittedUsage(t, c, ns, "JobSet", name); count(u, "nvidia.com/gpu") != 16 || len(u) != 1 {
+			t.Errorf("JobSet %s charged %s, want nvidia.com/gpu=16", name, formatUsage(u))
+		}
+		where := expectOneClique(t, c, ns, cliques, "JobSet "+name, jobSetNameLabel+"="+name, 4, 4)
+		return where, podsOfJobSet(t, c, ns, name, 4)
+	}
+	admitted := runningJobSets(t, c, ns, names, 2)
+	waitUsage(t, c, ns, "nvidia.com/gpu", 32)
+	firstClique, firstPods := landed(admitted[0])
+	secondClique, _ := landed(admitted[1])
+	if firstClique == secondClique {
+		t.Errorf("JobSets %v both in clique %s", admitted, firstClique)
+	}
+	var waiting string
+	for _, n := range names {
+		if n != admitted[0] && n != admitted[1] {
+			waiting = n
+		}
+	}
+	t.Logf("JobSet %s suspended: %s", waiting, pendingMessage(t, c, ns, "JobSet", waiting))
+
+	cds, err := c.Dynamic.Resource(computeDomains).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var firstCD string
+	for _, cd := range cds.Items {
+		for _, o := range cd.GetOwnerReferences() {
+			if o.Kind == "JobSet" && o.Name == admitted[0] {
+				firstCD = cd.GetName()
+			}
+		}
+	}
+	if len(cds.Items) != 2 || firstCD == "" {
+		t.Fatalf("%d ComputeDomains, want one per admitted JobSet (the first's: %q)", len(cds.Items), firstCD)
+	}
+	background := metav1.DeletePropagationBackground
+	if err := c.Dynamic.Resource(jobSets).Namespace(ns).Delete(ctx, admitted[0], metav1.DeleteOptions{PropagationPolicy: &background}); err != nil {
+		t.Fatal(err)
+	}
+	forceDeletePods(t, c, ns, firstPods...)
+	Eventually(t, 90*time.Second, "ComputeDomain "+firstCD+" collected", func() error {
+		if _, err := c.Dynamic.Resource(computeDomains).Namespace(ns).Get(ctx, firstCD, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+	t.Logf("JobSet %s deleted: its Pods force-deleted, its ComputeDomain %s collected", admitted[0], firstCD)
+	if third, _ := landed(waiting); third != firstClique {
+		t.Errorf("JobSet %s in clique %s, want the freed clique %s", waiting, third, firstClique)
+	}
+	waitUsage(t, c, ns, "nvidia.com/gpu", 32)
+	watch.StopAndExpect(t, ns, 32, 128)
 }
