@@ -22,7 +22,8 @@
 #                                         (jobset-...) pointing at it, as kueue does
 #   cluster.sh compute-domains DIR        the NVIDIA DRA driver's ComputeDomain CRDs, DeviceClasses and
 #                                         controller RBAC from its chart, and its compute-domain
-#                                         controller (built beside Kueue; run as root, in a chroot);
+#                                         controller (built beside Kueue; with a root directory of its
+#                                         own for its /templates);
 #                                         returns once it reconciles a ComputeDomain
 #   cluster.sh restart-apiserver DIR      kill kube-apiserver (SIGKILL, a crash) and start it again
 #                                         with the same flags and port; returns once it is ready
@@ -41,7 +42,7 @@ root=$(cd "$here/../.." && pwd)
 # The namespace of the release and of the topology ConfigMaps.
 namespace=draguard
 die() { echo "cluster.sh: $*" >&2; exit 1; }
-usage() { sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 # wait_for SECONDS DESCRIPTION COMMAND...: polls COMMAND until it succeeds, the deadline passes,
 # or COMMAND exits 125 (it will never succeed).
@@ -459,7 +460,7 @@ manager_stop() {
 # configuration subcommand and its arguments (without ports and certificate directory).
 manager() {
   local dir=$1 name=$2 prefix=$3; shift 3
-  local k=("$dir/bin/kubectl" --kubeconfig "$dir/kubeconfig") out helper config=$name
+  local k=("$dir/bin/kubectl" --kubeconfig "$dir/kubeconfig") out helper
   local manifests=manifests configdir port health attempt url
   out=$("$here/kueue/build.sh") || die "$name: building Kueue and JobSet failed"
   helper=$out/bin/kueue-harness configdir=$out/config
@@ -557,13 +558,13 @@ CD
 # without the kubelet plugins (no kubelet runs here): the chart's CRDs, its ComputeDomain
 # DeviceClasses and the controller's RBAC (helm template of the chart at the release
 # kueue/build.sh built), and the compute-domain controller running under that ServiceAccount.
-# The controller reads its templates from /templates, so it runs in a chroot DIR/compute-domains/root
-# that holds them, the static binary and the ServiceAccount's token where a Pod has it mounted.
+# The controller reads its templates from /templates, so it runs with DIR/compute-domains/root as
+# its root directory (a chroot as root, else a user namespace), which holds them, the static binary
+# and the ServiceAccount's token where a Pod has it mounted.
 compute_domains() {
   [ $# -eq 1 ] || usage
-  local dir helm out chart release sa jail port chroot
+  local dir helm out chart release sa jail port jailer
   dir=$(with_cluster "$1")
-  [ "$(id -u)" -eq 0 ] || die "compute-domains: the controller reads /templates, so it runs in a chroot, which needs root"
   local k=("$dir/bin/kubectl" --kubeconfig "$dir/kubeconfig")
   helm=${HELM:-$("$root/test/unit/chart/find-helm.sh")} || die "compute-domains: no helm (scripts/install-test-tools.sh installs it)"
   out=$("$here/kueue/build.sh") || die "compute-domains: building the controller failed"
@@ -594,13 +595,19 @@ compute_domains() {
   cp "$out/dra-driver-nvidia-gpu/templates/"* "$jail/templates/"
   sa_dir "$dir" "$jail/var/run/secrets/kubernetes.io/serviceaccount" "$driver_namespace" "$sa"
   port=$(cat "$dir/apiserver.port")
-  chroot=$(command -v chroot) || die "compute-domains: no chroot (coreutils)"
+  # As root a chroot; otherwise a user namespace in which the caller is root (util-linux unshare).
+  if [ "$(id -u)" -eq 0 ]; then
+    jailer=("$(command -v chroot)" "$jail")
+  else
+    jailer=("$(command -v unshare)" --user --map-root-user "--root=$jail")
+  fi
+  [ -x "${jailer[0]}" ] || die "compute-domains: no chroot or unshare to run the controller with /templates"
   # The chart's Deployment's environment (templates/controller.yaml): no metrics endpoint, one
   # replica without leader election.
   env -i KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT="$port" POD_NAME=compute-domain-controller-0 \
     NAMESPACE="$driver_namespace" IMAGE_NAME="registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:$release" \
     LOG_VERBOSITY_CD_DAEMON=4 LEADER_ELECTION_ENABLED=false \
-    "$chroot" "$jail" /compute-domain-controller -v 4 < /dev/null > "$dir/logs/compute-domain-controller.log" 2>&1 &
+    "${jailer[@]}" /compute-domain-controller -v 4 < /dev/null > "$dir/logs/compute-domain-controller.log" 2>&1 &
   echo "$!" > "$dir/pids/compute-domain-controller"
   wait_for 60 "the compute-domain controller" compute_domains_called "$dir" ||
     die "compute-domains: the controller does not reconcile ComputeDomains (see $dir/logs/compute-domain-controller.log)"

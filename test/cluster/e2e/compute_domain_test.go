@@ -264,12 +264,14 @@ func TestComputeDomainsForMultiNodeJobs(t *testing.T) {
 	if err := c.Dynamic.Resource(jobSets).Namespace(ns).Delete(ctx, "pretrain", metav1.DeleteOptions{PropagationPolicy: &background}); err != nil {
 		t.Fatal(err)
 	}
-	Eventually(t, 90*time.Second, "ComputeDomain of pretrain collected", func() error {
-		_, err := c.Dynamic.Resource(computeDomains).Namespace(ns).Get(ctx, cd.GetName(), metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
+	Eventually(t, 90*time.Second, "ComputeDomain of pretrain and its channel template collected", func() error {
+		if _, err := c.Dynamic.Resource(computeDomains).Namespace(ns).Get(ctx, cd.GetName(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("ComputeDomain still there (%v)", err)
 		}
-		return fmt.Errorf("still there (%v)", err)
+		if _, err := c.Kube.ResourceV1().ResourceClaimTemplates(ns).Get(ctx, channelTemplate, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("channel template still there (%v)", err)
+		}
+		return nil
 	})
 
 	// A Pod of a job that holds a channel of its own (NVIDIA's demo shape) keeps it: the

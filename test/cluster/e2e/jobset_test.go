@@ -53,13 +53,13 @@ func queuedJobSet(t *testing.T, name, ns, queue string, replicas int, spec corev
 }
 
 // suspended reports whether a stored JobSet is suspended.
-func suspended(t *testing.T, c *Cluster, ns, name string) bool {
+func suspended(c *Cluster, ns, name string) (bool, error) {
 	js, err := c.Dynamic.Resource(jobSets).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
-		t.Fatalf("JobSet %s: %v", name, err)
+		return false, fmt.Errorf("JobSet %s: %w", name, err)
 	}
 	s, _, _ := unstructured.NestedBool(js.Object, "spec", "suspend")
-	return s
+	return s, nil
 }
 
 // runningJobSets waits until exactly `want` of the JobSets `among` run (unsuspended), the others
@@ -69,7 +69,11 @@ func runningJobSets(t *testing.T, c *Cluster, ns string, among []string, want in
 	Eventually(t, 90*time.Second, fmt.Sprintf("%d of %v unsuspended", want, among), func() error {
 		out = nil
 		for _, n := range among {
-			if !suspended(t, c, ns, n) {
+			s, err := suspended(c, ns, n)
+			if err != nil {
+				return err
+			}
+			if !s {
 				out = append(out, n)
 			}
 		}
@@ -107,7 +111,7 @@ func podsOfJobSet(t *testing.T, c *Cluster, ns, name string, want int) []string 
 // Kueue's jobset.x-k8s.io/jobset integration with JobSet's own controller. A ClusterQueue of 8
 // nvidia.com/gpu and three legacy JobSets of two Pods with 2 GPUs each (4 per JobSet) on two
 // g4dn.metal Nodes (16 T4). Kueue charges each JobSet's template as nvidia.com/gpu, admits two
-// (usage 8) and keeps the third suspended, with no Jobs; JobSet's controller makes the admitted
+// (usage 8) and keeps the third suspended, with no Pods; JobSet's controller makes the admitted
 // ones' Jobs, whose Pods draguard converts and kube-scheduler binds with their GPUs on one NUMA
 // node. Once one admitted JobSet is deleted (its Pods force-deleted), the third is admitted,
 // converted and bound. The GPUs allocated to the namespace's claims, sampled every 50 ms
@@ -129,8 +133,8 @@ func TestKueueAdmitsLegacyJobSetsWithinQuota(t *testing.T) {
 		if _, err := c.Dynamic.Resource(jobSets).Namespace(ns).Create(ctx, js, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("JobSet %s: %v", n, err)
 		}
-		if !suspended(t, c, ns, n) {
-			t.Fatalf("JobSet %s stored unsuspended: Kueue's webhook did not act", n)
+		if s, err := suspended(c, ns, n); err != nil || !s {
+			t.Fatalf("JobSet %s stored unsuspended (%v): Kueue's webhook did not act", n, err)
 		}
 	}
 	// bound checks an admitted JobSet: charged 4 nvidia.com/gpu, two Pods converted and bound
@@ -174,15 +178,16 @@ func TestKueueAdmitsLegacyJobSetsWithinQuota(t *testing.T) {
 
 // TestKueueQuotaForMultiNodeJobSetsWithComputeDomains: the stack of a GB200-class cluster
 // together — Kueue's quota, JobSet's controller, the NVIDIA DRA driver's compute-domain controller
-// and draguard with mutation.computeDomains — on two NVLink cliques of four trays. A ClusterQueue
-// of 32 nvidia.com/gpu and three legacy JobSets of four Pods with 4 GPUs each (16 per JobSet).
-// Kueue charges each JobSet's template as nvidia.com/gpu=16 (it never sees the channel claims
-// draguard adds to the Pods), admits two and keeps the third suspended; the admitted JobSets'
-// Pods are converted with their ComputeDomain's channel and each JobSet lands whole in one clique
-// (the first takes every channel of its clique, so the second goes to the other). Once the first
-// JobSet is deleted (its Pods force-deleted), its ComputeDomain is collected and the third is
-// admitted and lands whole in the freed clique. The GPUs allocated to the namespace's claims never
-// exceed 32.
+// and draguard with mutation.computeDomains — on two NVLink cliques of four trays, and three legacy
+// JobSets of four Pods with 4 GPUs each (16 per JobSet). Kueue charges each JobSet's template as
+// nvidia.com/gpu=16 (it never sees the channel claims draguard adds to the Pods). Under a
+// ClusterQueue quota of 16 one JobSet is admitted and lands whole in one clique; the quota raised
+// to 32, a second is admitted and lands whole in the other clique (the first holds every channel
+// of its own), while the third stays suspended. (Two JobSets admitted at the same moment could
+// start in the same clique and hold its channels between them: required pod affinity is no gang
+// placement; see docs/deployment.md.) Once the first JobSet is deleted (its Pods force-deleted),
+// its ComputeDomain is collected and the third is admitted and lands whole in the freed clique.
+// The GPUs allocated to the namespace's claims never exceed the quota.
 func TestKueueQuotaForMultiNodeJobSetsWithComputeDomains(t *testing.T) {
 	exports := cliqueExports(t)
 	c := Up(t, exports...)
@@ -193,7 +198,7 @@ func TestKueueQuotaForMultiNodeJobSetsWithComputeDomains(t *testing.T) {
 	c.StartKueue(kueueConfiguration(t, c, "batch/job", "jobset.x-k8s.io/jobset"))
 	cliques := nodeCliques(t, c, exports)
 	const ns = "team-nvl"
-	createQueues(t, c, ns, quota{"nvidia.com/gpu", "32"})
+	createQueues(t, c, ns, quota{"nvidia.com/gpu", "16"})
 	watch := watchGPUs(t, c, ns, 32)
 	ctx := context.Background()
 	names := []string{"pretrain-1", "pretrain-2", "pretrain-3"}
@@ -211,11 +216,16 @@ func TestKueueQuotaForMultiNodeJobSetsWithComputeDomains(t *testing.T) {
 		where := expectOneClique(t, c, ns, cliques, "JobSet "+name, jobSetNameLabel+"="+name, 4, 4)
 		return where, podsOfJobSet(t, c, ns, name, 4)
 	}
+	first := runningJobSets(t, c, ns, names, 1)
+	waitUsage(t, c, ns, "nvidia.com/gpu", 16)
+	firstClique, firstPods := landed(first[0])
+	setQuota(t, c, ns, "nvidia.com/gpu", "32")
 	admitted := runningJobSets(t, c, ns, names, 2)
 	waitUsage(t, c, ns, "nvidia.com/gpu", 32)
-	firstClique, firstPods := landed(admitted[0])
-	secondClique, _ := landed(admitted[1])
-	if firstClique == secondClique {
+	if admitted[0] != first[0] {
+		admitted[0], admitted[1] = admitted[1], admitted[0]
+	}
+	if secondClique, _ := landed(admitted[1]); firstClique == secondClique {
 		t.Errorf("JobSets %v both in clique %s", admitted, firstClique)
 	}
 	var waiting string

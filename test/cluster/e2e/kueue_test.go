@@ -143,6 +143,39 @@ func createQueues(t *testing.T, c *Cluster, ns string, quotas ...quota) {
 	})
 }
 
+// setQuota sets the nominal quota of resource `name` in ClusterQueue `cq` (made by createQueues).
+func setQuota(t *testing.T, c *Cluster, cq, name, nominal string) {
+	Eventually(t, 30*time.Second, fmt.Sprintf("ClusterQueue %s quota %s=%s", cq, name, nominal), func() error {
+		got, err := c.Dynamic.Resource(clusterQueues).Get(context.Background(), cq, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		groups, _, _ := unstructured.NestedSlice(got.Object, "spec", "resourceGroups")
+		found := false
+		for _, g := range groups {
+			flavors, _ := g.(map[string]any)["flavors"].([]any)
+			for _, f := range flavors {
+				resources, _ := f.(map[string]any)["resources"].([]any)
+				for _, r := range resources {
+					if m := r.(map[string]any); m["name"] == name {
+						m["nominalQuota"] = nominal
+						found = true
+					}
+				}
+			}
+		}
+		if !found {
+			t.Fatalf("ClusterQueue %s has no quota of %s", cq, name)
+		}
+		if err := unstructured.SetNestedSlice(got.Object, groups, "spec", "resourceGroups"); err != nil {
+			return err
+		}
+		_, err = c.Dynamic.Resource(clusterQueues).Update(context.Background(), got, metav1.UpdateOptions{})
+		return err // a conflict is retried
+	})
+	t.Logf("ClusterQueue %s: nominal quota of %s now %s", cq, name, nominal)
+}
+
 // conditionStatus is the status of condition `kind` of a Kueue object ("" when absent).
 func conditionStatus(obj *unstructured.Unstructured, kind string) string {
 	s, _ := conditionOf(obj, kind)

@@ -32,10 +32,11 @@ flock 9
 # release MODULE: "version|module directory|commit|tag time" of the module at the version go.mod
 # selects, from the module proxy's record of the tag (.info: Version, Time, Origin.Hash).
 release() {
-  local version moddir gomod info
-  IFS='|' read -r version moddir gomod < <(cd "$here" &&
-    "$go" mod download -json "$1" > /dev/null &&
-    "$go" list -m -f '{{.Version}}|{{.Dir}}|{{.GoMod}}' "$1")
+  local version moddir gomod info listed
+  listed=$(cd "$here" && "$go" mod download -json "$1" > /dev/null &&
+    "$go" list -m -f '{{.Version}}|{{.Dir}}|{{.GoMod}}' "$1") ||
+    { echo "kueue build: cannot download or list $1" >&2; return 1; }
+  IFS='|' read -r version moddir gomod <<< "$listed"
   info="${gomod%.mod}.info"
   echo "$version|$moddir|$(sed -n 's/.*"Hash":"\([0-9a-f]\{40\}\)".*/\1/p' "$info" 2>/dev/null)|$(
     sed -n 's/.*"Time":"\([0-9TZ:.-]*\)".*/\1/p' "$info" 2>/dev/null)"
@@ -45,7 +46,8 @@ if [ ! -f "$out/.complete" ]; then
   rm -rf "$out/config"
   mkdir -p "$out/config/jobset"
   # Kueue, stamped with its release and commit as its Makefile does (pkg/version).
-  IFS='|' read -r version moddir commit tagged < <(release sigs.k8s.io/kueue)
+  r=$(release sigs.k8s.io/kueue)
+  IFS='|' read -r version moddir commit tagged <<< "$r"
   [ -d "$moddir/config/components" ] || { echo "kueue build: no config/components in $moddir" >&2; exit 1; }
   pkg=sigs.k8s.io/kueue/pkg/version
   ldflags="-s -w -X $pkg.GitVersion=$version -X $pkg.GitCommit=${commit:-unknown} -X $pkg.BuildDate=${tagged:-unknown}"
@@ -57,7 +59,8 @@ if [ ! -f "$out/.complete" ]; then
   # stamped as its Makefile does. It is built in Kueue's module graph, so that it costs only its own
   # packages: every module JobSet uses is at the version its go.mod asks for or a later one
   # (k8s.io 0.36.0 -> 0.36.2, controller-runtime 0.24.0 -> 0.24.1, newer x/net, grpc, otel, zap).
-  IFS='|' read -r version moddir commit tagged < <(release sigs.k8s.io/jobset)
+  r=$(release sigs.k8s.io/jobset)
+  IFS='|' read -r version moddir commit tagged <<< "$r"
   [ -d "$moddir/config/components" ] || { echo "kueue build: no config/components in $moddir" >&2; exit 1; }
   pkg=sigs.k8s.io/jobset/pkg/version
   echo "kueue build: building JobSet $version (${commit:-commit unknown})" >&2
@@ -68,13 +71,16 @@ if [ ! -f "$out/.complete" ]; then
   # release go.mod pins), built in the same graph (go.mod's only additions for it are the driver
   # and four small modules), with its claim templates and its Helm chart from the same module
   # version. It reads the templates from the absolute path /templates, so cluster.sh runs it in a
-  # chroot: netgo and osusergo keep the binary static (no C library in there), which ldd checks.
-  IFS='|' read -r version moddir commit tagged < <(release sigs.k8s.io/dra-driver-nvidia-gpu)
+  # root directory of its own: netgo and osusergo keep the binary static (no C library in there),
+  # which ldd checks.
+  r=$(release sigs.k8s.io/dra-driver-nvidia-gpu)
+  IFS='|' read -r version moddir commit tagged <<< "$r"
   [ -d "$moddir/templates" ] && [ -d "$moddir/deployments/helm/dra-driver-nvidia-gpu" ] ||
     { echo "kueue build: no templates or chart in $moddir" >&2; exit 1; }
   echo "kueue build: building the compute-domain controller of dra-driver-nvidia-gpu $version (${commit:-commit unknown})" >&2
   (cd "$here" && "$go" build -trimpath -tags netgo,osusergo -ldflags=-s \
     -o "$out/bin/compute-domain-controller" sigs.k8s.io/dra-driver-nvidia-gpu/cmd/compute-domain-controller)
+  command -v ldd > /dev/null || { echo "kueue build: no ldd to check the compute-domain controller" >&2; exit 1; }
   if ldd "$out/bin/compute-domain-controller" > /dev/null 2>&1; then
     echo "kueue build: the compute-domain controller is not a static binary" >&2
     exit 1
