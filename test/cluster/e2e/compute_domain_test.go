@@ -203,7 +203,6 @@ func TestComputeDomainsForMultiNodeJobs(t *testing.T) {
 	nccl := ncclPod(4)
 
 	js := queuedJobSet(t, "pretrain", ns, "", 4, nccl)
-	unstructured.RemoveNestedField(js.Object, "metadata", "labels")
 	created, err := c.Dynamic.Resource(jobSets).Namespace(ns).Create(ctx, js, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("JobSet: %v", err)

@@ -31,17 +31,21 @@ func (c *Cluster) StartJobSet() {
 	}
 }
 
-// queuedJobSet is a JobSet in queue `queue` of one replicated Job, `replicas` Jobs of one Pod
-// each whose Pod is `spec`.
+// queuedJobSet is a JobSet in queue `queue` (none when empty) of one replicated Job, `replicas`
+// Jobs of one Pod each whose Pod is `spec`.
 func queuedJobSet(t *testing.T, name, ns, queue string, replicas int, spec corev1.PodSpec) *unstructured.Unstructured {
 	spec.RestartPolicy = corev1.RestartPolicyNever
 	podSpec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&spec)
 	if err != nil {
 		t.Fatal(err)
 	}
+	meta := map[string]any{"name": name, "namespace": ns}
+	if queue != "" {
+		meta["labels"] = map[string]any{queueNameLabel: queue}
+	}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-		"metadata": map[string]any{"name": name, "namespace": ns, "labels": map[string]any{queueNameLabel: queue}},
+		"metadata": meta,
 		"spec": map[string]any{"replicatedJobs": []any{map[string]any{
 			"name": "workers", "replicas": int64(replicas),
 			"template": map[string]any{"spec": map[string]any{
