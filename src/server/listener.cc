@@ -391,6 +391,19 @@ class TlsStream {
         token, First<asio::mutable_buffer>(buffers));
   }
 
+  // Writes what it can of `data` now, without waiting: the bytes written (`*ec` set when the
+  // stream ended). The caller goes on with an asynchronous write of the rest. Only between
+  // operations of the same direction.
+  std::size_t TryWrite(std::string_view data, beast::error_code* ec) {
+    std::size_t done = 0;
+    while (ssl_ != nullptr && done < data.size()) {
+      std::size_t n = 0;
+      if (Attempt(kWrite, const_cast<char*>(data.data() + done), data.size() - done, &n, ec) != SSL_ERROR_NONE) break;
+      done += n;
+    }
+    return done;
+  }
+
   template <class Buffers, class Token>
   auto async_write_some(const Buffers& buffers, Token&& token) {
     // Writes the first non-empty buffer; a composed write goes on with the rest. Responses are
@@ -414,38 +427,51 @@ class TlsStream {
     return Buffer();
   }
 
+  // Completes an operation. `inline_ok`: the caller is a completion handler of this loop (the
+  // wait for readiness), not the initiating function, so the handler may run right here; from
+  // the initiating function it is posted (asio's rule), which costs a scheduler round.
   template <class Handler>
-  void Complete(Handler&& handler, beast::error_code ec, std::size_t n) {
+  void Complete(Handler&& handler, beast::error_code ec, std::size_t n, bool inline_ok) {
+    if (inline_ok) return handler(ec, n);
     asio::post(socket_.get_executor(),
                [h = std::forward<Handler>(handler), ec, n]() mutable { h(ec, n); });
   }
 
   template <class Handler>
-  void Run(Kind kind, void* data, std::size_t len, Handler&& handler) {
-    if (ssl_ == nullptr) return Complete(std::forward<Handler>(handler), asio::error::no_memory, 0);
-    if (kind != kHandshake && len == 0) return Complete(std::forward<Handler>(handler), {}, 0);
-    ERR_clear_error();
+  void Run(Kind kind, void* data, std::size_t len, Handler&& handler, bool inline_ok = false) {
+    if (ssl_ == nullptr) return Complete(std::forward<Handler>(handler), asio::error::no_memory, 0, inline_ok);
+    if (kind != kHandshake && len == 0) return Complete(std::forward<Handler>(handler), {}, 0, inline_ok);
     std::size_t n = 0;
-    int r = kind == kHandshake ? SSL_do_handshake(ssl_)
-            : kind == kRead    ? SSL_read_ex(ssl_, data, len, &n)
-                               : SSL_write_ex(ssl_, data, len, &n);
-    int err = r == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl_, r);
-    if (r == 1) return Complete(std::forward<Handler>(handler), {}, n);
+    beast::error_code ec;
+    const int err = Attempt(kind, data, len, &n, &ec);
     if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
       socket_.async_wait(err == SSL_ERROR_WANT_READ ? tcp::socket::wait_read : tcp::socket::wait_write,
                          [this, kind, data, len, h = std::forward<Handler>(handler)](
                              beast::error_code ec) mutable {
                            if (ec) return h(ec, 0);
-                           Run(kind, data, len, std::move(h));
+                           Run(kind, data, len, std::move(h), /*inline_ok=*/true);
                          });
       return;
     }
+    Complete(std::forward<Handler>(handler), ec, n, inline_ok);
+  }
+
+  // One non-blocking OpenSSL call. Returns SSL_ERROR_NONE (done: `*n` bytes), SSL_ERROR_WANT_READ
+  // or SSL_ERROR_WANT_WRITE (wait, then call again with the same arguments), or another code with
+  // `*ec` set (the end of the stream).
+  int Attempt(Kind kind, void* data, std::size_t len, std::size_t* n, beast::error_code* ec) {
+    ERR_clear_error();
+    const int r = kind == kHandshake ? SSL_do_handshake(ssl_)
+                  : kind == kRead    ? SSL_read_ex(ssl_, data, len, n)
+                                     : SSL_write_ex(ssl_, data, len, n);
+    if (r == 1) return SSL_ERROR_NONE;
+    const int err = SSL_get_error(ssl_, r);
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) return err;
     ERR_clear_error();
     // A clean close_notify or a peer that just went away are both the end of the stream.
-    beast::error_code ec = err == SSL_ERROR_ZERO_RETURN || err == SSL_ERROR_SYSCALL
-                               ? beast::error_code(asio::error::eof)
-                               : beast::error_code(asio::error::connection_reset);
-    Complete(std::forward<Handler>(handler), ec, 0);
+    *ec = err == SSL_ERROR_ZERO_RETURN || err == SSL_ERROR_SYSCALL ? beast::error_code(asio::error::eof)
+                                                                   : beast::error_code(asio::error::connection_reset);
+    return err;
   }
 
   tcp::socket socket_;
@@ -631,10 +657,34 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     parser_->header_limit(static_cast<std::uint32_t>(
         std::min<std::size_t>(l_->opt.max_header_bytes, std::numeric_limits<std::uint32_t>::max())));
     parser_->body_limit(l_->opt.max_body);
+    // The header usually arrived with the read that woke the session: parsed here, with no
+    // completion to schedule; the rest is read as it arrives.
+    parser_->eager(false);
+    beast::error_code ec;
+    if (ParseBuffered([this] { return parser_->is_header_done(); }, &ec)) return OnHeader(ec);
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
                               self->OnHeader(ec);
                             });
+  }
+
+  // Feeds the bytes already read to the parser, as http::async_read_header / async_read would
+  // before reading: true when `done()` holds or the parser failed (`*ec`), false when it needs
+  // bytes that have not arrived yet (those reads then go on from the parser's state).
+  template <class Done>
+  bool ParseBuffered(Done done, beast::error_code* ec) {
+    while (!done()) {
+      if (buffer_.size() == 0) return false;
+      const std::size_t used = parser_->put(buffer_.data(), *ec);
+      buffer_.consume(used);
+      if (*ec == http::error::need_more) {
+        *ec = {};
+        return false;
+      }
+      if (*ec) return true;
+      if (used == 0) return false;  // left to the asynchronous read, which reads more first
+    }
+    return true;
   }
 
   void OnHeader(beast::error_code ec) {
@@ -764,6 +814,10 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   void ReadBody() {
     // Room past the body (a parser may read there) in the one allocation the body gets.
     if (parser_->content_length()) parser_->get().body().reserve(want_ + l_->opt.body_padding);
+    // A body read with its header (one TLS record holds up to 16 KiB) is parsed here.
+    parser_->eager(true);
+    beast::error_code ec;
+    if (ParseBuffered([this] { return parser_->is_done(); }, &ec)) return OnBody(ec);
     http::async_read(stream_, buffer_, *parser_,
                      [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
                        self->OnBody(ec);
@@ -840,15 +894,33 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     // its reviews instead of one between each (fewer wake-ups of the clients; docs/performance.md).
     asio::post(stream_.get_executor(), [self = this->shared_from_this(), wire, close] {
       if (self->phase_ != Phase::kWrite) return;
-      asio::async_write(self->stream_, asio::buffer(*wire),
+      std::size_t done = 0;
+      if constexpr (std::is_same_v<Stream, TlsStream>) {
+        // Most answers fit the socket's buffer: written here, with no completion to schedule.
+        beast::error_code ec;
+        done = self->stream_.TryWrite(*wire, &ec);
+        if (ec || done == wire->size()) return self->OnWritten(ec, close, /*defer_read=*/true);
+      }
+      asio::async_write(self->stream_, asio::buffer(*wire) + done,
                         [self, wire, close](beast::error_code ec, std::size_t) {
                           if (self->phase_ != Phase::kWrite) return;
-                          self->Disarm();
-                          self->EndRequest();
-                          if (ec) return self->Close();
-                          if (close) return self->Linger();
-                          self->WaitRequest();
+                          self->OnWritten(ec, close, /*defer_read=*/false);
                         });
+    });
+  }
+
+  // The response is written (or the write failed): the next request, or the end. `defer_read`:
+  // the write ended just now, so the client cannot have sent its next request yet; reading after
+  // the loop's other ready handlers finds it there more often than reading now (a read that
+  // finds nothing costs a read(2) and a re-arm of the descriptor).
+  void OnWritten(beast::error_code ec, bool close, bool defer_read) {
+    Disarm();
+    EndRequest();
+    if (ec) return Close();
+    if (close) return Linger();
+    if (!defer_read) return WaitRequest();
+    asio::post(stream_.get_executor(), [self = this->shared_from_this()] {
+      if (self->phase_ == Phase::kWrite) self->WaitRequest();
     });
   }
 
