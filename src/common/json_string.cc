@@ -3,6 +3,10 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <nlohmann/json.hpp>
 
 namespace draguard {
@@ -26,13 +30,49 @@ constexpr bool NeedsEscape(std::uint64_t w) {
          HasZeroByte(w ^ (kOnes * '\\'));
 }
 
+// The offset of the first byte at or after `i` that is not ASCII (s.size() when none), sixteen
+// or eight bytes at a time.
+std::size_t SkipAscii(std::string_view s, std::size_t i) {
+#if defined(__SSE2__)
+  for (; i + 16 <= s.size(); i += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.data() + i));
+    if (const int m = _mm_movemask_epi8(v); m != 0) return i + static_cast<std::size_t>(__builtin_ctz(m));
+  }
+#endif
+  while (i + 8 <= s.size() && (Word(s.data() + i) & kHighs) == 0) i += 8;
+  while (i < s.size() && static_cast<unsigned char>(s[i]) < 0x80) ++i;
+  return i;
+}
+
+// The offset of the first byte at or after `k` that needs an escape (s.size() when none).
+std::size_t SkipPlain(std::string_view s, std::size_t k) {
+#if defined(__SSE2__)
+  const __m128i ctl = _mm_set1_epi8(0x1F);
+  const __m128i quote = _mm_set1_epi8('"');
+  const __m128i backslash = _mm_set1_epi8('\\');
+  for (; k + 16 <= s.size(); k += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.data() + k));
+    // Unsigned v <= 0x1F: max(v, 0x1F) == 0x1F.
+    const __m128i hit = _mm_or_si128(_mm_cmpeq_epi8(_mm_max_epu8(v, ctl), ctl),
+                                     _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)));
+    if (const int m = _mm_movemask_epi8(hit); m != 0) return k + static_cast<std::size_t>(__builtin_ctz(m));
+  }
+#endif
+  while (k + 8 <= s.size() && !NeedsEscape(Word(s.data() + k))) k += 8;
+  for (; k < s.size(); ++k) {
+    const auto c = static_cast<unsigned char>(s[k]);
+    if (c < 0x20 || c == '"' || c == '\\') return k;
+  }
+  return k;
+}
+
 }  // namespace
 
 void AppendJsonString(std::string& out, std::string_view s) {
   std::size_t i = 0;
   while (i < s.size()) {
-    // Eight ASCII bytes at a time; anything else byte by byte.
-    while (i + 8 <= s.size() && (Word(s.data() + i) & kHighs) == 0) i += 8;
+    // ASCII runs many bytes at a time; anything else byte by byte.
+    i = SkipAscii(s, i);
     if (i >= s.size()) break;
     const auto c = static_cast<unsigned char>(s[i]);
     std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
@@ -60,11 +100,9 @@ void AppendJsonString(std::string& out, std::string_view s) {
   out.push_back('"');
   std::size_t run = 0;  // start of the bytes not yet written, which need no escape
   for (std::size_t k = 0; k < s.size(); ++k) {
-    // Skip eight bytes at a time while none of them needs an escape.
-    while (k + 8 <= s.size() && !NeedsEscape(Word(s.data() + k))) k += 8;
+    k = SkipPlain(s, k);
     if (k >= s.size()) break;
     const auto c = static_cast<unsigned char>(s[k]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
     out.append(s.data() + run, k - run);
     run = k + 1;
     switch (c) {

@@ -55,11 +55,12 @@ TEST(AppendJsonString, WritesWhatNlohmannDumpWrites) {
     texts.push_back(std::string(1, static_cast<char>(b)));
     texts.push_back("a" + std::string(1, static_cast<char>(b)) + "z");
   }
-  // Each byte that needs care at every offset of a longer text (the eight-byte fast paths).
-  for (const std::string& special : std::vector<std::string>{"\"", "\\", "\n", std::string(1, '\0'), "\x1f", "\x7f", "\xc3\xa9", "\xff", "\xe2\x82"}) {
-    for (std::size_t at = 0; at <= 24; ++at) {
-      texts.push_back(std::string(at, 'a') + special + std::string(24 - at, 'z'));
-      texts.push_back(std::string(at, 'a') + special + std::string(24 - at, 'z') + special);
+  // Each byte that needs care at every offset of a longer text (the sixteen- and eight-byte fast
+  // paths, and the bytes after them).
+  for (const std::string& special : std::vector<std::string>{"\"", "\\", "\n", std::string(1, '\0'), "\x1f", "\x20", "\x7f", "\x80", "\xc3\xa9", "\xff", "\xe2\x82"}) {
+    for (std::size_t at = 0; at <= 40; ++at) {
+      texts.push_back(std::string(at, 'a') + special + std::string(40 - at, 'z'));
+      texts.push_back(std::string(at, 'a') + special + std::string(40 - at, 'z') + special);
     }
   }
   for (const std::string& t : texts) {
