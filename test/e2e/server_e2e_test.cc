@@ -724,6 +724,28 @@ TEST_F(ServerTest, PipelinedRequestsAreAllAnsweredInOrder) {
   EXPECT_EQ(nlohmann::json::parse(r3.body)["response"]["allowed"], true);
 }
 
+// Each Write is one TLS record, and the server reads at most one record at a time: the header and
+// the body arrive in pieces, so the parse of what has been read stops short and goes on as the
+// rest arrives, on a connection that keeps serving.
+TEST_F(ServerTest, ARequestArrivingInPiecesIsAnswered) {
+  Start();
+  auto c = Connect();
+  const std::string body = ReviewData("DG001/legacy-limit");
+  const std::string req = Review("/validate", body);
+  const std::size_t head_end = req.find("\r\n\r\n") + 4;
+  for (const std::size_t cut : {std::size_t{5}, head_end / 2, head_end - 1, head_end + 3, head_end + body.size() / 2}) {
+    SCOPED_TRACE(cut);
+    ASSERT_TRUE(c->Write(req.substr(0, cut)));
+    ASSERT_TRUE(c->Write(req.substr(cut, 7)));
+    ASSERT_TRUE(c->Write(req.substr(cut + 7)));
+    HttpResponse r;
+    ASSERT_TRUE(c->ReadResponse(&r));
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(nlohmann::json::parse(r.body)["response"]["allowed"], false);
+  }
+  Post(*c, "/validate", ReviewData("DG001/plain-pod-allowed"));
+}
+
 TEST_F(ServerTest, ClientConnectionCloseIsHonoured) {
   Start();
   auto c = Connect();
