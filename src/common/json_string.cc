@@ -71,11 +71,11 @@ std::size_t SkipPlain(std::string_view s, std::size_t k) {
 void AppendJsonString(std::string& out, std::string_view s) {
   std::size_t i = 0;
   while (i < s.size()) {
-    // ASCII runs many bytes at a time; anything else byte by byte.
+    // ASCII runs many bytes at a time; each other sequence checked as UTF-8.
     i = SkipAscii(s, i);
     if (i >= s.size()) break;
-    const auto c = static_cast<unsigned char>(s[i]);
-    std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    const auto c = static_cast<unsigned char>(s[i]);  // not ASCII
+    std::size_t n = (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
     if (n == 0 || i + n > s.size()) break;
     bool ok = true;
     for (std::size_t k = 1; k < n; ++k) ok = ok && (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
