@@ -41,6 +41,7 @@ class JsonNode {
   }
   // Moved out, not copied: the reviewed objects are most of the body.
   Json Take(bool /*whole: the document is already as decoded*/) { return std::move(*j_); }
+  Json TakeObject(bool whole) { return Take(whole); }
 
  private:
   Json* j_;

@@ -10,6 +10,7 @@
 //   std::string_view String() const;  bool Bool() const;
 //   template <class F> bool ForEachElement(F f) const;       // f(Node) -> bool; false stops
 //   Json Take(bool whole);  // the value as a document; !whole: the rule fields of a reviewed object
+//   Json TakeObject(bool whole);  // as Take, for request.object (may reuse a recycled document)
 #pragma once
 
 #include <array>
@@ -194,7 +195,7 @@ Result<AdmissionRequest> DecodeEnvelope(Node doc) {
   std::optional<Node>& old_object = m[kOldObject];
   if (object) {
     if (!object->IsObject()) return Status::InvalidArgument("request.object must be an object");
-    req.object = object->Take(old_object.has_value());
+    req.object = object->TakeObject(old_object.has_value());
   }
   if (old_object) {
     if (!old_object->IsObject()) return Status::InvalidArgument("request.oldObject must be an object");

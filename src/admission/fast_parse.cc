@@ -5,6 +5,8 @@
 #include <array>
 #include <memory>
 #include <mutex>
+#include <new>
+#include <type_traits>
 #include <vector>
 #include <cstdint>
 #include <string>
@@ -102,6 +104,92 @@ Json Build(dom::element e, Ctx ctx) {
   return Json(nullptr);
 }
 
+// The most kept members of one object that Rebuild merges into an existing object; a larger one is
+// built anew.
+constexpr std::size_t kMaxMergedMembers = 32;
+
+// Makes `out` equal to what Build(e, ctx) returns, reusing the nodes and string buffers `out`
+// already has (a recycled document of an earlier review, usually of the same shape): members are
+// merged by key, arrays resized, strings assigned in place. Whatever `out` held and `e` does not
+// is removed.
+void Rebuild(Json& out, dom::element e, Ctx ctx) {
+  switch (e.type()) {
+    case dom::element_type::OBJECT: {
+      if (!out.is_object()) {
+        out = Build(e, ctx);
+        return;
+      }
+      // The kept members, sorted by key as the map is; of equal keys the last stays last.
+      struct Kept {
+        std::string_view key;
+        dom::element value;
+        Ctx ctx;
+      };
+      union Slot {  // left unconstructed until used
+        Slot() {}
+        Kept k;
+      };
+      static_assert(std::is_trivially_copyable_v<Kept> && std::is_trivially_destructible_v<Kept>);
+      std::array<Slot, kMaxMergedMembers> slots;
+      auto kept = [&slots](std::size_t i) -> Kept& { return slots[i].k; };
+      std::size_t n = 0;
+      const dom::object obj = e.get_object().value_unsafe();
+      for (dom::key_value_pair field : obj) {
+        std::optional<Ctx> c = MemberCtx(ctx, field.key);
+        if (!c) continue;
+        if (n == slots.size()) {
+          out = Build(e, ctx);
+          return;
+        }
+        new (&slots[n++].k) Kept{field.key, field.value, *c};
+      }
+      for (std::size_t i = 1; i < n; ++i) {  // insertion sort: stable, few members
+        const Kept k = kept(i);
+        std::size_t j = i;
+        for (; j > 0 && k.key < kept(j - 1).key; --j) kept(j) = kept(j - 1);
+        kept(j) = k;
+      }
+      auto& members = out.get_ref<Json::object_t&>();
+      auto it = members.begin();
+      for (std::size_t i = 0; i < n; ++i) {
+        const Kept& k = kept(i);
+        if (i + 1 < n && kept(i + 1).key == k.key) continue;  // a later duplicate wins
+        while (it != members.end() && std::string_view(it->first) < k.key) it = members.erase(it);
+        if (it != members.end() && std::string_view(it->first) == k.key) {
+          Rebuild(it->second, k.value, k.ctx);
+          ++it;
+        } else {
+          members.emplace_hint(it, std::string(k.key), Build(k.value, k.ctx));
+        }
+      }
+      members.erase(it, members.end());
+      return;
+    }
+    case dom::element_type::ARRAY: {
+      if (!out.is_array()) {
+        out = Build(e, ctx);
+        return;
+      }
+      auto& items = out.get_ref<Json::array_t&>();
+      const dom::array a = e.get_array().value_unsafe();
+      const Ctx c = ElementCtx(ctx);
+      items.resize(a.size());
+      std::size_t i = 0;
+      for (dom::element item : a) Rebuild(items[i++], item, c);
+      return;
+    }
+    case dom::element_type::STRING:
+      if (out.is_string()) {
+        out.get_ref<std::string&>().assign(e.get_string().value_unsafe());
+        return;
+      }
+      break;
+    default:
+      break;
+  }
+  out = Build(e, ctx);
+}
+
 }  // namespace
 
 bool IsSkippedContainerField(std::string_view key) {
@@ -133,10 +221,24 @@ class ParserPool {
     std::lock_guard<std::mutex> lock(mu_);
     if (free_.size() < DecodePool::kMaxPooledParsers) free_.push_back(std::move(p));
   }
+  // A recycled document (null when none is kept), for a decode to build its reviewed object into.
+  Json TakeDocument() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (documents_.empty()) return Json();
+    Json d = std::move(documents_.back());
+    documents_.pop_back();
+    return d;
+  }
+  // Keeps `d` for a later decode; past kMaxPooledParsers it is freed (by the caller, unlocked).
+  void Recycle(Json& d) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (documents_.size() < DecodePool::kMaxPooledParsers) documents_.push_back(std::move(d));
+  }
 
  private:
   std::mutex mu_;
   std::vector<std::unique_ptr<dom::parser>> free_;
+  std::vector<Json> documents_;
 };
 
 namespace {
@@ -145,7 +247,8 @@ namespace {
 // fields only.
 class TapeNode {
  public:
-  TapeNode(dom::element e, bool trim) : e_(e), trim_(trim) {}
+  // `recycled`: a document TakeObject may rebuild in place of allocating a new one, or null.
+  TapeNode(dom::element e, bool trim, Json* recycled = nullptr) : e_(e), trim_(trim), recycled_(recycled) {}
   bool IsNull() const { return e_.is_null(); }
   bool IsObject() const { return e_.type() == dom::element_type::OBJECT; }
   bool IsString() const { return e_.type() == dom::element_type::STRING; }
@@ -156,14 +259,14 @@ class TapeNode {
     std::optional<TapeNode> found;
     const dom::object obj = e_.get_object().value_unsafe();
     for (dom::key_value_pair field : obj) {
-      if (field.key == key) found.emplace(field.value, trim_);
+      if (field.key == key) found.emplace(field.value, trim_, recycled_);
     }
     return found;
   }
   template <class F>
   void ForEachMember(F f) const {
     const dom::object obj = e_.get_object().value_unsafe();
-    for (dom::key_value_pair field : obj) f(field.key, TapeNode(field.value, trim_));
+    for (dom::key_value_pair field : obj) f(field.key, TapeNode(field.value, trim_, recycled_));
   }
   std::string_view String() const { return e_.get_string().value_unsafe(); }
   bool Bool() const { return e_.get_bool().value_unsafe(); }
@@ -171,26 +274,37 @@ class TapeNode {
   bool ForEachElement(F f) const {
     const dom::array items = e_.get_array().value_unsafe();
     for (dom::element item : items) {
-      if (!f(TapeNode(item, trim_))) return false;
+      if (!f(TapeNode(item, trim_, recycled_))) return false;
     }
     return true;
   }
-  Json Take(bool whole) { return Build(e_, whole || !trim_ ? Ctx::kKeepAll : Ctx::kObject); }
+  Json Take(bool whole) { return Build(e_, Scope(whole)); }
+  // As Take, rebuilding the recycled document when there is one (the reviewed object).
+  Json TakeObject(bool whole) {
+    if (recycled_ == nullptr || recycled_->is_null()) return Take(whole);
+    Json out = std::move(*recycled_);
+    Rebuild(out, e_, Scope(whole));
+    return out;
+  }
 
  private:
+  Ctx Scope(bool whole) const { return whole || !trim_ ? Ctx::kKeepAll : Ctx::kObject; }
+
   dom::element e_;
   bool trim_;
+  Json* recycled_;
 };
 
 // Parses `text` with `parser` and reads the review from it; sets `*refused` when simdjson refuses it.
+// `recycled`: a document to rebuild request.object into, or null.
 Result<AdmissionRequest> DecodeWith(dom::parser& parser, std::string_view text, bool padded, bool trim,
-                                    bool* refused) {
+                                    bool* refused, Json* recycled = nullptr) {
   dom::element root;
   if (parser.parse(text.data(), text.size(), /*realloc_if_needed=*/!padded).get(root) != simdjson::SUCCESS) {
     *refused = true;
     return Status::InvalidArgument("refused by the fast parser");
   }
-  return DecodeEnvelope(TapeNode(root, trim));
+  return DecodeEnvelope(TapeNode(root, trim, recycled));
 }
 
 // A parser lent by a pool, given back when the lease ends.
@@ -219,7 +333,8 @@ Result<AdmissionRequest> FastDecode(std::string_view text, std::size_t readable_
   if (pool && text.size() <= DecodePool::kPooledBodyBytes) {
     if (std::unique_ptr<dom::parser> parser = pool->Take(max_depth)) {
       Lease lease(pool, std::move(parser));
-      return DecodeWith(lease.parser(), text, padded, rule_fields_only, refused);
+      Json recycled = text.size() <= DecodePool::kRecycledBodyBytes ? pool->TakeDocument() : Json();
+      return DecodeWith(lease.parser(), text, padded, rule_fields_only, refused, &recycled);
     }
   }
   // One parser for this call: its buffers (about 14 bytes per input byte, touched only as far as
@@ -238,5 +353,10 @@ namespace draguard::admission {
 
 DecodePool::DecodePool() : parsers_(std::make_unique<internal::ParserPool>()) {}
 DecodePool::~DecodePool() = default;
+
+void DecodePool::Recycle(Json& object, std::size_t body_bytes) const {
+  if (body_bytes > kRecycledBodyBytes || !object.is_object()) return;
+  parsers_->Recycle(object);
+}
 
 }  // namespace draguard::admission

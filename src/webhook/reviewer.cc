@@ -21,6 +21,14 @@ using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 using Outcome = engine::MutationFacts::Outcome;
 
+// Gives a reviewed object back to its decode pool when the review ends, however it ends.
+struct RecycleOnExit {
+  const admission::DecodePool& pool;
+  admission::Json& object;
+  std::size_t body_bytes;
+  ~RecycleOnExit() { pool.Recycle(object, body_bytes); }
+};
+
 // The request kind as a metric label: closed sets only, so request content cannot mint series.
 std::string KindLabel(const admission::GroupVersionKind& kind, const policy::Policy& policy) {
   static constexpr std::pair<std::string_view, std::string_view> kKnown[] = {
@@ -252,6 +260,8 @@ ReviewOutcome Reviewer::Review(std::string_view body, admission::WebhookKind web
       body, limits_, admission::DecodeScope::kRuleFields, decode_pool_.get(), readable_past_end, out);
   if (!decoded) return out;
   const admission::AdmissionRequest& req = *decoded;
+  // When the review ends, its object goes back to the pool, for the next decode to rebuild.
+  const RecycleOnExit recycle{*decode_pool_, decoded->object, body.size()};
   out.kind_label = KindLabel(req.kind, policy);
 
   // From here on the uid is known: an exception is answered with it, not by the transport.

@@ -2,11 +2,13 @@
 // the default policy and one that puts CPUs in GPU claims (mutation.cpu) and ComputeDomains in multi-node
 // jobs' Pods (mutation.computeDomains), without a topology model and
 // with the bundled nodes in two NVLink cliques, and differentially: the fast decode (simdjson, rule fields only) must answer byte-for-byte as the
-// reference decode (nlohmann_json, every field).
+// reference decode (nlohmann_json, every field); and a decode that rebuilds the previous input's
+// recycled object must give the document a fresh decode gives.
 #include <chrono>
 #include <cstdint>
 #include <string_view>
 
+#include "draguard/admission/codec.h"
 #include "draguard/engine/registry.h"
 #include "draguard/policy/policy.h"
 #include "draguard/topology/snapshot.h"
@@ -49,13 +51,28 @@ struct Env {
   draguard::policy::Policy policy;
   draguard::policy::Policy cpu_policy;  // mutation.cpu grouped, numaAlignment numaNode, computeDomains auto
   std::shared_ptr<const draguard::topology::Snapshot> topology;
+  draguard::admission::DecodePool pool;  // holds the previous input's objects
 };
+
+// Decodes `body` with the pool's recycled object and without, in both scopes; traps when they differ.
+void CheckRecycledDecode(const draguard::admission::DecodePool& pool, std::string_view body) {
+  using draguard::admission::DecodeScope;
+  for (DecodeScope scope : {DecodeScope::kRuleFields, DecodeScope::kFull}) {
+    auto fresh = draguard::admission::DecodeReview(body, {}, scope);
+    auto rebuilt = draguard::admission::DecodeReview(body, {}, scope, &pool);
+    if (fresh.ok() != rebuilt.ok()) __builtin_trap();
+    if (!fresh.ok()) continue;
+    if (fresh->object != rebuilt->object || fresh->object.dump() != rebuilt->object.dump()) __builtin_trap();
+    pool.Recycle(rebuilt->object, body.size());
+  }
+}
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const Env env;
   std::string_view body(reinterpret_cast<const char*>(data), size);
+  CheckRecycledDecode(env.pool, body);
   for (const draguard::policy::Policy* policy : {&env.policy, &env.cpu_policy}) {
     for (auto kind : {draguard::admission::WebhookKind::kValidating,
                       draguard::admission::WebhookKind::kMutating}) {

@@ -41,15 +41,22 @@ namespace internal {
 class ParserPool;
 }  // namespace internal
 
-/// Parser buffers reused across decodes, so that decoding a review of ordinary size allocates no
-/// parser (thread-safe; one parser per concurrent decode). Bodies up to kPooledBodyBytes use a
-/// pooled parser; larger ones get one of their own, freed with the decode.
+/// Parser buffers and documents reused across decodes, so that decoding a review of ordinary size
+/// allocates no parser and few nodes (thread-safe; one parser per concurrent decode). Bodies up to
+/// kPooledBodyBytes use a pooled parser; larger ones get one of their own, freed with the decode.
+/// A reviewed object given back with Recycle is rebuilt in place by a later fast decode of a body
+/// up to kRecycledBodyBytes: nodes of the same keys are kept and reassigned, the rest removed or
+/// added, so the next review of a similar object allocates and frees only what differs.
 class DecodePool {
  public:
   /// The largest body decoded with a pooled parser (whose buffers are kept: ~1 MiB each).
   static constexpr std::size_t kPooledBodyBytes = 64 * 1024;
-  /// The most parsers kept; more concurrent decodes than this allocate and free their own.
+  /// The most parsers kept; more concurrent decodes than this allocate and free their own. Also
+  /// the most recycled documents kept.
   static constexpr std::size_t kMaxPooledParsers = 16;
+  /// The largest body whose reviewed object is recycled, and whose decode rebuilds a recycled one:
+  /// bounds what the kept documents hold (at most kMaxPooledParsers of them).
+  static constexpr std::size_t kRecycledBodyBytes = 16 * 1024;
 
   /// An empty pool; parsers are made on first use.
   DecodePool();
@@ -59,6 +66,11 @@ class DecodePool {
 
   /// The parsers, for the decoder.
   internal::ParserPool& parsers() const { return *parsers_; }
+
+  /// Keeps a decoded request's reviewed object (moved from `object`, which is left null) for a
+  /// later decode to rebuild, when the body it came from had at most kRecycledBodyBytes and fewer
+  /// than kMaxPooledParsers documents are kept; otherwise leaves `object` as it is.
+  void Recycle(Json& object, std::size_t body_bytes) const;
 
  private:
   std::unique_ptr<internal::ParserPool> parsers_;

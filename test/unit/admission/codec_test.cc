@@ -248,6 +248,90 @@ TEST(FastDecode, RuleFieldsLeaveOutOnlyTheUnreadSubtrees) {
   EXPECT_EQ(rules->options, nlohmann::json::parse(R"({"env":["kept"],"metadata":{"managedFields":[]}})"));
 }
 
+// Whether `a` and `b` are the same document, number types included (nlohmann's == takes 1 and
+// 1u for equal).
+bool SameDocument(const nlohmann::json& a, const nlohmann::json& b) {
+  if (a.type() != b.type()) return false;
+  if (a.is_object()) {
+    if (a.size() != b.size()) return false;
+    for (auto it = a.begin(), jt = b.begin(); it != a.end(); ++it, ++jt) {
+      if (it.key() != jt.key() || !SameDocument(*it, *jt)) return false;
+    }
+    return true;
+  }
+  if (a.is_array()) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (!SameDocument(a[i], b[i])) return false;
+    }
+    return true;
+  }
+  return a == b && a.dump() == b.dump();
+}
+
+TEST(FastDecode, ARecycledObjectIsRebuiltToWhatAFreshDecodeGives) {
+  std::string many = "{";  // past the members merged in place: built anew
+  for (int i = 0; i < 40; ++i) many += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":" + std::to_string(i);
+  many += "}";
+  const std::vector<std::string> objects = {
+      R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"app":"a","tier":"x"}},
+          "spec":{"containers":[{"name":"c","image":"registry.example/long/image/name:tag",
+                                 "env":[{"name":"A","value":"1"}],
+                                 "resources":{"limits":{"nvidia.com/gpu":8,"cpu":"8"}}}],
+                  "restartPolicy":"Never"}})",
+      R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"q","labels":{"tier":"y"},"annotations":{"a":"b"}},
+          "spec":{"containers":[{"name":"c1","image":"i"},{"name":"c2","image":"j",
+                                 "resources":{"claims":[{"name":"g"}]}}],
+                  "resourceClaims":[{"name":"g","resourceClaimTemplateName":"t"}]}})",
+      R"({"kind":{"nested":"object"},"metadata":"a string","spec":[1,"two",{"three":3}],"z":null})",
+      R"({"a":1,"a":"dup","b":{"x":[1],"x":{"y":true}},"c":[[],[[]],{}],"d":-1,"e":1.5,"f":18446744073709551615})",
+      R"({"n":[0,-0,1,-1,0.0,-0.0,1e2],"s":"\u0000é\ud83d\ude00","t":true,"u":false})",
+      R"({"spec":{"containers":[{"name":"c","args":["x"],"command":["y"],"ports":[],"image":"i"}]},"kind":"Pod"})",
+      many,
+      "{}",
+  };
+  for (const auto& first : objects) {
+    for (const auto& second : objects) {
+      for (const std::string& extra : {std::string(), R"("oldObject":)" + first + ","}) {
+        for (DecodeScope scope : {DecodeScope::kRuleFields, DecodeScope::kFull}) {
+          SCOPED_TRACE(first + " then " + second + (extra.empty() ? "" : " with an oldObject") +
+                       (scope == DecodeScope::kFull ? " (full)" : " (rule fields)"));
+          const DecodePool pool;
+          auto a = DecodeReview(ReviewAround(first), {}, scope, &pool);
+          ASSERT_TRUE(a.ok());
+          pool.Recycle(a->object, ReviewAround(first).size());
+          ASSERT_TRUE(a->object.is_null());  // kept by the pool
+          auto rebuilt = DecodeReview(ReviewAround(second, extra), {}, scope, &pool);
+          auto fresh = DecodeReview(ReviewAround(second, extra), {}, scope);
+          ASSERT_TRUE(rebuilt.ok() && fresh.ok());
+          EXPECT_TRUE(SameDocument(rebuilt->object, fresh->object))
+              << rebuilt->object.dump() << "\n" << fresh->object.dump();
+          EXPECT_TRUE(SameDocument(rebuilt->old_object, fresh->old_object));
+          EXPECT_EQ(rebuilt->uid, fresh->uid);
+        }
+      }
+    }
+  }
+}
+
+TEST(DecodePool, KeepsAtMostItsShareOfSmallObjects) {
+  const DecodePool pool;
+  nlohmann::json big = nlohmann::json::object({{"k", "v"}});
+  pool.Recycle(big, DecodePool::kRecycledBodyBytes + 1);
+  EXPECT_FALSE(big.is_null());  // from a body past the bound: left to its owner
+  nlohmann::json not_object = nlohmann::json::array({1});
+  pool.Recycle(not_object, 10);
+  EXPECT_FALSE(not_object.is_null());
+  for (std::size_t i = 0; i < DecodePool::kMaxPooledParsers; ++i) {
+    nlohmann::json o = nlohmann::json::object({{"i", i}});
+    pool.Recycle(o, DecodePool::kRecycledBodyBytes);
+    EXPECT_TRUE(o.is_null()) << i;
+  }
+  nlohmann::json one_more = nlohmann::json::object({{"k", "v"}});
+  pool.Recycle(one_more, 10);
+  EXPECT_FALSE(one_more.is_null());  // the pool is full
+}
+
 TEST(DecodeReview, RejectsBodiesOverTheLimit) {
   DecodeLimits limits;
   limits.max_bytes = 64;
