@@ -23,9 +23,7 @@ bool UsesGpus(const Json& pod, const policy::Policy& policy) {
     return true;
   }
   if (spec == nullptr || !spec->is_object()) return false;
-  dra::PodSpecRef ref;
-  ref.pointer = "/spec";
-  ref.spec = spec;
+  const dra::PodSpecRef ref = dra::MakePodSpecRef("/spec", spec, nullptr, false, "");
   for (const auto& c : dra::Containers(ref)) {
     if (dra::RequestsLegacyGpus(c, policy)) return true;
   }

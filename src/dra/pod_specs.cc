@@ -42,12 +42,12 @@ void Expand(const Json& node, const std::string& pointer, const std::vector<std:
 void AddTemplate(const Json& node, const std::string& pointer, const std::string& owner, PodObjects* out) {
   if (!node.is_object()) return;
   if (node.contains("containers") || node.contains("initContainers")) {
-    out->specs.push_back({pointer, &node, nullptr, true, owner});
+    out->specs.push_back(MakePodSpecRef(pointer, &node, nullptr, true, owner));
     return;
   }
   auto spec = node.find("spec");
   if (spec == node.end() || !spec->is_object()) return;
-  out->specs.push_back({pointer + "/spec", &*spec, Member(&node, "metadata"), true, owner});
+  out->specs.push_back(MakePodSpecRef(pointer + "/spec", &*spec, Member(&node, "metadata"), true, owner));
 }
 
 const Json* AtPointer(const Json& root, const std::string& pointer) {
@@ -155,7 +155,9 @@ PodObjects FindPodObjects(const admission::AdmissionRequest& request, const poli
     // Containers' resources and spec.resourceClaims of a Pod are immutable: judge on CREATE.
     if (request.operation != admission::Operation::kCreate) return out;
     auto it = obj.find("spec");
-    if (it != obj.end() && it->is_object()) out.specs.push_back({"/spec", &*it, Member(&obj, "metadata"), false, ""});
+    if (it != obj.end() && it->is_object()) {
+      out.specs.push_back(MakePodSpecRef("/spec", &*it, Member(&obj, "metadata"), false, ""));
+    }
     return out;
   }
   out.workload = true;
@@ -211,11 +213,14 @@ std::vector<PodSpecRef> FindPodSpecs(const admission::AdmissionRequest& request,
   return FindPodObjects(request, policy).specs;
 }
 
-std::vector<ContainerRef> Containers(const PodSpecRef& spec) {
+namespace {
+
+// The containers and initContainers of the pod spec `spec` at `pointer`, in order.
+std::vector<ContainerRef> ListContainers(const std::string& pointer, const Json& spec) {
   std::vector<ContainerRef> out;
   for (const std::string_view field : {std::string_view("containers"), std::string_view("initContainers")}) {
-    auto it = spec.spec->find(field);
-    if (it == spec.spec->end() || !it->is_array()) continue;
+    auto it = spec.find(field);
+    if (it == spec.end() || !it->is_array()) continue;
     const bool init = field == "initContainers";
     out.reserve(out.size() + it->size());
     for (std::size_t i = 0; i < it->size(); ++i) {
@@ -223,8 +228,8 @@ std::vector<ContainerRef> Containers(const PodSpecRef& spec) {
       if (!c.is_object()) continue;
       ContainerRef ref;
       const std::string index = std::to_string(i);
-      ref.pointer.reserve(spec.pointer.size() + field.size() + index.size() + 2);
-      ref.pointer.append(spec.pointer).append(1, '/').append(field).append(1, '/').append(index);
+      ref.pointer.reserve(pointer.size() + field.size() + index.size() + 2);
+      ref.pointer.append(pointer).append(1, '/').append(field).append(1, '/').append(index);
       ref.container = &c;
       auto n = c.find("name");
       if (n != c.end() && n->is_string()) ref.name = n->get<std::string>();
@@ -238,6 +243,15 @@ std::vector<ContainerRef> Containers(const PodSpecRef& spec) {
     }
   }
   return out;
+}
+
+}  // namespace
+
+PodSpecRef MakePodSpecRef(std::string pointer, const Json* spec, const Json* metadata, bool workload,
+                          std::string owner) {
+  PodSpecRef ref{std::move(pointer), spec, metadata, workload, std::move(owner), {}};
+  if (spec != nullptr && spec->is_object()) ref.containers = ListContainers(ref.pointer, *spec);
+  return ref;
 }
 
 std::vector<PodSpecLocation> LocatePodSpecs(const admission::AdmissionRequest& request, const policy::Policy& policy) {
@@ -367,7 +381,7 @@ bool IsGuaranteed(const PodSpecRef& spec) {
     const Json* m = Member(pod, section);
     if (Member(m, "cpu") != nullptr || Member(m, "memory") != nullptr) return GuaranteedResources(pod);
   }
-  const auto containers = Containers(spec);
+  const auto& containers = Containers(spec);
   if (containers.empty()) return false;
   for (const auto& c : containers) {
     if (!GuaranteedResources(Member(c.container, "resources"))) return false;

@@ -19,15 +19,6 @@
 
 namespace draguard::dra {
 
-/// A pod spec found in an object.
-struct PodSpecRef {
-  std::string pointer;                  ///< JSON Pointer of the spec, e.g. "/spec/template/spec"
-  const admission::Json* spec = nullptr;
-  const admission::Json* metadata = nullptr;  ///< metadata of the pod / template, or null
-  bool workload = false;                ///< a template (its Pods are created later), not a Pod
-  std::string owner;                    ///< "" for a Pod, else e.g. `Deployment "web"`
-};
-
 /// A container found in a pod spec (or a container-like object of a custom resource).
 struct ContainerRef {
   std::string pointer;                 ///< e.g. "/spec/containers/0"
@@ -38,6 +29,21 @@ struct ContainerRef {
   /// (customResources[].containerClaims: parent).
   bool claims_in_parent = false;
 };
+
+/// A pod spec found in an object. Made by MakePodSpecRef, which lists its containers once for
+/// every rule that reads them.
+struct PodSpecRef {
+  std::string pointer;                  ///< JSON Pointer of the spec, e.g. "/spec/template/spec"
+  const admission::Json* spec = nullptr;
+  const admission::Json* metadata = nullptr;  ///< metadata of the pod / template, or null
+  bool workload = false;                ///< a template (its Pods are created later), not a Pod
+  std::string owner;                    ///< "" for a Pod, else e.g. `Deployment "web"`
+  std::vector<ContainerRef> containers; ///< containers and initContainers of `spec`, in order
+};
+
+/// The pod spec `spec` (an object) at `pointer`, with its containers listed.
+PodSpecRef MakePodSpecRef(std::string pointer, const admission::Json* spec, const admission::Json* metadata,
+                          bool workload, std::string owner);
 
 /// Everything pod-like in a reviewed object.
 struct PodObjects {
@@ -64,8 +70,8 @@ std::vector<PodSpecLocation> LocatePodSpecs(const admission::AdmissionRequest& r
 /// The pod specs only.
 std::vector<PodSpecRef> FindPodSpecs(const admission::AdmissionRequest& request, const policy::Policy& policy);
 
-/// containers and initContainers of a pod spec, in order.
-std::vector<ContainerRef> Containers(const PodSpecRef& spec);
+/// containers and initContainers of a pod spec, in order (listed when the ref was made).
+inline const std::vector<ContainerRef>& Containers(const PodSpecRef& spec) { return spec.containers; }
 
 /// Escapes one JSON Pointer token ('~' → "~0", '/' → "~1").
 std::string EscapePointerToken(const std::string& token);
