@@ -273,6 +273,9 @@ TEST(FastDecode, ARecycledObjectIsRebuiltToWhatAFreshDecodeGives) {
   std::string many = "{";  // past the members merged in place: built anew
   for (int i = 0; i < 40; ++i) many += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":" + std::to_string(i);
   many += "}";
+  std::string deep;  // objects nested to the limit: one merge per level
+  for (int i = 0; i < 124; ++i) deep += R"({"a":1,"b":)";
+  deep += "{}" + std::string(124, '}');
   const std::vector<std::string> objects = {
       R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"app":"a","tier":"x"}},
           "spec":{"containers":[{"name":"c","image":"registry.example/long/image/name:tag",
@@ -288,6 +291,7 @@ TEST(FastDecode, ARecycledObjectIsRebuiltToWhatAFreshDecodeGives) {
       R"({"n":[0,-0,1,-1,0.0,-0.0,1e2],"s":"\u0000é\ud83d\ude00","t":true,"u":false})",
       R"({"spec":{"containers":[{"name":"c","args":["x"],"command":["y"],"ports":[],"image":"i"}]},"kind":"Pod"})",
       many,
+      deep,
       "{}",
   };
   for (const auto& first : objects) {
