@@ -279,12 +279,12 @@ class TapeNode {
     return true;
   }
   Json Take(bool whole) { return Build(e_, Scope(whole)); }
-  // As Take, rebuilding the recycled document when there is one (the reviewed object).
+  // As Take, rebuilt in the recycled document when the decode has one (the reviewed object; a
+  // null document is built anew by Rebuild).
   Json TakeObject(bool whole) {
-    if (recycled_ == nullptr || recycled_->is_null()) return Take(whole);
-    Json out = std::move(*recycled_);
-    Rebuild(out, e_, Scope(whole));
-    return out;
+    if (recycled_ == nullptr) return Take(whole);
+    Rebuild(*recycled_, e_, Scope(whole));
+    return std::move(*recycled_);
   }
 
  private:
