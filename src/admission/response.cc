@@ -1,7 +1,7 @@
 #include "draguard/admission/response.h"
 
 
-#include <set>
+#include <algorithm>
 #include <utility>
 
 namespace draguard::admission {
@@ -101,19 +101,35 @@ std::string TruncateUtf8(std::string_view text, std::size_t max_bytes) {
   return std::string(text.substr(0, n)) + "...";
 }
 
-std::vector<std::string> LimitWarnings(const std::vector<std::string>& warnings) {
-  std::vector<std::string> out;
-  std::set<std::string> seen;
-  std::size_t total = 0;
-  for (const auto& w : warnings) {
-    if (w.empty()) continue;
-    std::string cut = TruncateUtf8(w, kMaxWarningChars);
-    if (!seen.insert(cut).second) continue;
-    if (total + cut.size() > kMaxWarningBytesTotal) break;
-    total += cut.size();
-    out.push_back(std::move(cut));
+void TruncateUtf8InPlace(std::string& text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) return;
+  if (max_bytes < 3) {
+    text.resize(Utf8Prefix(text, max_bytes));
+    return;
   }
-  return out;
+  text.resize(Utf8Prefix(text, max_bytes - 3));
+  text += "...";
+}
+
+std::vector<std::string> LimitWarnings(std::vector<std::string> warnings) {
+  // Each warning is cut where it stands and kept ones are moved down over the dropped ones, so a
+  // response's warnings are limited without copying them. Duplicates are found by a scan of the
+  // kept ones: the total budget keeps that list short.
+  std::size_t kept = 0;
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < warnings.size(); ++i) {
+    std::string& w = warnings[i];
+    if (w.empty()) continue;
+    TruncateUtf8InPlace(w, kMaxWarningChars);
+    const auto same = [&w](const std::string& k) { return k == w; };
+    if (std::any_of(warnings.begin(), warnings.begin() + static_cast<std::ptrdiff_t>(kept), same)) continue;
+    if (total + w.size() > kMaxWarningBytesTotal) break;
+    total += w.size();
+    if (kept != i) warnings[kept] = std::move(w);
+    ++kept;
+  }
+  warnings.resize(kept);
+  return warnings;
 }
 
 AdmissionResponse Complete(AdmissionResponse response, std::string_view uid, WebhookKind webhook) {
@@ -122,19 +138,26 @@ AdmissionResponse Complete(AdmissionResponse response, std::string_view uid, Web
     if (!response.status) response.status = ResponseStatus{403, "Forbidden", "denied by draguard"};
     if (response.status->code < 400) response.status->code = 403;
     if (response.status->reason.empty()) response.status->reason = "Forbidden";
-    response.status->message = TruncateUtf8(response.status->message, kMaxDenyMessageBytes);
+    TruncateUtf8InPlace(response.status->message, kMaxDenyMessageBytes);
     // A denied request is never patched.
     response.patch.clear();
   } else {
     response.status.reset();
   }
-  response.warnings = LimitWarnings(response.warnings);
-  std::map<std::string, std::string> annotations;
+  if (!response.warnings.empty()) response.warnings = LimitWarnings(std::move(response.warnings));
+  // Values are cut in place; the map is built anew only when a key has to be normalised.
+  bool keys_valid = true;
   for (auto& [k, v] : response.audit_annotations) {
-    std::string key = IsValidAuditAnnotationKey(k) ? k : NormalizeAuditAnnotationKey(k);
-    annotations[key] = TruncateUtf8(v, 4096);
+    keys_valid = keys_valid && IsValidAuditAnnotationKey(k);
+    TruncateUtf8InPlace(v, kMaxAuditAnnotationValueBytes);
   }
-  response.audit_annotations = std::move(annotations);
+  if (!keys_valid) {
+    std::map<std::string, std::string> annotations;
+    for (auto& [k, v] : response.audit_annotations) {
+      annotations[IsValidAuditAnnotationKey(k) ? k : NormalizeAuditAnnotationKey(k)] = std::move(v);
+    }
+    response.audit_annotations = std::move(annotations);
+  }
   if (webhook == WebhookKind::kValidating || IsEmptyPatch(response.patch)) response.patch.clear();
   return response;
 }

@@ -9,22 +9,32 @@
 namespace draguard::engine {
 namespace {
 
+// The strings below are built in one buffer each, sized first: a denied review builds several.
 std::string AnnotationKey(const Rule& rule) {
-  std::string key(rule.id());
-  for (auto& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return key + "-" + std::string(rule.name());
+  std::string key;
+  key.reserve(rule.id().size() + 1 + rule.name().size());
+  for (char c : rule.id()) key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  key += '-';
+  key += rule.name();
+  return key;
 }
 
-std::string Join(const std::vector<const Finding*>& findings) {
-  std::string out;
-  for (const auto* f : findings) {
-    if (!out.empty()) out += "; ";
-    out += f->message;
+void AppendJoined(std::string& out, const std::vector<const Finding*>& findings) {
+  for (std::size_t i = 0; i < findings.size(); ++i) {
+    if (i > 0) out += "; ";
+    out += findings[i]->message;
   }
+}
+
+std::string Header(const Rule& rule, std::size_t more = 0) {
+  std::string out;
+  out.reserve(rule.id().size() + rule.name().size() + 3 + more);
+  out += rule.id();
+  out += ' ';
+  out += rule.name();
+  out += ": ";
   return out;
 }
-
-std::string Header(const Rule& rule) { return std::string(rule.id()) + " " + std::string(rule.name()) + ": "; }
 
 // One denying rule: its findings split by effective action.
 struct DenyEntry {
@@ -35,15 +45,29 @@ struct DenyEntry {
 
 // "DG001 legacy-gpu-resource: <findings>. Fix: <fix>"; compact drops all but the first finding.
 std::string Sentence(const DenyEntry& e, bool compact) {
-  std::string s = Header(*e.rule);
-  if (e.findings.empty()) return s + "could not be evaluated: " + e.error;
+  std::size_t more = e.error.size() + 32;
+  for (const auto* f : e.findings) more += f->message.size() + 2;
+  if (!e.findings.empty()) more += e.findings.front()->fix.size() + 7;
+  std::string s = Header(*e.rule, more);
+  if (e.findings.empty()) {
+    s += "could not be evaluated: ";
+    s += e.error;
+    return s;
+  }
   if (compact) {
     s += e.findings.front()->message;
-    if (e.findings.size() > 1) s += " (+" + std::to_string(e.findings.size() - 1) + " more)";
+    if (e.findings.size() > 1) {
+      s += " (+";
+      s += std::to_string(e.findings.size() - 1);
+      s += " more)";
+    }
   } else {
-    s += Join(e.findings);
+    AppendJoined(s, e.findings);
   }
-  if (!e.findings.front()->fix.empty()) s += ". Fix: " + e.findings.front()->fix;
+  if (!e.findings.front()->fix.empty()) {
+    s += ". Fix: ";
+    s += e.findings.front()->fix;
+  }
   return s;
 }
 
@@ -52,7 +76,10 @@ std::string Sentence(const DenyEntry& e, bool compact) {
 std::string DenyMessage(const std::vector<DenyEntry>& entries) {
   for (bool compact : {false, true}) {
     std::string msg;
-    for (const auto& e : entries) msg += (msg.empty() ? "" : " ") + Sentence(e, compact);
+    for (const auto& e : entries) {
+      if (!msg.empty()) msg += ' ';
+      msg += Sentence(e, compact);
+    }
     if (msg.size() <= admission::kMaxDenyMessageBytes) return msg;
   }
   std::string tail;
@@ -152,8 +179,9 @@ Decision Decide(const EngineResult& result, const policy::Policy& policy) {
     for (int a = 0; a < 3; ++a) {
       if (by_action[a].empty()) continue;
       if (!annotation.empty()) annotation += " | ";
-      annotation += std::string(policy::ActionName(static_cast<policy::Action>(a))) + ": " +
-                    Join(by_action[a]);
+      annotation += policy::ActionName(static_cast<policy::Action>(a));
+      annotation += ": ";
+      AppendJoined(annotation, by_action[a]);
     }
     if (groups > 0) admission::AddAuditAnnotation(d.response, AnnotationKey(rule), annotation);
     if (!by_action[static_cast<int>(policy::Action::kDeny)].empty()) {
@@ -163,7 +191,12 @@ Decision Decide(const EngineResult& result, const policy::Policy& policy) {
     if (!by_action[static_cast<int>(policy::Action::kWarn)].empty()) {
       d.warned_rules.emplace_back(rule.id());
       for (const auto* f : by_action[static_cast<int>(policy::Action::kWarn)]) {
-        admission::AddWarning(d.response, std::string(rule.id()) + ": " + f->message);
+        std::string warning;
+        warning.reserve(rule.id().size() + 2 + f->message.size());
+        warning += rule.id();
+        warning += ": ";
+        warning += f->message;
+        admission::AddWarning(d.response, std::move(warning));
       }
     }
     if (!by_action[static_cast<int>(policy::Action::kAudit)].empty()) {

@@ -23,6 +23,8 @@ inline constexpr std::size_t kMaxWarningChars = 120;
 inline constexpr std::size_t kMaxWarningBytesTotal = 4096;
 /// Longest deny message; kubectl shows it on one screen.
 inline constexpr std::size_t kMaxDenyMessageBytes = 1024;
+/// Longest audit annotation value, in bytes (UTF-8 safe cut, "..." appended).
+inline constexpr std::size_t kMaxAuditAnnotationValueBytes = 4096;
 
 /// An allowing response.
 AdmissionResponse Allowed();
@@ -52,9 +54,12 @@ std::string NormalizeAuditAnnotationKey(std::string_view key);
 
 /// Applies the warning limits: each cut to kMaxWarningChars characters (UTF-8 safe), the list
 /// cut where the total would pass kMaxWarningBytesTotal, duplicates removed.
-std::vector<std::string> LimitWarnings(const std::vector<std::string>& warnings);
+std::vector<std::string> LimitWarnings(std::vector<std::string> warnings);
 
 /// Cuts `text` to at most `max_bytes` bytes on a UTF-8 boundary, ending with "..." when cut.
 std::string TruncateUtf8(std::string_view text, std::size_t max_bytes);
+
+/// TruncateUtf8 of `text` in its own buffer: nothing is copied, nothing allocated unless "..." is appended.
+void TruncateUtf8InPlace(std::string& text, std::size_t max_bytes);
 
 }  // namespace draguard::admission

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "draguard/dra/pod_specs.h"
+#include "draguard/str_cat.h"
 #include "rules/rules.h"
 #include "rules/util.h"
 
@@ -56,13 +57,13 @@ void CheckResources(const Json& resources, const std::string& pointer, const std
       if (!implicit && !ctx.policy.IsLegacyResource(name)) continue;
       if (IsZeroQuantity(qty)) continue;
       // A limit and a request of the same resource are one finding, reported at the limit.
-      if (std::string(section) == "requests") {
+      if (std::string_view(section) == "requests") {
         auto lim = resources.find("limits");
         if (lim != resources.end() && lim->is_object() && lim->contains(name)) continue;
       }
       Finding f;
-      f.pointer = pointer + "/" + section + "/" + EscapePointerToken(name);
-      f.message = ctx.prefix + who + " requests " + name + " (" + section + ": " + QuantityText(qty) + ")";
+      f.pointer = StrCat({pointer, "/", section, "/", EscapePointerToken(name)});
+      f.message = StrCat({ctx.prefix, who, " requests ", name, " (", section, ": ", QuantityText(qty), ")"});
       const std::string_view implicit_class = ctx.policy.ImplicitGpuClass(name);
       const bool mig = name.find("/mig-") != std::string::npos ||
                        std::find(ctx.policy.device_classes.mig.begin(), ctx.policy.device_classes.mig.end(),
@@ -87,13 +88,13 @@ void CheckResources(const Json& resources, const std::string& pointer, const std
       if (ctx.workload && ctx.policy.mutation.enabled && ctx.refusal != nullptr) {
         // Its Pods would be refused: judged now, by the rule's action, rather than by failing
         // Pod creates later (under Kueue, after its quota is taken).
-        f.message = ctx.owner + ": " + name + " in " + who + " cannot be converted when its Pods are created (at " +
-                    pointer + "): " + *ctx.refusal;
+        f.message = StrCat({ctx.owner, ": ", name, " in ", who, " cannot be converted when its Pods are created (at ",
+                            pointer, "): ", *ctx.refusal});
       } else if (ctx.workload && ctx.policy.mutation.enabled) {
         // Admission warnings are cut at 120 characters: say what happens first.
         f.cap = policy::Action::kWarn;
-        f.message = ctx.owner + ": " + name + " in " + who + " will be converted when its Pods are created (at " +
-                    pointer + ")";
+        f.message = StrCat({ctx.owner, ": ", name, " in ", who, " will be converted when its Pods are created (at ",
+                            pointer, ")"});
       }
       ctx.findings->push_back(std::move(f));
     }
@@ -113,7 +114,7 @@ class LegacyGpuResource final : public Rule {
     std::vector<Finding> findings;
     for (const auto& spec : objects.specs) {
       Context ctx{input.policy, spec.owner, "", spec.workload, &findings};
-      if (spec.workload) ctx.prefix = spec.owner + " " + spec.pointer + ": ";
+      if (spec.workload) ctx.prefix = StrCat({spec.owner, " ", spec.pointer, ": "});
       if (spec.workload && input.template_refusals != nullptr) {
         auto it = input.template_refusals->find(spec.pointer);
         if (it != input.template_refusals->end()) ctx.refusal = &it->second;
@@ -121,22 +122,21 @@ class LegacyGpuResource final : public Rule {
       for (const auto& c : Containers(spec)) {
         auto res = c.container->find("resources");
         if (res == c.container->end()) continue;
-        std::string who = c.kind + " \"" + c.name + "\"";
-        CheckResources(*res, c.pointer + "/resources", who, ctx);
+        CheckResources(*res, StrCat({c.pointer, "/resources"}), StrCat({c.kind, " \"", c.name, "\""}), ctx);
       }
       // Pod-level resources (PodLevelResources, Kubernetes 1.32+).
       auto pod_res = spec.spec->find("resources");
       if (pod_res != spec.spec->end()) {
-        CheckResources(*pod_res, spec.pointer + "/resources", "pod-level spec.resources", ctx);
+        CheckResources(*pod_res, StrCat({spec.pointer, "/resources"}), "pod-level spec.resources", ctx);
       }
     }
     for (const auto& c : objects.loose_containers) {
-      Context ctx{input.policy, objects.owner, objects.owner + " " + c.pointer + ": ", true, &findings};
-      std::string who = "container \"" + c.name + "\"";
+      Context ctx{input.policy, objects.owner, StrCat({objects.owner, " ", c.pointer, ": "}), true, &findings};
+      const std::string who = StrCat({"container \"", c.name, "\""});
       // TrainJob's trainer carries resourcesPerNode instead of resources.
       for (const char* field : {"resources", "resourcesPerNode"}) {
         auto res = c.container->find(field);
-        if (res != c.container->end()) CheckResources(*res, c.pointer + "/" + field, who, ctx);
+        if (res != c.container->end()) CheckResources(*res, StrCat({c.pointer, "/", field}), who, ctx);
       }
     }
     return Fail(std::move(findings));

@@ -116,5 +116,41 @@ TEST(AuditAnnotations, KeysAreValidatedAndNormalised) {
   for (const auto& [k, v] : c.audit_annotations) EXPECT_TRUE(IsValidAuditAnnotationKey(k)) << k;
 }
 
+TEST(LimitWarnings, KeepsOrderAndDropsEmptiesAndDuplicatesMadeByTheCut) {
+  const std::string long_a = std::string(130, 'x') + "a";
+  const std::string long_b = std::string(130, 'x') + "b";  // the same as long_a once both are cut
+  auto out = LimitWarnings({"first", "", long_a, "second", long_b, "first", "third"});
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[0], "first");
+  EXPECT_EQ(out[1], std::string(kMaxWarningChars - 3, 'x') + "...");
+  EXPECT_EQ(out[2], "second");
+  EXPECT_EQ(out[3], "third");
+}
+
+TEST(TruncateUtf8InPlace, CutsLikeTruncateUtf8AtEveryLength) {
+  const std::string text = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80bc\xc3\xa9d";  // 1-, 2-, 3- and 4-byte characters
+  for (std::size_t max = 0; max <= text.size() + 2; ++max) {
+    std::string cut = text;
+    TruncateUtf8InPlace(cut, max);
+    EXPECT_EQ(cut, TruncateUtf8(text, max)) << "max " << max;
+    EXPECT_LE(cut.size(), max) << "max " << max;
+  }
+}
+
+TEST(AuditAnnotations, LongValuesAreCutWhetherOrNotAKeyIsNormalised) {
+  for (bool bad_key : {false, true}) {
+    AdmissionResponse r = Allowed();
+    AddAuditAnnotation(r, "long", std::string(kMaxAuditAnnotationValueBytes + 10, 'v'));
+    AddAuditAnnotation(r, "short", "s");
+    if (bad_key) AddAuditAnnotation(r, "Bad Key!", "b");
+    auto c = Complete(r, "u", WebhookKind::kValidating);
+    ASSERT_EQ(c.audit_annotations.count("long"), 1u);
+    EXPECT_EQ(c.audit_annotations["long"], std::string(kMaxAuditAnnotationValueBytes - 3, 'v') + "...");
+    EXPECT_EQ(c.audit_annotations["short"], "s");
+    EXPECT_EQ(c.audit_annotations.size(), bad_key ? 3u : 2u);
+    if (bad_key) EXPECT_EQ(c.audit_annotations["bad-key"], "b");
+  }
+}
+
 }  // namespace
 }  // namespace draguard::admission
