@@ -77,8 +77,13 @@ template <typename T, typename Node>
 Status ReadTriple(const std::optional<Node>& v, std::string_view key, std::optional<T>* out, std::string_view where,
                   std::string_view third, std::string T::*third_field) {
   if (!v) return Status::Ok();
-  const std::string w = std::string(where) + "." + std::string(key);
-  if (!v->IsObject()) return Status::InvalidArgument(w + " must be an object");
+  // "<where>.<key>", for messages only: built on the stack, since every review reads four triples.
+  std::array<char, 64> path{};
+  std::size_t n = where.copy(path.data(), path.size());
+  if (n < path.size()) path[n++] = '.';
+  n += key.copy(path.data() + n, path.size() - n);
+  const std::string_view w(path.data(), n);
+  if (!v->IsObject()) return Status::InvalidArgument(std::string(w) + " must be an object");
   T value;
   if (auto s = ReadString(*v, "group", &value.group, w); !s.ok()) return s;
   if (auto s = ReadString(*v, "version", &value.version, w); !s.ok()) return s;

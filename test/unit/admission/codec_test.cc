@@ -87,6 +87,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"request_not_object", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":3})", "request must be an object"},
         BadCase{"no_uid", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"kind":{"kind":"Pod"},"operation":"CREATE","object":{}}})", "uid is missing"},
         BadCase{"uid_number", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":5}})", "uid must be a string"},
+        BadCase{"kind_not_object", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":"Pod"}})", "request.kind must be an object"},
+        BadCase{"request_resource_group_number", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"kind":"Pod"},"requestResource":{"group":1}}})", "request.requestResource.group must be a string"},
         BadCase{"bad_operation", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"kind":"Pod"},"operation":"PATCH"}})", "not one of CREATE"},
         BadCase{"create_without_object", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"kind":"Pod"},"operation":"CREATE"}})", "object is missing"},
         BadCase{"deep_nesting", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":)" + Deep(100000) + "}", "nesting deeper"},
