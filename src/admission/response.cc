@@ -2,6 +2,7 @@
 
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 namespace draguard::admission {
@@ -114,19 +115,31 @@ void TruncateUtf8InPlace(std::string& text, std::size_t max_bytes) {
 std::vector<std::string> LimitWarnings(std::vector<std::string> warnings) {
   // Each warning is cut where it stands and kept ones are moved down over the dropped ones, so a
   // response's warnings are limited without copying them. Duplicates are found by a scan of the
-  // kept ones: the total budget keeps that list short.
+  // first kept ones, and past kLinearDuplicateScan kept ones by a set of views of them (the vector
+  // is never resized while they are taken, and a kept warning is never moved again).
+  constexpr std::size_t kLinearDuplicateScan = 16;
+  std::set<std::string_view> seen;
   std::size_t kept = 0;
   std::size_t total = 0;
   for (std::size_t i = 0; i < warnings.size(); ++i) {
     std::string& w = warnings[i];
     if (w.empty()) continue;
     TruncateUtf8InPlace(w, kMaxWarningChars);
-    const auto same = [&w](const std::string& k) { return k == w; };
-    if (std::any_of(warnings.begin(), warnings.begin() + static_cast<std::ptrdiff_t>(kept), same)) continue;
+    const bool duplicate =
+        kept <= kLinearDuplicateScan
+            ? std::find(warnings.begin(), warnings.begin() + static_cast<std::ptrdiff_t>(kept), w) !=
+                  warnings.begin() + static_cast<std::ptrdiff_t>(kept)
+            : seen.count(w) > 0;
+    if (duplicate) continue;
     if (total + w.size() > kMaxWarningBytesTotal) break;
     total += w.size();
     if (kept != i) warnings[kept] = std::move(w);
     ++kept;
+    if (kept == kLinearDuplicateScan + 1) {
+      for (std::size_t k = 0; k < kept; ++k) seen.insert(warnings[k]);
+    } else if (kept > kLinearDuplicateScan + 1) {
+      seen.insert(warnings[kept - 1]);
+    }
   }
   warnings.resize(kept);
   return warnings;

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "draguard/admission/codec.h"
 
 namespace draguard::admission {
@@ -125,6 +127,33 @@ TEST(LimitWarnings, KeepsOrderAndDropsEmptiesAndDuplicatesMadeByTheCut) {
   EXPECT_EQ(out[1], std::string(kMaxWarningChars - 3, 'x') + "...");
   EXPECT_EQ(out[2], "second");
   EXPECT_EQ(out[3], "third");
+}
+
+TEST(LimitWarnings, FindsDuplicatesPastTheFirstSixteenKeptOnes) {
+  // The rule the limits follow, written plainly: cut each, drop empties and repeats, stop at the budget.
+  const auto reference = [](const std::vector<std::string>& in) {
+    std::vector<std::string> out;
+    std::set<std::string> seen;
+    std::size_t total = 0;
+    for (const auto& w : in) {
+      if (w.empty()) continue;
+      std::string cut = TruncateUtf8(w, kMaxWarningChars);
+      if (!seen.insert(cut).second) continue;
+      if (total + cut.size() > kMaxWarningBytesTotal) break;
+      total += cut.size();
+      out.push_back(std::move(cut));
+    }
+    return out;
+  };
+  for (std::size_t distinct : {1u, 15u, 16u, 17u, 18u, 40u, 200u}) {
+    std::vector<std::string> in;
+    for (std::size_t i = 0; i < 3 * distinct; ++i) {
+      // Every warning three times, the repeats spread out; a few empty and a few cut to a repeat.
+      const std::size_t n = (i * 7) % distinct;
+      in.push_back(n % 5 == 4 ? "" : "w" + std::to_string(n) + (n % 3 == 0 ? std::string(150, 'x') + std::to_string(i) : ""));
+    }
+    EXPECT_EQ(LimitWarnings(in), reference(in)) << distinct << " distinct";
+  }
 }
 
 TEST(TruncateUtf8InPlace, CutsLikeTruncateUtf8AtEveryLength) {
