@@ -19,12 +19,4 @@ inline std::string StrCat(std::initializer_list<std::string_view> parts) {
   return out;
 }
 
-/// Appends the pieces of `parts` to `out`, growing it at most once.
-inline void StrAppend(std::string& out, std::initializer_list<std::string_view> parts) {
-  std::size_t size = out.size();
-  for (std::string_view p : parts) size += p.size();
-  out.reserve(size);
-  for (std::string_view p : parts) out += p;
-}
-
 }  // namespace draguard

@@ -4,6 +4,7 @@
 
 #include "draguard/admission/response.h"
 #include "draguard/engine/engine.h"
+#include "draguard/str_cat.h"
 #include "rules/rules.h"
 
 namespace draguard::engine {
@@ -191,12 +192,7 @@ Decision Decide(const EngineResult& result, const policy::Policy& policy) {
     if (!by_action[static_cast<int>(policy::Action::kWarn)].empty()) {
       d.warned_rules.emplace_back(rule.id());
       for (const auto* f : by_action[static_cast<int>(policy::Action::kWarn)]) {
-        std::string warning;
-        warning.reserve(rule.id().size() + 2 + f->message.size());
-        warning += rule.id();
-        warning += ": ";
-        warning += f->message;
-        admission::AddWarning(d.response, std::move(warning));
+        admission::AddWarning(d.response, StrCat({rule.id(), ": ", f->message}));
       }
     }
     if (!by_action[static_cast<int>(policy::Action::kAudit)].empty()) {

@@ -59,7 +59,7 @@ std::vector<std::string> LimitWarnings(std::vector<std::string> warnings);
 /// Cuts `text` to at most `max_bytes` bytes on a UTF-8 boundary, ending with "..." when cut.
 std::string TruncateUtf8(std::string_view text, std::size_t max_bytes);
 
-/// TruncateUtf8 of `text` in its own buffer: nothing is copied, nothing allocated unless "..." is appended.
+/// TruncateUtf8 of `text` in its own buffer: nothing is copied or allocated.
 void TruncateUtf8InPlace(std::string& text, std::size_t max_bytes);
 
 }  // namespace draguard::admission
