@@ -32,6 +32,7 @@ class JsonNode {
   }
   std::string_view String() const { return j_->get_ref<const std::string&>(); }
   bool Bool() const { return j_->get<bool>(); }
+  std::size_t Size() const { return j_->size(); }  // an array's length
   template <class F>
   bool ForEachElement(F f) const {
     for (auto& e : *j_) {

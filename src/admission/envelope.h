@@ -8,6 +8,7 @@
 //   std::optional<Node> Member(std::string_view key) const;  // the last of duplicate keys
 //   template <class F> void ForEachMember(F f) const;        // f(std::string_view key, Node), in order
 //   std::string_view String() const;  bool Bool() const;
+//   std::size_t Size() const;                                // an array's length, as a capacity hint
 //   template <class F> bool ForEachElement(F f) const;       // f(Node) -> bool; false stops
 //   Json Take(bool whole);  // the value as a document; !whole: the rule fields of a reviewed object
 //   Json TakeObject(bool whole);  // as Take, for request.object (may reuse a recycled document)
@@ -102,6 +103,7 @@ Status ReadUserInfo(const std::optional<Node>& v, UserInfo* user) {
   if (auto s = ReadString(*v, "uid", &user->uid, w); !s.ok()) return s;
   if (std::optional<Node> groups = Present(*v, "groups")) {
     if (!groups->IsArray()) return Status::InvalidArgument(std::string(w) + ".groups must be a list");
+    user->groups.reserve(groups->Size());
     bool strings = groups->ForEachElement([&](const Node& e) {
       if (!e.IsString()) return false;
       user->groups.emplace_back(e.String());

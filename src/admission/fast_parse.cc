@@ -270,6 +270,8 @@ class TapeNode {
   }
   std::string_view String() const { return e_.get_string().value_unsafe(); }
   bool Bool() const { return e_.get_bool().value_unsafe(); }
+  // How many elements the array has (at least 0xFFFFFF when simdjson saturates): a capacity hint.
+  std::size_t Size() const { return e_.get_array().value_unsafe().size(); }
   template <class F>
   bool ForEachElement(F f) const {
     const dom::array items = e_.get_array().value_unsafe();
