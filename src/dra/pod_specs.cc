@@ -122,14 +122,17 @@ std::string OwnerName(const admission::AdmissionRequest& request) {
   return request.kind.kind + " \"" + name + "\"";
 }
 
-bool IsLatencySensitive(const policy::Policy& policy, const std::map<std::string, std::string>& labels,
-                        const std::string& priority_class) {
+namespace {
+
+// IsLatencySensitive over labels read through `label`: key -> the label's value, or null.
+template <typename Label>
+bool LatencySensitive(const policy::Policy& policy, const Label& label, std::string_view priority_class) {
   const auto& sel = policy.latency_sensitive;
   if (!sel.labels.empty()) {
     bool all = true;
     for (const auto& [k, v] : sel.labels) {
-      auto it = labels.find(k);
-      all = all && it != labels.end() && it->second == v;
+      const std::string* value = label(k);
+      all = all && value != nullptr && *value == v;
     }
     if (all) return true;
   }
@@ -139,6 +142,25 @@ bool IsLatencySensitive(const policy::Policy& policy, const std::map<std::string
     }
   }
   return false;
+}
+
+}  // namespace
+
+bool IsLatencySensitive(const policy::Policy& policy, const std::map<std::string, std::string>& labels,
+                        const std::string& priority_class) {
+  const auto label = [&labels](const std::string& key) -> const std::string* {
+    auto it = labels.find(key);
+    return it == labels.end() ? nullptr : &it->second;
+  };
+  return LatencySensitive(policy, label, priority_class);
+}
+
+bool IsLatencySensitive(const policy::Policy& policy, const Json* labels, std::string_view priority_class) {
+  const auto label = [labels](const std::string& key) -> const std::string* {
+    const Json* v = labels != nullptr && labels->is_object() ? Member(labels, key.c_str()) : nullptr;
+    return v != nullptr && v->is_string() ? &v->get_ref<const std::string&>() : nullptr;
+  };
+  return LatencySensitive(policy, label, priority_class);
 }
 
 PodObjects FindPodObjects(const admission::AdmissionRequest& request, const policy::Policy& policy) {

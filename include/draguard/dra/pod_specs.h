@@ -93,6 +93,10 @@ std::string OwnerName(const admission::AdmissionRequest& request);
 bool IsLatencySensitive(const policy::Policy& policy, const std::map<std::string, std::string>& labels,
                         const std::string& priority_class);
 
+/// IsLatencySensitive of a pod or template whose metadata.labels is `labels` (null or not an
+/// object: none), read where they are; only string values count, as in the map.
+bool IsLatencySensitive(const policy::Policy& policy, const admission::Json* labels, std::string_view priority_class);
+
 /// Splits a dotted policy path ("spec.template.spec", "*" for any array element) into segments.
 std::vector<std::string> SplitPath(const std::string& path);
 

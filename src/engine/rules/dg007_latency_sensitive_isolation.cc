@@ -25,8 +25,7 @@ class LatencySensitiveIsolation final : public Rule {
     std::vector<Finding> findings;
     bool any = false;
     for (const auto& spec : objects.specs) {
-      auto labels = spec.metadata != nullptr ? StringMapAt(*spec.metadata, {"labels"})
-                                             : std::map<std::string, std::string>{};
+      const admission::Json* labels = spec.metadata != nullptr ? Member(spec.metadata, "labels") : nullptr;
       if (!IsLatencySensitive(input.policy, labels, StringMember(spec.spec, "priorityClassName"))) continue;
       any = true;
       const admission::Json* claims = Member(spec.spec, "resourceClaims");

@@ -50,6 +50,21 @@ TEST(Dg007, PriorityClassSelectsTheClass) {
                       RuleStatus::kFail, {}, ""}, pol);
 }
 
+TEST(Dg007, PodLabelsAreReadAsTheSelectorNeedsThem) {
+  auto pol = DefaultPolicy();
+  pol.latency_sensitive.labels = {{"tier", "rt"}, {"team", "a"}};  // every selector label must match
+  const std::string shared = R"({"name":"gpu","resourceClaimName":"shared"})";
+  const std::vector<Case> cases = {
+      {"all_match", Pod(R"({"team":"a","tier":"rt","other":"x"})", shared), RuleStatus::kFail, {}, ""},
+      {"one_missing", Pod(R"({"tier":"rt"})", shared), RuleStatus::kSkip, {}, ""},
+      {"one_differs", Pod(R"({"tier":"rt","team":"b"})", shared), RuleStatus::kSkip, {}, ""},
+      {"not_a_string", Pod(R"({"tier":"rt","team":1})", shared), RuleStatus::kSkip, {}, ""},
+      {"last_duplicate_wins", Pod(R"({"tier":"x","team":"a","tier":"rt"})", shared), RuleStatus::kFail, {}, ""},
+      {"labels_not_an_object", Pod(R"(["tier","rt"])", shared), RuleStatus::kSkip, {}, ""},
+  };
+  for (const auto& c : cases) CheckCase("DG007", c, pol);
+}
+
 TEST(Dg007, ActionsAndExemption) { ExpectActionsAndExemption("DG007", Request(WithConfig("gpu.nvidia.com", kTs))); }
 
 }  // namespace
