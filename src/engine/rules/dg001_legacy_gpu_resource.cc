@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "draguard/dra/pod_specs.h"
@@ -45,10 +46,22 @@ struct Context {
   const std::string* refusal = nullptr;  // why /mutate would refuse the template's Pods, if it would
 };
 
+// Where a resources object is and whose it is: a JSON pointer and a description such as
+// `container "c"`, put together only when the object has a finding (most have none).
+struct Place {
+  std::string_view at;      // the pointer of the container or pod spec
+  std::string_view field;   // "resources", "resourcesPerNode"
+  std::string_view kind;    // "container", "initContainer", ...; empty: `name` is the whole description
+  std::string_view name;
+  std::string pointer() const { return StrCat({at, "/", field}); }
+  std::string who() const { return kind.empty() ? std::string(name) : StrCat({kind, " \"", name, "\""}); }
+};
+
 // Appends one finding per legacy entry of resources.{limits,requests} at `resources`.
-void CheckResources(const Json& resources, const std::string& pointer, const std::string& who,
-                    const Context& ctx) {
+void CheckResources(const Json& resources, const Place& place, const Context& ctx) {
   if (!resources.is_object()) return;
+  std::string pointer;
+  std::string who;
   for (const char* section : {"limits", "requests"}) {
     auto it = resources.find(section);
     if (it == resources.end() || !it->is_object()) continue;
@@ -60,6 +73,10 @@ void CheckResources(const Json& resources, const std::string& pointer, const std
       if (std::string_view(section) == "requests") {
         auto lim = resources.find("limits");
         if (lim != resources.end() && lim->is_object() && lim->contains(name)) continue;
+      }
+      if (pointer.empty()) {
+        pointer = place.pointer();
+        who = place.who();
       }
       Finding f;
       f.pointer = StrCat({pointer, "/", section, "/", EscapePointerToken(name)});
@@ -122,21 +139,20 @@ class LegacyGpuResource final : public Rule {
       for (const auto& c : Containers(spec)) {
         auto res = c.container->find("resources");
         if (res == c.container->end()) continue;
-        CheckResources(*res, StrCat({c.pointer, "/resources"}), StrCat({c.kind, " \"", c.name, "\""}), ctx);
+        CheckResources(*res, Place{c.pointer, "resources", c.kind, c.name}, ctx);
       }
       // Pod-level resources (PodLevelResources, Kubernetes 1.32+).
       auto pod_res = spec.spec->find("resources");
       if (pod_res != spec.spec->end()) {
-        CheckResources(*pod_res, StrCat({spec.pointer, "/resources"}), "pod-level spec.resources", ctx);
+        CheckResources(*pod_res, Place{spec.pointer, "resources", "", "pod-level spec.resources"}, ctx);
       }
     }
     for (const auto& c : objects.loose_containers) {
       Context ctx{input.policy, objects.owner, StrCat({objects.owner, " ", c.pointer, ": "}), true, &findings};
-      const std::string who = StrCat({"container \"", c.name, "\""});
       // TrainJob's trainer carries resourcesPerNode instead of resources.
       for (const char* field : {"resources", "resourcesPerNode"}) {
         auto res = c.container->find(field);
-        if (res != c.container->end()) CheckResources(*res, StrCat({c.pointer, "/", field}), who, ctx);
+        if (res != c.container->end()) CheckResources(*res, Place{c.pointer, field, "container", c.name}, ctx);
       }
     }
     return Fail(std::move(findings));

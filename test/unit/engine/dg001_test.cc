@@ -106,6 +106,26 @@ TEST(Dg001Rule, MessageNamesContainerResourceAndFix) {
   EXPECT_NE(r.findings[0].fix.find("gpu.nvidia.com"), std::string::npos);
 }
 
+TEST(Dg001Rule, EachFindingNamesItsOwnPlace) {
+  Json sidecar = Container("proxy", {{"limits", {{"nvidia.com/gpu", 1}}}});
+  sidecar["restartPolicy"] = "Always";
+  Json spec = {{"containers",
+                {Container("cpu", {{"limits", {{"cpu", 1}}}}),
+                 Container("two", {{"limits", {{"nvidia.com/gpu", 1}, {"nvidia.com/mig-1g.10gb", 2}}}})}},
+               {"initContainers", {sidecar}},
+               {"resources", {{"requests", {{"nvidia.com/gpu", 1}}}}}};
+  auto r = RunRule(PodRequest(spec));
+  ASSERT_EQ(r.findings.size(), 4u);
+  EXPECT_EQ(r.findings[0].pointer, "/spec/containers/1/resources/limits/nvidia.com~1gpu");
+  EXPECT_EQ(r.findings[0].message, "container \"two\" requests nvidia.com/gpu (limits: 1)");
+  EXPECT_EQ(r.findings[1].pointer, "/spec/containers/1/resources/limits/nvidia.com~1mig-1g.10gb");
+  EXPECT_EQ(r.findings[1].message.rfind("container \"two\" requests nvidia.com/mig-1g.10gb (limits: 2)", 0), 0u);
+  EXPECT_EQ(r.findings[2].pointer, "/spec/initContainers/0/resources/limits/nvidia.com~1gpu");
+  EXPECT_EQ(r.findings[2].message, "sidecar \"proxy\" requests nvidia.com/gpu (limits: 1)");
+  EXPECT_EQ(r.findings[3].pointer, "/spec/resources/requests/nvidia.com~1gpu");
+  EXPECT_EQ(r.findings[3].message, "pod-level spec.resources requests nvidia.com/gpu (requests: 1)");
+}
+
 // With mutation on, a workload's legacy template only warns (its Pods will be converted), unless
 // the webhook found that /mutate would refuse its Pods: then the rule's own action, with the
 // reason, so the workload is refused at its CREATE rather than failing to create Pods later.
