@@ -96,10 +96,10 @@ std::string NormalizeAuditAnnotationKey(std::string_view key) {
 }
 
 std::string TruncateUtf8(std::string_view text, std::size_t max_bytes) {
-  if (text.size() <= max_bytes) return std::string(text);
-  if (max_bytes < 3) return std::string(text.substr(0, Utf8Prefix(text, max_bytes)));
-  std::size_t n = Utf8Prefix(text, max_bytes - 3);
-  return std::string(text.substr(0, n)) + "...";
+  // The byte after the cut is kept too: it tells whether the cut splits a character.
+  std::string out(text.substr(0, text.size() <= max_bytes ? text.size() : max_bytes + 1));
+  TruncateUtf8InPlace(out, max_bytes);
+  return out;
 }
 
 void TruncateUtf8InPlace(std::string& text, std::size_t max_bytes) {

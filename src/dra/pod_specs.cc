@@ -157,7 +157,7 @@ bool IsLatencySensitive(const policy::Policy& policy, const std::map<std::string
 
 bool IsLatencySensitive(const policy::Policy& policy, const Json* labels, std::string_view priority_class) {
   const auto label = [labels](const std::string& key) -> const std::string* {
-    const Json* v = labels != nullptr && labels->is_object() ? Member(labels, key.c_str()) : nullptr;
+    const Json* v = Member(labels, key.c_str());
     return v != nullptr && v->is_string() ? &v->get_ref<const std::string&>() : nullptr;
   };
   return LatencySensitive(policy, label, priority_class);

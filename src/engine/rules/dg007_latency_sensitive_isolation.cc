@@ -25,8 +25,9 @@ class LatencySensitiveIsolation final : public Rule {
     std::vector<Finding> findings;
     bool any = false;
     for (const auto& spec : objects.specs) {
-      const admission::Json* labels = spec.metadata != nullptr ? Member(spec.metadata, "labels") : nullptr;
-      if (!IsLatencySensitive(input.policy, labels, StringMember(spec.spec, "priorityClassName"))) continue;
+      if (!IsLatencySensitive(input.policy, Member(spec.metadata, "labels"), StringMember(spec.spec, "priorityClassName"))) {
+        continue;
+      }
       any = true;
       const admission::Json* claims = Member(spec.spec, "resourceClaims");
       if (claims == nullptr || !claims->is_array()) continue;
