@@ -6,16 +6,28 @@
 # from round to round, so that a host whose speed drifts affects both servers alike. Prints
 # requests/s, p50/p99 and CPU time per request of every run, each round's throughput ratio
 # draguard/nginx and p99 ratio draguard/nginx, their medians per review, and draguard's peak RSS.
-# Usage: bench/load.sh [--check] [path/to/draguard]   (default build/src/cli/draguard)
+# Usage: bench/load.sh [--check] [--floors] [path/to/draguard]   (default build/src/cli/draguard)
 #   draguard runs with the image's GLIBC_TUNABLES (deploy/image/image.env) unless GLIBC_TUNABLES is set.
 #   --check: exit 1 unless, on every review, the median throughput ratio is at least 0.9 and the
 #   median p99 ratio at most 1, and the in-process 8 KiB review (BM_Review/legacy_gpu_pod_8k of the
 #   webhook_bench of the binary's build tree, or BENCH; median of three, with the same
 #   GLIBC_TUNABLES) takes at most 4 us: the targets in docs/performance.md.
+#   --floors: each round also runs draguard's two floors, answers that leave out the review, each
+#   against the same round's nginx run: "transport" POSTs the review as text/plain (the whole body
+#   is read over TLS and answered 415 unparsed, as nginx discards it), "unreviewed" POSTs it with
+#   request.kind Pod spelt Pox (same length: the whole body is validated and the envelope decoded,
+#   no rule applies, the answer is an allow with the decision's log line). Between "unreviewed" and
+#   draguard's own ratio lies the rules' work; the floors are reported, never checked.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-check=0
-if [ "${1:-}" = "--check" ]; then check=1; shift; fi
+check=0 floors=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --check) check=1; shift ;;
+    --floors) floors=1; shift ;;
+    *) break ;;
+  esac
+done
 bin=${1:-$root/build/src/cli/draguard}
 duration=${DURATION:-5s}
 rounds=${ROUNDS:-5}
@@ -106,13 +118,13 @@ cpu_ticks() {  # user + system clock ticks of the given processes and their chil
   echo "$total"
 }
 hz=$(getconf CLK_TCK)
-run() {  # label url body-file server-pid; sets rps and p99_us
+run() {  # label url body-file server-pid [content-type]; sets rps and p99_us
   cat > "$tmp/post.lua" <<LUA
 local f = io.open("$3", "rb")
 wrk.method = "POST"
 wrk.body = f:read("*all")
 f:close()
-wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Content-Type"] = "${5:-application/json}"
 LUA
   local p50 p99 non2xx t0 t1 cpu_us
   t0=$(cpu_ticks "$4")
@@ -124,7 +136,7 @@ LUA
   non2xx=$(awk '/Non-2xx/ {print $NF}' "$tmp/run.wrk")
   requests=$(awk '/requests in/ {print $1}' "$tmp/run.wrk")
   cpu_us=$(python3 -c "print('%.1f' % (($t1 - $t0) * 1e6 / $hz / max(1, $requests)))")
-  printf '  %-9s requests/s %10s   p50 %9s   p99 %9s   CPU/request %6sus   non-2xx %s\n' "$1" "$rps" "$p50" "$p99" \
+  printf '  %-10s requests/s %10s   p50 %9s   p99 %9s   CPU/request %6sus   non-2xx %s\n' "$1" "$rps" "$p50" "$p99" \
     "$cpu_us" "${non2xx:-0}"
   p99_us=$(to_us "$p99")
 }
@@ -135,7 +147,16 @@ for c in "${cases[@]}"; do
   IFS=: read -r name file what <<< "$c"
   body="$root/bench/data/$file"
   echo "$name: $(wc -c < "$body") bytes ($what review)"
-  tput_ratios=() p99_ratios=()
+  tput_ratios=() p99_ratios=() transport_ratios=() unreviewed_ratios=()
+  if [ "$floors" = 1 ]; then
+    python3 - "$body" "$tmp/$name-unreviewed.json" <<'PY'
+import sys
+pod = b'"kind":{"group":"","version":"v1","kind":"Pod"}'
+text = open(sys.argv[1], "rb").read()
+assert text.count(pod) == 1, "request.kind is not the one Pod kind"
+open(sys.argv[2], "wb").write(text.replace(pod, pod.replace(b'"Pod"', b'"Pox"')))
+PY
+  fi
   for round in $(seq 1 "$rounds"); do
     order="nginx draguard"
     [ $((round % 2)) = 0 ] && order="draguard nginx"
@@ -152,9 +173,19 @@ for c in "${cases[@]}"; do
     read -r tput_ratio p99_ratio <<< "$ratios"
     tput_ratios+=("$tput_ratio") p99_ratios+=("$p99_ratio")
     echo "  round $round   draguard/nginx throughput $tput_ratio   p99 $p99_ratio"
+    if [ "$floors" = 1 ]; then
+      run transport "https://127.0.0.1:$dg_port/validate" "$body" "$dg_pid" text/plain
+      transport_ratios+=("$(python3 -c "print('%.2f' % ($rps / $ng_rps))")")
+      run unreviewed "https://127.0.0.1:$dg_port/validate" "$tmp/$name-unreviewed.json" "$dg_pid"
+      unreviewed_ratios+=("$(python3 -c "print('%.2f' % ($rps / $ng_rps))")")
+      echo "  round $round   floors/nginx throughput: transport ${transport_ratios[-1]}   unreviewed ${unreviewed_ratios[-1]}"
+    fi
   done
   tput_ratio=$(median "${tput_ratios[@]}") p99_ratio=$(median "${p99_ratios[@]}")
   echo "  ratio     draguard/nginx throughput $tput_ratio   p99 $p99_ratio   (medians of $rounds rounds)"
+  if [ "$floors" = 1 ]; then
+    echo "  floors    throughput/nginx: transport $(median "${transport_ratios[@]}")   unreviewed $(median "${unreviewed_ratios[@]}")   (medians of $rounds rounds)"
+  fi
   if python3 -c "import sys; sys.exit(0 if $tput_ratio < 0.9 or $p99_ratio > 1 else 1)"; then
     failed=1
     misses+=("$name: throughput ratio $tput_ratio (>= 0.9), p99 ratio $p99_ratio (<= 1)")

@@ -9,6 +9,7 @@
 #include <variant>
 
 #include <benchmark/benchmark.h>
+#include <simdjson.h>
 #include <nlohmann/json.hpp>
 
 #include "draguard/admission/codec.h"
@@ -101,6 +102,22 @@ void BM_DecodeOnly(benchmark::State& state, std::size_t bytes, draguard::admissi
     auto r = draguard::admission::DecodeReview(body, WithDecoder(decoder), scope, pooled ? &pool : nullptr,
                                                body.capacity() - body.size());
     benchmark::DoNotOptimize(r);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * body.size()));
+}
+
+// simdjson's validating parse of the same body alone (stage 1 and 2 into a reused parser, as the
+// pooled decode does): the floor of any review that validates the whole body, as draguard's does.
+void BM_ValidateOnly(benchmark::State& state, std::size_t bytes) {
+  const std::string body = PaddedReview(PodKind::kLegacyGpu, bytes);
+  simdjson::dom::parser parser;
+  for (auto _ : state) {
+    auto doc = parser.parse(body.data(), body.size(), body.capacity() - body.size() < simdjson::SIMDJSON_PADDING);
+    if (doc.error() != simdjson::SUCCESS) {
+      state.SkipWithError("the body is not valid JSON");
+      break;
+    }
+    benchmark::DoNotOptimize(doc.value_unsafe());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * body.size()));
 }
@@ -213,6 +230,8 @@ BENCHMARK_CAPTURE(BM_DecodeOnly, legacy_gpu_pod_64k_full, 64 * 1024, draguard::a
                   draguard::admission::Decoder::kFast);
 BENCHMARK_CAPTURE(BM_DecodeOnly, legacy_gpu_pod_64k_reference, 64 * 1024, draguard::admission::DecodeScope::kFull,
                   draguard::admission::Decoder::kReference);
+BENCHMARK_CAPTURE(BM_ValidateOnly, legacy_gpu_pod_8k, 8 * 1024);
+BENCHMARK_CAPTURE(BM_ValidateOnly, legacy_gpu_pod_64k, 64 * 1024);
 BENCHMARK_CAPTURE(BM_DecisionLogLine, direct, false);
 BENCHMARK_CAPTURE(BM_DecisionLogLine, ordered_document, true);
 
