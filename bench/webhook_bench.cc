@@ -122,6 +122,25 @@ void BM_ValidateOnly(benchmark::State& state, std::size_t bytes) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * body.size()));
 }
 
+// simdjson's On-Demand reading request.uid of the same body and nothing else: stage 1 (the
+// structure and UTF-8 of the whole body) without stage 2, so the values it skips are not validated.
+// The floor of a review that would give up validating what it does not read; draguard does not.
+void BM_UidOnDemand(benchmark::State& state, std::size_t bytes) {
+  const std::string body = PaddedReview(PodKind::kLegacyGpu, bytes);
+  simdjson::ondemand::parser parser;
+  const simdjson::padded_string_view text(body.data(), body.size(), body.capacity());
+  for (auto _ : state) {
+    auto doc = parser.iterate(text);
+    std::string_view uid;
+    if (doc["request"]["uid"].get(uid) != simdjson::SUCCESS) {
+      state.SkipWithError("no request.uid");
+      break;
+    }
+    benchmark::DoNotOptimize(uid);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * body.size()));
+}
+
 // A /proc/self/status value in KiB ("VmHWM", "VmRSS").
 double StatusKiB(const char* key) {
   std::ifstream in("/proc/self/status");
@@ -232,6 +251,8 @@ BENCHMARK_CAPTURE(BM_DecodeOnly, legacy_gpu_pod_64k_reference, 64 * 1024, dragua
                   draguard::admission::Decoder::kReference);
 BENCHMARK_CAPTURE(BM_ValidateOnly, legacy_gpu_pod_8k, 8 * 1024);
 BENCHMARK_CAPTURE(BM_ValidateOnly, legacy_gpu_pod_64k, 64 * 1024);
+BENCHMARK_CAPTURE(BM_UidOnDemand, legacy_gpu_pod_8k, 8 * 1024);
+BENCHMARK_CAPTURE(BM_UidOnDemand, legacy_gpu_pod_64k, 64 * 1024);
 BENCHMARK_CAPTURE(BM_DecisionLogLine, direct, false);
 BENCHMARK_CAPTURE(BM_DecisionLogLine, ordered_document, true);
 
